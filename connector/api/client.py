@@ -1,0 +1,318 @@
+"""Async client for the three Capture API operations (spec 4).
+
+Every call goes through `_call`: rate gate, one HTTP attempt, envelope parsing into a typed result
+or a typed exception, an `Attempt` report, and the retry policy around all of it. A retry re-sends
+the very same bytes under the very same Idempotency-Key.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import ipaddress
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+import httpx
+import structlog
+from pydantic import BaseModel, SecretStr, ValidationError
+
+from .errors import (
+    STATUS_ERRORS,
+    CaptureError,
+    InsecureURLError,
+    InvalidIdempotencyKey,
+    OutcomeUnknown,
+    RateLimited,
+    UnexpectedStatus,
+)
+from .models import (
+    MAX_BULK_PERSONS,
+    MAX_KEY_LENGTH,
+    BulkCaptureResult,
+    BulkPersonInput,
+    ClientInfo,
+    ErrorEnvelope,
+    PersonCaptureResult,
+    PersonInput,
+    SuccessEnvelope,
+    encode_bulk,
+    encode_json,
+)
+from .retry import RetryPolicy
+
+log = structlog.get_logger("capture_sync.api")
+
+R = TypeVar("R", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One HTTP attempt, as the ledger's attempts table records it."""
+
+    operation: str
+    idempotency_key: str | None
+    started_at: float
+    latency_s: float
+    status_code: int | None
+    error: CaptureError | None = None
+
+
+class RateGate(Protocol):
+    """What the client needs from a client-side rate limiter."""
+
+    async def acquire(self) -> None: ...
+
+    def on_rate_limited(self, retry_after: float | None) -> None: ...
+
+
+def check_idempotency_key(key: str) -> str:
+    if not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY_LENGTH:
+        raise InvalidIdempotencyKey(
+            f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} characters, got {len(key or '')}"
+        )
+    if not key.isascii() or not key.isprintable():
+        raise InvalidIdempotencyKey("Idempotency-Key must be printable ASCII")
+    return key
+
+
+def check_base_url(base_url: str, *, allow_insecure_http: bool = False) -> httpx.URL:
+    url = httpx.URL(base_url)
+    if url.scheme not in ("http", "https") or not url.host:
+        raise InsecureURLError(f"base_url must be an http(s) URL with a host, got {base_url!r}")
+    if url.userinfo:
+        raise InsecureURLError("base_url must not carry credentials; use the API key and secret")
+    if url.scheme == "http" and not allow_insecure_http and not _is_loopback(url.host):
+        raise InsecureURLError(
+            f"refusing plain http to {url.host}: the API secret would travel in clear. "
+            "Use https, or set allow_insecure_http = true for a trusted network."
+        )
+    return url
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Retry-After is either delta-seconds or an HTTP date (RFC 9110 10.2.3)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - time.time(), 0.0)
+
+
+class _CaptureAuth(httpx.Auth):
+    """Adds both credential headers to every request; its repr never shows the secret."""
+
+    def __init__(self, api_key: str, api_secret: SecretStr) -> None:
+        self._api_key = api_key
+        self._api_secret = api_secret
+
+    def auth_flow(self, request: httpx.Request):
+        request.headers["X-API-Key"] = self._api_key
+        request.headers["X-API-Secret"] = self._api_secret.get_secret_value()
+        yield request
+
+    def __repr__(self) -> str:
+        return f"_CaptureAuth(api_key={self._api_key!r}, api_secret='**********')"
+
+
+class CaptureClient:
+    """One API client's connection to the Capture API: pooled, keep-alive, retrying per spec 4.4."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        api_secret: str | SecretStr,
+        *,
+        timeout_s: float = 30.0,
+        connect_timeout_s: float = 10.0,
+        retry_policy: RetryPolicy | None = None,
+        allow_insecure_http: bool = False,
+        max_connections: int = 10,
+        rate_gate: RateGate | None = None,
+        on_attempt: Callable[[Attempt], Awaitable[None] | None] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if not api_key:
+            raise ValueError("an API key is required")
+        secret = api_secret if isinstance(api_secret, SecretStr) else SecretStr(api_secret)
+        if not secret.get_secret_value():
+            raise ValueError("an API secret is required")
+        self.base_url = check_base_url(base_url, allow_insecure_http=allow_insecure_http)
+        self.retry_policy = retry_policy or RetryPolicy()
+        self.rate_gate = rate_gate
+        self.on_attempt = on_attempt
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            auth=_CaptureAuth(api_key, secret),
+            timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+            headers={"Accept": "application/json", "User-Agent": "capture-sync"},
+            transport=transport,
+        )
+
+    def __repr__(self) -> str:
+        return f"CaptureClient(base_url={str(self.base_url)!r})"
+
+    async def __aenter__(self) -> CaptureClient:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def info(self) -> ClientInfo:
+        """GET /info: the client's settings; the first call any integration should make."""
+        return await self._call("GET", "/info", None, None, ClientInfo, "info")
+
+    async def capture_person(
+        self, person: PersonInput | dict[str, Any] | bytes, idempotency_key: str
+    ) -> PersonCaptureResult:
+        """POST /person under `idempotency_key`. Pass bytes to resend an earlier body exactly."""
+        check_idempotency_key(idempotency_key)
+        if isinstance(person, bytes):
+            body = person
+        else:
+            model = person if isinstance(person, PersonInput) else PersonInput.model_validate(person)
+            body = encode_json(model.to_json_dict())
+        return await self._call(
+            "POST", "/person", body, idempotency_key, PersonCaptureResult, "capture_person"
+        )
+
+    async def capture_bulk(
+        self,
+        persons: Sequence[BulkPersonInput | dict[str, Any]] | bytes,
+        idempotency_key: str,
+    ) -> BulkCaptureResult:
+        """POST /persons/bulk under `idempotency_key`. Pass bytes to resend an earlier body exactly.
+
+        A 200 means the batch completed: the caller must inspect all three result arrays.
+        """
+        check_idempotency_key(idempotency_key)
+        if isinstance(persons, bytes):
+            body = persons
+        else:
+            if not 1 <= len(persons) <= MAX_BULK_PERSONS:
+                raise ValueError(f"a bulk request takes 1 to {MAX_BULK_PERSONS} persons, got {len(persons)}")
+            body = encode_bulk(
+                [p if isinstance(p, BulkPersonInput) else BulkPersonInput.model_validate(p) for p in persons]
+            )
+        return await self._call(
+            "POST", "/persons/bulk", body, idempotency_key, BulkCaptureResult, "capture_bulk"
+        )
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        key: str | None,
+        result_model: type[R],
+        operation: str,
+    ) -> R:
+        async for attempt in self.retry_policy.retrying():
+            with attempt:
+                return await self._attempt(method, path, body, key, result_model, operation)
+        raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+
+    async def _attempt(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        key: str | None,
+        result_model: type[R],
+        operation: str,
+    ) -> R:
+        if self.rate_gate is not None:
+            await self.rate_gate.acquire()
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        if key is not None:
+            headers["Idempotency-Key"] = key
+        started = time.time()
+        t0 = time.perf_counter()
+        response: httpx.Response | None = None
+        error: CaptureError | None = None
+        try:
+            try:
+                response = await self._http.request(method, path, content=body, headers=headers)
+            except httpx.TimeoutException as exc:
+                raise OutcomeUnknown(f"request timed out ({type(exc).__name__})", operation=operation) from None
+            except httpx.TransportError as exc:
+                raise OutcomeUnknown(
+                    f"connection failed ({type(exc).__name__})", operation=operation
+                ) from None
+            return _parse(response, result_model, operation)
+        except CaptureError as exc:
+            error = exc
+            if isinstance(exc, RateLimited) and self.rate_gate is not None:
+                self.rate_gate.on_rate_limited(exc.retry_after)
+            raise
+        finally:
+            report = Attempt(
+                operation=operation,
+                idempotency_key=key,
+                started_at=started,
+                latency_s=time.perf_counter() - t0,
+                status_code=response.status_code if response is not None else None,
+                error=error,
+            )
+            log.debug(
+                "capture_api.attempt",
+                operation=operation,
+                key_prefix=key[:12] if key else None,
+                status=report.status_code,
+                error=type(error).__name__ if error else None,
+                latency_ms=round(report.latency_s * 1000, 1),
+            )
+            if self.on_attempt is not None:
+                maybe = self.on_attempt(report)
+                if maybe is not None:
+                    await maybe
+
+
+def _parse(response: httpx.Response, result_model: type[R], operation: str) -> R:
+    status = response.status_code
+    if 200 <= status < 300:
+        try:
+            envelope = SuccessEnvelope[result_model].model_validate_json(response.content)
+        except ValidationError:
+            # The server acted but we cannot read what it did: resending the same key replays it.
+            raise OutcomeUnknown(
+                "a 2xx response without a valid success envelope", status_code=status, operation=operation
+            ) from None
+        return envelope.data
+    try:
+        err = ErrorEnvelope.model_validate_json(response.content).error
+        message, name, code, retryable = err.message, err.name, err.code, err.retryable
+    except ValidationError:
+        message = f"HTTP {status} {response.reason_phrase} without an error envelope"
+        name = code = retryable = None
+    cls = STATUS_ERRORS.get(status, UnexpectedStatus)
+    kwargs: dict[str, Any] = dict(
+        status_code=status, name=name, code=code, retryable=retryable, operation=operation
+    )
+    if cls is RateLimited:
+        kwargs["retry_after"] = parse_retry_after(response.headers.get("Retry-After"))
+    raise cls(message, **kwargs)

@@ -1,0 +1,224 @@
+"""Pydantic models for every schema of the Capture API spec (sections 2 and 7).
+
+Request models are strict (unknown properties are errors, as the API rejects them); response
+models tolerate extra fields so that a server adding a field does not break delivery.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Annotated, Any, Generic, Literal, TypeVar
+from uuid import UUID
+
+import email_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+MAX_KEY_LENGTH = 512
+MAX_BULK_PERSONS = 100
+
+
+def _check_email(value: str) -> str:
+    """Validate the syntax only and keep the caller's spelling: the CRM owns normalisation."""
+    try:
+        email_validator.validate_email(
+            value, check_deliverability=False, globally_deliverable=False
+        )
+    except email_validator.EmailNotValidError as exc:
+        raise PydanticCustomError("email", "not a valid email address: {reason}", {"reason": str(exc)})
+    return value
+
+
+Email = Annotated[str, AfterValidator(_check_email)]
+NonEmpty = Annotated[str, Field(min_length=1)]
+
+PERSON_FIELDS = (
+    "name", "first_name", "last_name", "email", "phone",
+    "company", "job_title", "notes", "custom_fields",
+)
+
+
+class PersonInput(BaseModel):
+    """Body of POST /person (spec 2.1)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: NonEmpty | None = None
+    first_name: NonEmpty | None = None
+    last_name: str | None = None
+    email: Email | None = None
+    phone: str | None = None
+    company: str | None = None
+    job_title: str | None = None
+    notes: str | None = None
+    custom_fields: dict[str, Any] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nulls(cls, data: Any) -> Any:
+        # The schema types these fields as strings: an explicit null is not "absent".
+        if isinstance(data, dict):
+            nulls = [k for k, v in data.items() if v is None and k in cls.model_fields]
+            if nulls:
+                raise PydanticCustomError(
+                    "null_field", "{fields} must not be null (leave the field out instead)",
+                    {"fields": ", ".join(f"`{k}`" for k in nulls)},
+                )
+        return data
+
+    @model_validator(mode="after")
+    def _rules_a_and_b(self) -> PersonInput:
+        problems = []
+        if self.name is None and self.first_name is None:
+            problems.append("needs `name` or `first_name`")
+        if self.email is None and self.phone is None:
+            problems.append("needs `email` or `phone`")
+        if problems:
+            raise PydanticCustomError("rules", "{problems}", {"problems": "; ".join(problems)})
+        return self
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
+class BulkPersonInput(PersonInput):
+    """Element of `persons` in POST /persons/bulk (spec 2.2)."""
+
+    idempotency_key: Annotated[str, Field(max_length=MAX_KEY_LENGTH)] | None = None
+
+
+class BulkBody(BaseModel):
+    """Body of POST /persons/bulk (spec 4.3)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    persons: Annotated[list[BulkPersonInput], Field(min_length=1, max_length=MAX_BULK_PERSONS)]
+
+
+class ClientInfo(BaseModel):
+    """`data` of GET /info (spec 2.4)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    client_name: str
+    rate_limit: int
+    default_lead_source: str | None = None
+    has_custom_field_mapping: bool
+    allowed_origins: list[str] | None = None
+
+
+class PersonCaptureResult(BaseModel):
+    """`data` of POST /person (spec 2.5)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    person_id: UUID
+    status: str | None = None
+    action: str | None = None
+    duplicate_detected: bool | None = None
+    idempotent_replay: bool | None = None
+
+
+class BulkCaptureResult(BaseModel):
+    """`data` of POST /persons/bulk (spec 2.6): the objects' fields are not documented."""
+
+    model_config = ConfigDict(extra="allow")
+
+    successful: list[dict[str, Any]]
+    duplicates: list[dict[str, Any]]
+    failed: list[dict[str, Any]]
+
+
+T = TypeVar("T")
+
+
+class SuccessEnvelope(BaseModel, Generic[T]):
+    """Every 2xx response (spec 2.3)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    success: Literal[True]
+    statusCode: int
+    timestamp: datetime
+    message: str | None = None
+    data: T
+
+
+class ErrorBody(BaseModel):
+    """`error` of the error envelope (spec 7); servers may add properties."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    message: str
+    statusCode: int
+    code: str | None = None
+    retryable: bool | None = None
+    isOperational: bool | None = None
+
+
+class ErrorEnvelope(BaseModel):
+    """Every non-2xx response (spec 7)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    success: Literal[False]
+    statusCode: int
+    timestamp: datetime
+    error: ErrorBody
+
+
+def explain(exc: ValidationError) -> list[str]:
+    """Turn a pydantic error into one short sentence per problem, naming the field."""
+    messages = []
+    for err in exc.errors(include_url=False):
+        loc = [str(part) for part in err["loc"]]
+        where = ".".join(loc)
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            messages.append(f"unknown field `{where}`")
+        elif kind == "missing":
+            messages.append(f"missing required field `{where}`")
+        elif kind in ("rules", "null_field"):
+            prefix = f"{where}: " if where else ""
+            messages.append(prefix + err["msg"])
+        elif kind == "email":
+            messages.append(f"`{where}` is {err['msg']}")
+        elif kind == "string_too_short":
+            messages.append(f"`{where}` must not be empty")
+        elif kind == "string_too_long":
+            messages.append(f"`{where}` is longer than {err['ctx']['max_length']} characters")
+        elif kind == "too_short":
+            messages.append(f"`{where}` needs at least {err['ctx']['min_length']} item(s)")
+        elif kind == "too_long":
+            messages.append(f"`{where}` allows at most {err['ctx']['max_length']} items")
+        elif kind == "string_type":
+            messages.append(f"`{where}` must be a string")
+        elif kind in ("dict_type", "model_type", "model_attributes_type"):
+            messages.append(f"`{where}` must be an object" if where else "the body must be a JSON object")
+        elif kind == "list_type":
+            messages.append(f"`{where}` must be an array")
+        else:
+            messages.append(f"`{where}`: {err['msg']}" if where else err["msg"])
+    return messages
+
+
+def encode_json(payload: Any) -> bytes:
+    """The one serialisation used for request bodies, so a resend is byte-identical."""
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def encode_bulk(persons: Sequence[BulkPersonInput | dict[str, Any]]) -> bytes:
+    items: Iterable[dict[str, Any]] = (
+        p.to_json_dict() if isinstance(p, PersonInput) else p for p in persons
+    )
+    return encode_json({"persons": list(items)})

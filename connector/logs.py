@@ -1,0 +1,102 @@
+"""Logging: structlog over the stdlib, so our events and every library's pass one redaction chain.
+
+The API secret is masked everywhere. Contact PII (emails, phone numbers) is masked in every event
+below DEBUG: a debug session may see it, production logs at INFO never do.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from typing import Any, TextIO
+
+import structlog
+
+MASK = "**********"
+_secrets: set[str] = set()
+
+_EMAIL = re.compile(r"[\w.+%-]+@[\w-]+(?:\.[\w-]+)*", re.UNICODE)
+_PHONE = re.compile(r"(?<![\w-])\+?\d[\d ().-]{5,}\d(?![\w-])")
+_PII_KEYS = {"email", "phone"}
+
+
+def register_secret(value: str | None) -> None:
+    """Mask `value` in every log event from now on (short values would mask too much)."""
+    if value and len(value) >= 6:
+        _secrets.add(value)
+
+
+def _scrub(value: Any, fn) -> Any:
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, dict):
+        return {k: _scrub(v, fn) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_scrub(v, fn) for v in value)
+    if isinstance(value, BaseException):
+        return fn(str(value))
+    return value
+
+
+def mask_secrets(text: str) -> str:
+    for secret in _secrets:
+        if secret in text:
+            text = text.replace(secret, MASK)
+    return text
+
+
+def mask_pii(text: str) -> str:
+    return _PHONE.sub("<phone>", _EMAIL.sub("<email>", text))
+
+
+def redact_secrets(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+    return {k: _scrub(v, mask_secrets) for k, v in event.items()} if _secrets else event
+
+
+def redact_pii(_logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+    if method == "debug" or event.get("level") == "debug":
+        return event
+    out = {}
+    for k, v in event.items():
+        if k in _PII_KEYS and v is not None:
+            out[k] = "<redacted>"
+        else:
+            out[k] = _scrub(v, mask_pii)
+    return out
+
+
+def configure(level: str | int = "INFO", *, json: bool | None = None, stream: TextIO | None = None) -> None:
+    """JSON lines when the stream is not a terminal (or `json=True`), readable console otherwise."""
+    stream = stream or sys.stderr
+    if json is None:
+        json = not stream.isatty()
+    shared = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.format_exc_info,
+        redact_secrets,
+        redact_pii,
+    ]
+    renderer = structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=stream.isatty())
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[structlog.stdlib.ExtraAdder(), *shared],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+    )
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        if getattr(old, "_capture_sync", False):
+            root.removeHandler(old)
+    handler._capture_sync = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(level if isinstance(level, int) else level.upper())
+    structlog.configure(
+        processors=[structlog.stdlib.filter_by_level, *shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=False,
+    )
