@@ -1,0 +1,11 @@
+"""Delivery: from the ledger to the Capture API and back, effectively once (design 1-4)."""
+
+from .engine import DeliverySettings, Progress, SourceJob, extract, preview, replay, sync, to_mapped
+from .ratelimit import AdaptiveRateLimiter
+from .report import RunReport
+from .settle import match_bulk, person_outcome
+
+__all__ = [
+    "DeliverySettings", "Progress", "SourceJob", "extract", "preview", "replay", "sync", "to_mapped",
+    "AdaptiveRateLimiter", "RunReport", "match_bulk", "person_outcome",
+]

@@ -1,0 +1,310 @@
+"""The sync pass and the replay: extract -> map -> ledger, then ledger -> batches -> API -> ledger.
+
+Extraction commits each chunk of records with the source cursor after it (dlt-style: state moves
+only with the data it covers). Delivery then drains the ledger: every batch is on disk with its
+key and member list before its request leaves, and every response is settled in one transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import structlog
+
+from ..api import (
+    Attempt,
+    BadRequest,
+    CaptureClient,
+    CaptureError,
+    IdempotencyConflict,
+    PersonInput,
+    Unauthorized,
+    encode_json,
+    is_retryable,
+)
+from ..ledger import BatchWork, Ledger, Mapped
+from .ratelimit import AdaptiveRateLimiter
+from .report import RunReport
+from .settle import match_bulk, person_outcome
+
+if TYPE_CHECKING:
+    from ..mapping import Mapping
+    from ..source import Record, Source
+
+log = structlog.get_logger("capture_sync.delivery")
+
+RAW_VALUE_LIMIT = 500
+PREVIEW_LIMIT = 20
+
+
+@dataclass(frozen=True)
+class DeliverySettings:
+    batch_size: int = 100
+    concurrency: int = 4
+    rate_window_s: float = 60.0
+    chunk_size: int = 1000
+    stop_grace_s: float = 8.0
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.batch_size <= 100:
+            raise ValueError("batch_size must be 1 to 100")
+        if self.concurrency < 1 or self.chunk_size < 1:
+            raise ValueError("concurrency and chunk_size must be at least 1")
+
+
+@dataclass(frozen=True)
+class SourceJob:
+    name: str
+    source: Source
+    mapping: Mapping
+
+
+class Progress(Protocol):
+    def advance(self, what: Literal["read", "sent", "settled"], n: int) -> None: ...
+
+
+class _NoProgress:
+    def advance(self, what: str, n: int) -> None:
+        pass
+
+
+def to_mapped(mapping: Mapping, record: Record) -> Mapped:
+    result = mapping.map(record.data)
+    if isinstance(result, PersonInput):
+        return Mapped(record.id, payload=encode_json(result.to_json_dict()).decode("utf-8"))
+    raw = {str(k): str(v)[:RAW_VALUE_LIMIT] for k, v in record.data.items()}
+    return Mapped(record.id, raw=raw, reasons=tuple(result.reasons))
+
+
+def extract(ledger: Ledger, job: SourceJob, chunk_size: int, report: RunReport, progress: Progress) -> None:
+    """Read the source from its committed cursor; each chunk and its cursor commit together."""
+    chunk: list[Mapped] = []
+    last_state: Any = None
+
+    def flush() -> None:
+        counts = ledger.enqueue(job.name, job.mapping.version, chunk, last_state)
+        report.enqueued += counts.enqueued
+        report.unchanged += counts.unchanged
+        report.rejected += counts.rejected
+        for item in chunk:
+            report.rejection_reasons.update(item.reasons)
+        progress.advance("read", len(chunk))
+        chunk.clear()
+
+    for record in job.source.read(ledger.source_state(job.name)):
+        chunk.append(to_mapped(job.mapping, record))
+        last_state = record.state
+        report.read += 1
+        if len(chunk) >= chunk_size:
+            flush()
+    if chunk:
+        flush()
+
+
+class _Delivery:
+    """Drains the ledger with bounded concurrency until it is empty, halted or stopped."""
+
+    def __init__(
+        self, ledger: Ledger, client: CaptureClient, settings: DeliverySettings, report: RunReport,
+        progress: Progress, stop: asyncio.Event | None, include_stalled: bool,
+    ) -> None:
+        self.ledger, self.client, self.settings, self.report = ledger, client, settings, report
+        self.progress = progress
+        self.stop = stop or asyncio.Event()
+        self.include_stalled = include_stalled
+        self.halt = asyncio.Event()
+        self.claimed: set[int] = set()
+        self.attempts: dict[str | None, list[Attempt]] = defaultdict(list)
+
+    async def run(self) -> None:
+        try:
+            info = await self.client.info()
+        except CaptureError as exc:
+            self._halt(exc)
+            return
+        self.client.rate_gate = AdaptiveRateLimiter(info.rate_limit, self.settings.rate_window_s)
+        self.client.on_attempt = lambda attempt: self.attempts[attempt.idempotency_key].append(attempt)
+        workers = [asyncio.create_task(self._worker()) for _ in range(self.settings.concurrency)]
+        stopping = asyncio.create_task(self.stop.wait())
+        try:
+            done, _ = await asyncio.wait({stopping, *workers}, return_when=asyncio.FIRST_COMPLETED)
+            remaining = [w for w in workers if not w.done()]
+            if stopping in done and remaining:
+                # Requests in hand get a grace period to finish and be settled; a request cut off
+                # after that stays an open batch, resent later under the same key and body.
+                self.report.stopped = True
+                await asyncio.wait(remaining, timeout=self.settings.stop_grace_s)
+            elif remaining:
+                await asyncio.gather(*remaining)
+        finally:
+            stopping.cancel()
+            for w in workers:
+                w.cancel()
+            results = await asyncio.gather(*workers, return_exceptions=True)
+            errors = [r for r in results if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError)]
+            if errors:
+                raise errors[0]
+
+    def _halt(self, exc: CaptureError) -> None:
+        self.report.halted_by = str(exc)
+        if isinstance(exc, Unauthorized):
+            self.report.auth_failed = True
+        self.halt.set()
+        log.warning("delivery.halted", error=type(exc).__name__, reason=str(exc))
+
+    async def _worker(self) -> None:
+        while not (self.halt.is_set() or self.stop.is_set()):
+            work = self.ledger.claim(
+                batch_size=self.settings.batch_size, skip=self.claimed, include_stalled=self.include_stalled
+            )
+            if work is None:
+                return
+            await self._send(work)
+
+    async def _send(self, work: BatchWork) -> None:
+        self.claimed.add(work.id)
+        size = len(work.members)
+        t0 = time.perf_counter()
+        try:
+            if work.operation == "bulk":
+                result = await self.client.capture_bulk(work.body, work.key)
+            else:
+                result = await self.client.capture_person(work.body, work.key)
+        except CaptureError as exc:
+            await self._failed(work, exc, self.attempts.pop(work.key, []))
+            return
+        attempts = self.attempts.pop(work.key, [])
+        outcomes = (
+            match_bulk(work.members, result) if work.operation == "bulk"
+            else [person_outcome(work.members[0], result)]
+        )
+        self.ledger.settle(work, outcomes, attempts)
+        tally: dict[str, int] = defaultdict(int)
+        for outcome in outcomes:
+            tally[outcome.state] += 1
+            self.report.add_outcome(outcome.state)
+        self.report.sent += size
+        self.progress.advance("sent", size)
+        self.progress.advance("settled", size - tally.get("unknown", 0))
+        log.info(
+            "batch.settled", operation=work.operation, size=size, key_prefix=work.key[:14],
+            latency_ms=round((time.perf_counter() - t0) * 1000, 1), **tally,
+        )
+
+    async def _failed(self, work: BatchWork, exc: CaptureError, attempts: list[Attempt]) -> None:
+        reason = str(exc)
+        size = len(work.members)
+        log.info("batch.error", operation=work.operation, size=size, key_prefix=work.key[:14], error=type(exc).__name__, status=exc.status_code)
+        if isinstance(exc, Unauthorized):
+            # Credentials, not data: nothing is marked failed; the batch is resent as it is later.
+            self.ledger.record_attempts(work, attempts)
+            self._halt(exc)
+        elif isinstance(exc, IdempotencyConflict):
+            self.ledger.block(work, reason, attempts)
+            self.report.blocked += size
+        elif isinstance(exc, BadRequest):
+            if size == 1:
+                self.ledger.fail(work, reason, attempts)
+                self.report.failed += 1
+            else:
+                for half in self.ledger.split(work, reason, attempts):
+                    await self._send(half)
+        elif is_retryable(exc):
+            # Retries ran out on a transient failure: most likely an outage, so stop sending.
+            self.ledger.keep_open(work, reason, attempts)
+            self._halt(exc)
+        else:
+            self.ledger.stall(work, reason, attempts)
+
+
+async def _deliver(
+    ledger: Ledger, client: CaptureClient, settings: DeliverySettings, report: RunReport,
+    progress: Progress | None, stop: asyncio.Event | None, *, include_stalled: bool,
+) -> None:
+    delivery = _Delivery(ledger, client, settings, report, progress or _NoProgress(), stop, include_stalled)
+    await delivery.run()
+
+
+def _finish(ledger: Ledger, run_id: int, report: RunReport, t0: float) -> RunReport:
+    report.unsettled = ledger.unsettled_count()
+    report.blocked_total = ledger.blocked_count()
+    report.duration_s = time.monotonic() - t0
+    ledger.finish_run(run_id, report.counts(), report.duration_s, report.exit_code)
+    log.info(
+        "run.finished", kind=report.kind, duration_s=round(report.duration_s, 3), unsettled=report.unsettled,
+        exit_code=report.exit_code, **report.counts(),
+    )
+    return report
+
+
+async def sync(
+    ledger: Ledger, client: CaptureClient, jobs: Sequence[SourceJob], settings: DeliverySettings, *,
+    dry_run: bool = False, progress: Progress | None = None, stop: asyncio.Event | None = None,
+) -> RunReport:
+    """One pass over the sources, then drain the ledger (design 5 `sync`)."""
+    if dry_run:
+        return await asyncio.to_thread(preview, ledger, jobs)
+    report = RunReport(kind="sync")
+    t0 = time.monotonic()
+    run_id = ledger.start_run("sync")
+    try:
+        for job in jobs:
+            if stop is not None and stop.is_set():
+                report.stopped = True
+                break
+            await asyncio.to_thread(extract, ledger, job, settings.chunk_size, report, progress or _NoProgress())
+        if not report.stopped:
+            await _deliver(ledger, client, settings, report, progress, stop, include_stalled=False)
+    finally:
+        _finish(ledger, run_id, report, t0)
+    return report
+
+
+async def replay(
+    ledger: Ledger, client: CaptureClient, settings: DeliverySettings, *,
+    include_failed: bool = False, progress: Progress | None = None, stop: asyncio.Event | None = None,
+) -> RunReport:
+    """Re-send what the ledger holds unsettled: written batches first with their original key and
+    body, then unknown and pending entries; then, if asked, failed ones under new batch keys."""
+    report = RunReport(kind="replay")
+    t0 = time.monotonic()
+    run_id = ledger.start_run("replay")
+    started = time.time()
+    try:
+        await _deliver(ledger, client, settings, report, progress, stop, include_stalled=True)
+        if include_failed and not (report.halted_by or report.stopped):
+            if ledger.requeue_failed(before=started):
+                await _deliver(ledger, client, settings, report, progress, stop, include_stalled=False)
+    finally:
+        _finish(ledger, run_id, report, t0)
+    return report
+
+
+def preview(ledger: Ledger, jobs: Sequence[SourceJob]) -> RunReport:
+    """--dry-run: map and validate what a sync would read, and count what it would send, without
+    sending, committing a cursor or changing any entry. Whether the CRM would create or update a
+    person cannot be known without asking it, so the preview does not guess."""
+    report = RunReport(kind="dry_run", dry_run_preview=[])
+    t0 = time.monotonic()
+    for job in jobs:
+        for record in job.source.read(ledger.source_state(job.name)):
+            report.read += 1
+            item = to_mapped(job.mapping, record)
+            if ledger.is_unchanged(job.name, job.mapping.version, item):
+                report.unchanged += 1
+            elif item.payload is None:
+                report.rejected += 1
+                report.rejection_reasons.update(item.reasons)
+            else:
+                report.enqueued += 1
+                if len(report.dry_run_preview) < PREVIEW_LIMIT:
+                    report.dry_run_preview.append({"source": job.name, "record_id": record.id, **json.loads(item.payload)})
+    report.unsettled = ledger.unsettled_count()
+    report.duration_s = time.monotonic() - t0
+    return report

@@ -1,0 +1,128 @@
+"""Opening the ledger file: pragmas, schema version, forward migrations, clear errors.
+
+synchronous=FULL (the default) fsyncs the WAL at every commit, so a committed batch or settle
+survives a power cut; NORMAL is faster but a power cut (not a process crash) may lose the last
+commits, and a lost batch write is only safe because keys are re-derived. Choose FULL unless the
+ledger sits on storage you trust more than the CRM's idempotency window.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import sqlite_utils
+
+
+class LedgerError(Exception):
+    """The ledger cannot be used: unreadable, corrupt, read-only, locked, or from a newer version."""
+
+
+def _v1(db: sqlite_utils.Database) -> None:
+    db["source_state"].create({"source": str, "state": str, "updated_at": float}, pk="source")
+    db["entries"].create(
+        {
+            "id": int, "key": str, "source": str, "record_id": str, "state": str,
+            "payload": str, "content_hash": str, "mapping_version": str, "revision": int,
+            "person_id": str, "last_error": str, "batch_id": int,
+            "created_at": float, "updated_at": float,
+        },
+        pk="id",
+        not_null={"key", "source", "record_id", "state", "content_hash", "mapping_version", "revision"},
+    )
+    db["entries"].create_index(["key"], unique=True)
+    db["entries"].create_index(["state", "id"])
+    db["entries"].create_index(["source", "record_id", "content_hash"])
+    db["records"].create(
+        {"source": str, "record_id": str, "entry_id": int}, pk=("source", "record_id")
+    )
+    db["batches"].create(
+        {
+            "id": int, "key": str, "operation": str, "state": str, "body_hash": str,
+            "size": int, "last_error": str, "created_at": float, "updated_at": float,
+        },
+        pk="id",
+        not_null={"key", "operation", "state", "body_hash", "size"},
+    )
+    db["batches"].create_index(["key"], unique=True)
+    db["batches"].create_index(["state"])
+    db["batch_members"].create(
+        {"batch_id": int, "position": int, "entry_id": int}, pk=("batch_id", "position")
+    )
+    db["batch_members"].create_index(["entry_id"])
+    db["attempts"].create(
+        {
+            "id": int, "batch_id": int, "key": str, "operation": str, "started_at": float,
+            "latency_ms": float, "status_code": int, "error_name": str, "error_code": str,
+            "retryable": int, "outcome": str,
+        },
+        pk="id",
+    )
+    db["attempts"].create_index(["batch_id"])
+    db["runs"].create(
+        {
+            "id": int, "kind": str, "started_at": float, "finished_at": float, "duration_s": float,
+            "read": int, "enqueued": int, "unchanged": int, "rejected": int, "sent": int,
+            "captured": int, "duplicate": int, "failed": int, "blocked": int,
+            "exit_code": int,
+        },
+        pk="id",
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def connect(path: Path, *, synchronous: str, busy_timeout_s: float) -> sqlite3.Connection:
+    """Open (creating if needed) and migrate; every failure becomes a LedgerError that says why."""
+    if synchronous not in ("FULL", "NORMAL"):
+        raise LedgerError(f"ledger synchronous must be FULL or NORMAL, got {synchronous!r}")
+    if not path.parent.exists():
+        raise LedgerError(f"ledger folder {path.parent} does not exist")
+    try:
+        conn = sqlite3.connect(
+            path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_s
+        )
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
+            raise LedgerError(f"ledger {path}: cannot switch to WAL journal mode")
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        _migrate(conn, path)
+    except sqlite3.DatabaseError as exc:
+        raise LedgerError(describe(exc, path)) from None
+    return conn
+
+
+def _migrate(conn: sqlite3.Connection, path: Path) -> None:
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise LedgerError(
+            f"ledger {path} has schema version {version}; this capture-sync knows up to "
+            f"{SCHEMA_VERSION}. Upgrade capture-sync."
+        )
+    if version == SCHEMA_VERSION:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        db = sqlite_utils.Database(conn)
+        for migration in MIGRATIONS[version:]:
+            migration(db)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def describe(exc: sqlite3.DatabaseError, path: Path) -> str:
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return f"ledger {path} is locked by another process (is another capture-sync writing to it?)"
+    if "readonly" in text or "read-only" in text or "unable to open" in text:
+        return f"ledger {path} cannot be written: check the file and folder permissions ({text})"
+    if "not a database" in text or "malformed" in text or "corrupt" in text:
+        return f"ledger {path} is not a valid capture-sync ledger (corrupt or another file): {text}"
+    return f"ledger {path}: {text}"

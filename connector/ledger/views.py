@@ -1,0 +1,182 @@
+"""Read-only views of the ledger for `status` and `ledger list/show`: plain, JSON-ready dataclasses."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+STATES = (
+    "pending", "in_flight", "captured", "duplicate", "failed", "rejected", "blocked", "unknown",
+    "dismissed",
+)
+
+
+def _ts(value: float | None) -> str | None:
+    return datetime.fromtimestamp(value, timezone.utc).isoformat(timespec="seconds") if value else None
+
+
+@dataclass
+class EntryView:
+    key: str
+    source: str
+    record_id: str
+    state: str
+    person_id: str | None
+    last_error: str | None
+    updated_at: str | None
+    payload: dict[str, Any] | None
+
+
+@dataclass
+class AttemptView:
+    key: str
+    operation: str
+    started_at: str | None
+    latency_ms: float | None
+    status_code: int | None
+    error_name: str | None
+    error_code: str | None
+    retryable: bool | None
+    outcome: str
+
+
+@dataclass
+class RunView:
+    id: int
+    kind: str
+    started_at: str | None
+    duration_s: float | None
+    exit_code: int | None
+    counts: dict[str, int]
+
+
+@dataclass
+class StatusReport:
+    by_state: dict[str, int]
+    by_source: dict[str, dict[str, int]]
+    runs: list[RunView]
+    oldest_unsettled: str | None
+    batches_by_state: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class EntryDetail:
+    entry: EntryView
+    batches: list[str]
+    attempts: list[AttemptView]
+
+
+@dataclass
+class BatchDetail:
+    key: str
+    operation: str
+    state: str
+    last_error: str | None
+    members: list[EntryView]
+    attempts: list[AttemptView]
+
+
+_ENTRY_COLS = "key, source, record_id, state, person_id, last_error, updated_at, payload"
+_ATTEMPT_COLS = "key, operation, started_at, latency_ms, status_code, error_name, error_code, retryable, outcome"
+_RUN_COUNTS = ("read", "enqueued", "unchanged", "rejected", "sent", "captured", "duplicate", "failed", "blocked")
+
+
+def _entry(row: tuple) -> EntryView:
+    *head, updated_at, payload = row
+    try:
+        parsed = json.loads(payload) if payload else None
+    except ValueError:
+        parsed = None
+    return EntryView(*head, updated_at=_ts(updated_at), payload=parsed)
+
+
+def _attempt(row: tuple) -> AttemptView:
+    key, op, started, latency, status, name, code, retryable, outcome = row
+    return AttemptView(
+        key, op, _ts(started), latency, status, name, code,
+        None if retryable is None else bool(retryable), outcome,
+    )
+
+
+def status(conn: sqlite3.Connection, runs: int = 10) -> StatusReport:
+    by_state = {s: 0 for s in STATES}
+    by_source: dict[str, dict[str, int]] = {}
+    for source, state, n in conn.execute(
+        "SELECT source, state, count(*) FROM entries GROUP BY source, state ORDER BY source"
+    ):
+        by_state[state] = by_state.get(state, 0) + n
+        by_source.setdefault(source, {})[state] = n
+    oldest = conn.execute(
+        "SELECT min(created_at) FROM entries WHERE state IN ('pending', 'in_flight', 'unknown')"
+    ).fetchone()[0]
+    run_rows = conn.execute(
+        f"SELECT id, kind, started_at, duration_s, exit_code, {', '.join(_RUN_COUNTS)} "
+        "FROM runs ORDER BY id DESC LIMIT ?",
+        (runs,),
+    ).fetchall()
+    batches = dict(conn.execute("SELECT state, count(*) FROM batches GROUP BY state").fetchall())
+    return StatusReport(
+        by_state=by_state,
+        by_source=by_source,
+        runs=[
+            RunView(r[0], r[1], _ts(r[2]), r[3], r[4], dict(zip(_RUN_COUNTS, (v or 0 for v in r[5:]))))
+            for r in run_rows
+        ],
+        oldest_unsettled=_ts(oldest),
+        batches_by_state=batches,
+    )
+
+
+def list_entries(
+    conn: sqlite3.Connection, state: str | None, *, source: str | None, limit: int
+) -> list[EntryView]:
+    clauses, params = [], []
+    if state:
+        if state not in STATES:
+            raise ValueError(f"unknown state {state!r}; one of: {', '.join(STATES)}")
+        clauses.append("state = ?")
+        params.append(state)
+    if source:
+        clauses.append("source = ?")
+        params.append(source)
+    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    rows = conn.execute(
+        f"SELECT {_ENTRY_COLS} FROM entries {where} ORDER BY id LIMIT ?", (*params, limit)
+    ).fetchall()
+    return [_entry(r) for r in rows]
+
+
+def show(conn: sqlite3.Connection, key: str) -> EntryDetail | BatchDetail:
+    """A per-person key gives the entry and every batch and attempt it was part of; a batch key the batch."""
+    row = conn.execute(f"SELECT id, {_ENTRY_COLS} FROM entries WHERE key = ?", (key,)).fetchone()
+    if row is not None:
+        batch_rows = conn.execute(
+            "SELECT b.id, b.key FROM batch_members m JOIN batches b ON b.id = m.batch_id "
+            "WHERE m.entry_id = ? ORDER BY b.id",
+            (row[0],),
+        ).fetchall()
+        ids = [b[0] for b in batch_rows]
+        attempts = conn.execute(
+            f"SELECT {_ATTEMPT_COLS} FROM attempts WHERE batch_id IN ({','.join('?' * len(ids))}) ORDER BY id",
+            ids,
+        ).fetchall()
+        return EntryDetail(_entry(row[1:]), [b[1] for b in batch_rows], [_attempt(a) for a in attempts])
+    batch = conn.execute(
+        "SELECT id, key, operation, state, last_error FROM batches WHERE key = ?", (key,)
+    ).fetchone()
+    if batch is None:
+        raise KeyError(key)
+    members = conn.execute(
+        f"SELECT {', '.join('e.' + c.strip() for c in _ENTRY_COLS.split(','))} FROM batch_members m "
+        "JOIN entries e ON e.id = m.entry_id WHERE m.batch_id = ? ORDER BY m.position",
+        (batch[0],),
+    ).fetchall()
+    attempts = conn.execute(
+        f"SELECT {_ATTEMPT_COLS} FROM attempts WHERE batch_id = ? ORDER BY id", (batch[0],)
+    ).fetchall()
+    return BatchDetail(
+        batch[1], batch[2], batch[3], batch[4], [_entry(m) for m in members], [_attempt(a) for a in attempts]
+    )
