@@ -1,0 +1,191 @@
+"""The ledger's promises: atomic enqueue with the cursor, stable keys, write-ahead batches, clear errors."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from connector.api.models import encode_bulk
+from connector.ledger import Ledger, LedgerError, LedgerLocked, Mapped, Outcome, SCHEMA_VERSION
+
+
+def person(i: int, **extra) -> Mapped:
+    payload = {"name": f"Person {i}", "email": f"p{i}@example.com", **extra}
+    return Mapped(str(i), payload=json.dumps(payload, separators=(",", ":")))
+
+
+@pytest.fixture
+def ledger(tmp_path):
+    with Ledger(tmp_path / "ledger.sqlite3") as led:
+        yield led
+
+
+def keys_of(ledger: Ledger, state: str | None = None) -> dict[str, str]:
+    return {e.record_id: e.key for e in ledger.list_entries(state, limit=10_000)}
+
+
+def test_enqueue_commits_records_and_cursor_together(ledger):
+    counts = ledger.enqueue("crm", "m1", [person(1), person(2)], {"offset": 2})
+    assert (counts.enqueued, counts.unchanged, counts.rejected) == (2, 0, 0)
+    assert ledger.source_state("crm") == {"offset": 2}
+    assert ledger.status().by_state["pending"] == 2
+
+
+def test_a_failed_enqueue_writes_neither_records_nor_cursor(ledger):
+    ledger.enqueue("crm", "m1", [person(1)], {"offset": 1})
+
+    def exploding():
+        yield person(2)
+        raise RuntimeError("source died mid-chunk")
+
+    with pytest.raises(RuntimeError):
+        ledger.enqueue("crm", "m1", exploding(), {"offset": 3})
+    assert ledger.source_state("crm") == {"offset": 1}
+    assert set(keys_of(ledger)) == {"1"}
+
+
+def test_unchanged_records_are_skipped_and_changed_ones_get_new_keys(ledger):
+    ledger.enqueue("crm", "m1", [person(1), person(2)], None)
+    first = keys_of(ledger)
+    batch = ledger.claim(batch_size=100, skip=set(), include_stalled=False)
+    ledger.settle(batch, [Outcome(m.entry_id, "captured") for m in batch.members], [])
+
+    again = ledger.enqueue("crm", "m1", [person(1), person(2, company="Acme")], None)
+    assert (again.enqueued, again.unchanged) == (1, 1)
+    pending = keys_of(ledger, "pending")
+    assert set(pending) == {"2"} and pending["2"] != first["2"]
+
+
+def test_content_that_returns_to_an_earlier_value_is_new_work_with_a_new_key(ledger):
+    keys = []
+    for version in (person(1), person(1, company="Acme"), person(1)):
+        ledger.enqueue("crm", "m1", [version], None)
+        batch = ledger.claim(batch_size=100, skip=set(), include_stalled=False)
+        keys.append(batch.members[0].key)
+        ledger.settle(batch, [Outcome(batch.members[0].entry_id, "captured")], [])
+    assert len(set(keys)) == 3
+
+
+def test_keys_are_deterministic_and_carry_no_record_data(tmp_path):
+    with Ledger(tmp_path / "a.sqlite3") as a, Ledger(tmp_path / "b.sqlite3") as b:
+        a.enqueue("crm", "m1", [person(7)], None)
+        b.enqueue("crm", "m1", [person(7)], None)
+        assert keys_of(a) == keys_of(b)
+        key = keys_of(a)["7"]
+        assert "p7@example.com" not in key and len(key) <= 512
+
+
+def test_a_pending_entry_that_changes_before_sending_is_replaced_not_doubled(ledger):
+    ledger.enqueue("crm", "m1", [person(1)], None)
+    ledger.enqueue("crm", "m1", [person(1, company="Acme")], None)
+    entries = ledger.list_entries(limit=10)
+    assert len(entries) == 1 and entries[0].payload["company"] == "Acme"
+
+
+def test_rejections_are_kept_with_reasons_and_do_not_block_neighbours(ledger):
+    bad = Mapped("2", raw={"First": "Ann"}, reasons=("needs `email` or `phone`",))
+    counts = ledger.enqueue("crm", "m1", [person(1), bad, person(3)], None)
+    assert (counts.enqueued, counts.rejected) == (2, 1)
+    [rejected] = ledger.list_entries("rejected")
+    assert rejected.record_id == "2" and "email" in rejected.last_error
+    assert rejected.payload["record"] == {"First": "Ann"}
+    batch = ledger.claim(batch_size=100, skip=set(), include_stalled=False)
+    assert [m.key for m in batch.members] == [keys_of(ledger)["1"], keys_of(ledger)["3"]]
+
+
+def test_a_written_batch_survives_a_crash_with_its_key_and_exact_bytes(tmp_path):
+    path = tmp_path / "ledger.sqlite3"
+    with Ledger(path) as first:
+        first.enqueue("crm", "m1", [person(i) for i in range(5)], None)
+        batch = first.claim(batch_size=3, skip=set(), include_stalled=False)
+    # The body is the documented bulk body for these members under their per-person keys.
+    expected = encode_bulk(
+        [{**json.loads(m.payload), "idempotency_key": m.key} for m in batch.members]
+    )
+    assert batch.body == expected
+    with Ledger(path) as reopened:
+        again = reopened.claim(batch_size=3, skip=set(), include_stalled=False)
+    assert (again.key, again.body) == (batch.key, batch.body)
+
+
+def test_split_gives_halves_new_keys_and_block_parks_a_batch(ledger):
+    ledger.enqueue("crm", "m1", [person(i) for i in range(4)], None)
+    batch = ledger.claim(batch_size=4, skip=set(), include_stalled=False)
+    left, right = ledger.split(batch, "400 invalid", [])
+    assert len(left.members) == 2 and len(right.members) == 2
+    assert len({batch.key, left.key, right.key}) == 3
+    ledger.block(left, "409 conflict", [])
+    assert ledger.blocked_count() == 2
+    # A blocked batch is never claimed again automatically.
+    nxt = ledger.claim(batch_size=4, skip=set(), include_stalled=True)
+    assert nxt.key == right.key
+
+
+def test_resolve_requeue_and_dismiss(ledger):
+    ledger.enqueue("crm", "m1", [person(i) for i in range(4)], None)
+    batch = ledger.claim(batch_size=2, skip=set(), include_stalled=False)
+    ledger.block(batch, "409", [])
+    assert ledger.resolve(batch.key, "requeue") == 2
+    assert ledger.status().by_state["pending"] == 4
+    again = ledger.claim(batch_size=4, skip=set(), include_stalled=False)
+    assert again.key != batch.key
+    ledger.block(again, "409", [])
+    one = again.members[0].key
+    assert ledger.resolve(one, "dismiss") == 1
+    assert ledger.status().by_state["dismissed"] == 1
+    with pytest.raises(KeyError):
+        ledger.resolve("p-nope", "requeue")
+
+
+def test_show_explains_an_entry_with_its_batches(ledger):
+    ledger.enqueue("crm", "m1", [person(1)], None)
+    batch = ledger.claim(batch_size=10, skip=set(), include_stalled=False)
+    ledger.settle(batch, [Outcome(batch.members[0].entry_id, "captured", person_id="abc")], [])
+    detail = ledger.show(batch.members[0].key)
+    assert detail.entry.state == "captured" and detail.entry.person_id == "abc"
+    assert detail.batches == [batch.key]
+    assert ledger.show(batch.key).members[0].record_id == "1"
+    with pytest.raises(KeyError):
+        ledger.show("b-unknown")
+
+
+def test_corrupt_file_gives_a_clear_error(tmp_path):
+    path = tmp_path / "ledger.sqlite3"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(LedgerError, match="not a valid capture-sync ledger"):
+        Ledger(path)
+
+
+def test_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "ledger.sqlite3"
+    Ledger(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(LedgerError, match="Upgrade capture-sync"):
+        Ledger(path)
+
+
+def test_locked_by_another_writer_is_a_clear_error(tmp_path):
+    path = tmp_path / "ledger.sqlite3"
+    Ledger(path).close()
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with Ledger(path, busy_timeout_s=0.2) as led, pytest.raises(LedgerError, match="locked"):
+            led.enqueue("crm", "m1", [person(1)], None)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+
+
+def test_only_one_daemon_per_ledger(tmp_path):
+    path = tmp_path / "ledger.sqlite3"
+    with Ledger(path) as a, Ledger(path) as b:
+        a.acquire_daemon_lock()
+        with pytest.raises(LedgerLocked):
+            b.acquire_daemon_lock()
+    with Ledger(path) as c:
+        c.acquire_daemon_lock()
