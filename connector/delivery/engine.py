@@ -82,8 +82,12 @@ def to_mapped(mapping: Mapping, record: Record) -> Mapped:
     return Mapped(record.id, raw=raw, reasons=tuple(result.reasons))
 
 
-def extract(ledger: Ledger, job: SourceJob, chunk_size: int, report: RunReport, progress: Progress) -> None:
-    """Read the source from its committed cursor; each chunk and its cursor commit together."""
+def extract(
+    ledger: Ledger, job: SourceJob, chunk_size: int, report: RunReport, progress: Progress,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Read the source from its committed cursor; each chunk and its cursor commit together, so a
+    stop between chunks (or a crash anywhere) resumes exactly after the last committed chunk."""
     chunk: list[Mapped] = []
     last_state: Any = None
 
@@ -103,6 +107,9 @@ def extract(ledger: Ledger, job: SourceJob, chunk_size: int, report: RunReport, 
         report.read += 1
         if len(chunk) >= chunk_size:
             flush()
+            if stop is not None and stop.is_set():
+                report.stopped = True
+                return
     if chunk:
         flush()
 
@@ -128,28 +135,26 @@ class _Delivery:
         except CaptureError as exc:
             self._halt(exc)
             return
-        self.client.rate_gate = AdaptiveRateLimiter(info.rate_limit, self.settings.rate_window_s)
+        if info.rate_limit >= 1:
+            self.client.rate_gate = AdaptiveRateLimiter(info.rate_limit, self.settings.rate_window_s)
         self.client.on_attempt = lambda attempt: self.attempts[attempt.idempotency_key].append(attempt)
         workers = [asyncio.create_task(self._worker()) for _ in range(self.settings.concurrency)]
-        stopping = asyncio.create_task(self.stop.wait())
+        all_done = asyncio.ensure_future(asyncio.wait(workers, return_when=asyncio.FIRST_EXCEPTION))
+        stopping = asyncio.ensure_future(self.stop.wait())
         try:
-            done, _ = await asyncio.wait({stopping, *workers}, return_when=asyncio.FIRST_COMPLETED)
-            remaining = [w for w in workers if not w.done()]
-            if stopping in done and remaining:
+            await asyncio.wait({all_done, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not all_done.done():
                 # Requests in hand get a grace period to finish and be settled; a request cut off
                 # after that stays an open batch, resent later under the same key and body.
                 self.report.stopped = True
-                await asyncio.wait(remaining, timeout=self.settings.stop_grace_s)
-            elif remaining:
-                await asyncio.gather(*remaining)
+                await asyncio.wait({all_done}, timeout=self.settings.stop_grace_s)
         finally:
-            stopping.cancel()
-            for w in workers:
-                w.cancel()
+            for task in (stopping, all_done, *workers):
+                task.cancel()
             results = await asyncio.gather(*workers, return_exceptions=True)
-            errors = [r for r in results if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError)]
-            if errors:
-                raise errors[0]
+        errors = [r for r in results if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError)]
+        if errors:
+            raise errors[0]
 
     def _halt(self, exc: CaptureError) -> None:
         self.report.halted_by = str(exc)
@@ -258,7 +263,9 @@ async def sync(
             if stop is not None and stop.is_set():
                 report.stopped = True
                 break
-            await asyncio.to_thread(extract, ledger, job, settings.chunk_size, report, progress or _NoProgress())
+            await asyncio.to_thread(
+                extract, ledger, job, settings.chunk_size, report, progress or _NoProgress(), stop
+            )
         if not report.stopped:
             await _deliver(ledger, client, settings, report, progress, stop, include_stalled=False)
     finally:
