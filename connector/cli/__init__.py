@@ -28,5 +28,9 @@ def _root(
     """Keep a CRM fed with new contacts through its Capture API, effectively once."""
 
 
+from . import sandbox  # noqa: E402  (command groups import after the root app exists)
+app.add_typer(sandbox.app, name="sandbox")
+
+
 def main() -> None:
     app()

@@ -1,0 +1,89 @@
+"""`capture-sync sandbox`: run the local Capture API and manage its API clients."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import typer
+
+from ..sandbox import Faults, SandboxServer, SandboxStore, UnknownClient
+from ..sandbox.store import DEFAULT_RATE_LIMIT
+
+app = typer.Typer(help="The local Capture API (sandbox): serve it, manage its clients.", no_args_is_help=True)
+
+DEFAULT_DB = Path("capture-sandbox.sqlite3")
+DbOption = typer.Option(DEFAULT_DB, "--db", help="The sandbox's SQLite file (created when missing).")
+
+
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
+    port: int = typer.Option(0, min=0, max=65535, help="Port; 0 picks a free one."),
+    db: Path = DbOption,
+    rate_window: float = typer.Option(60.0, "--rate-window", min=0.001, help="Rate-limit window, seconds."),
+    p_retryable_503: float = typer.Option(0.0, min=0, max=1, help="Probability of a retryable 503."),
+    p_fatal_503: float = typer.Option(0.0, min=0, max=1, help="Probability of a non-retryable 503."),
+    latency_ms: int = typer.Option(0, min=0, help="Latency added to every request, milliseconds."),
+    p_commit_drop: float = typer.Option(
+        0.0, min=0, max=1, help="Probability of closing the connection after a capture is committed."
+    ),
+    seed: int | None = typer.Option(None, help="Seed for the fault draws (repeatable runs)."),
+) -> None:
+    """Serve the sandbox; prints its base URL as the first line, stops on SIGTERM or SIGINT."""
+    try:
+        faults = Faults(p_retryable_503, p_fatal_503, latency_ms / 1000, p_commit_drop, seed)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    stop_signals = {signal.SIGINT, signal.SIGTERM}
+    # Blocked before the server thread exists, so it inherits the mask and this thread takes them.
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
+    with SandboxServer(db, host=host, port=port, faults=faults, rate_window_s=rate_window) as server:
+        print(server.base_url, flush=True)
+        signal.sigwait(stop_signals)
+
+
+@app.command("create-client")
+def create_client(
+    name: str = typer.Option(..., "--name", help="The client's name (one client per integration)."),
+    db: Path = DbOption,
+    rate_limit: int = typer.Option(DEFAULT_RATE_LIMIT, "--rate-limit", min=1, help="Requests per rate window."),
+    default_lead_source: str | None = typer.Option(None, "--default-lead-source"),
+    inactive: bool = typer.Option(False, "--inactive", help="Create it inactive (its requests get 401)."),
+) -> None:
+    """Create an API client; prints {"api_key", "api_secret"} once. Only a hash of the secret is kept."""
+    with SandboxStore(db) as store:
+        key, secret = store.create_client(
+            name, rate_limit=rate_limit, default_lead_source=default_lead_source, active=not inactive
+        )
+    typer.echo(json.dumps({"api_key": key, "api_secret": secret}))
+
+
+@app.command("regenerate-secret")
+def regenerate_secret(
+    api_key: str = typer.Argument(..., help="The client's API key."),
+    db: Path = DbOption,
+) -> None:
+    """Replace the client's secret; the old one stops working at once. Prints the new one once."""
+    with SandboxStore(db) as store:
+        try:
+            secret = store.regenerate_secret(api_key)
+        except UnknownClient:
+            raise typer.BadParameter("no client has this API key", param_hint="API_KEY") from None
+    typer.echo(json.dumps({"api_key": api_key, "api_secret": secret}))
+
+
+@app.command("set-active")
+def set_active(
+    api_key: str = typer.Argument(..., help="The client's API key."),
+    active: bool = typer.Option(..., "--active/--inactive", help="Accept or refuse the client's requests."),
+    db: Path = DbOption,
+) -> None:
+    """Activate or deactivate a client (an inactive client's requests get 401)."""
+    with SandboxStore(db) as store:
+        try:
+            store.set_active(api_key, active)
+        except UnknownClient:
+            raise typer.BadParameter("no client has this API key", param_hint="API_KEY") from None
+    typer.echo(f"client {api_key} is now {'active' if active else 'inactive'}")

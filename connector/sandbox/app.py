@@ -1,0 +1,311 @@
+"""The sandbox Capture API as an ASGI app: the three operations of the spec and nothing else.
+
+Order of checks for every request: route (404/405), credentials (401), the client's rate window
+(429), an injected outage (503), then for captures the Idempotency-Key header and the body (400),
+the idempotency record (replay or 409), and last the captures, committed with their response.
+
+What is a whole-request 400 on POST /persons/bulk, and what is a per-person failure: the body must
+be JSON, an object with only `persons`, an array of 1 to 100 items, or the request is refused as a
+whole. Inside that array each person is processed independently: one that is not an object, has
+an unknown property, breaks rule A or B, has a bad email or an over-long idempotency_key is listed
+in `failed` with an error {code, message} and the others are captured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from ..api.models import MAX_KEY_LENGTH, BulkBody, BulkPersonInput, PersonInput, explain
+from .faults import Faults
+from .openapi import PREFIX, openapi_document
+from .ratelimit import SlidingWindow
+from .store import CaptureSession, Client, Operation, SandboxStore
+
+_NAMES = {
+    400: "BadRequestError", 401: "UnauthorizedError", 404: "NotFoundError",
+    405: "MethodNotAllowedError", 409: "IdempotencyConflictError", 429: "RateLimitError",
+    503: "ServiceUnavailableError",
+}
+
+
+class ApiError(Exception):
+    """Any refusal; rendered as the spec's error envelope."""
+
+    def __init__(
+        self, status: int, code: str, message: str, *, retryable: bool | None = None,
+        headers: dict[str, str] | None = None, details: list[str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+        self.retryable, self.headers, self.details = retryable, headers, details
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _json(status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
+    # ASCII escapes: any string the client sent (even a lone surrogate) can be sent back.
+    body = json.dumps(payload, separators=(",", ":")).encode("ascii")
+    return Response(body, status_code=status, media_type="application/json", headers=headers)
+
+
+def _success(status: int, data: dict[str, Any], message: str) -> dict[str, Any]:
+    return {"success": True, "statusCode": status, "timestamp": _now(), "message": message, "data": data}
+
+
+def error_response(err: ApiError) -> Response:
+    error: dict[str, Any] = {
+        "name": _NAMES.get(err.status, "Error"), "message": err.message,
+        "statusCode": err.status, "code": err.code, "isOperational": True,
+    }
+    if err.retryable is not None:
+        error["retryable"] = err.retryable
+    if err.details:
+        error["details"] = err.details
+    envelope = {"success": False, "statusCode": err.status, "timestamp": _now(), "error": error}
+    return _json(err.status, envelope, err.headers)
+
+
+def _code(err: dict[str, Any]) -> str:
+    """The error.code of one pydantic error (the first problem names the request's code)."""
+    kind = err["type"]
+    if kind == "rules":
+        return "name_required" if "name" in err["msg"] else "email_or_phone_required"
+    if kind in ("too_short", "too_long") and err["loc"] == ("persons",):
+        return "too_few_persons" if kind == "too_short" else "too_many_persons"
+    if kind in ("model_type", "dict_type", "model_attributes_type") and not err["loc"]:
+        return "invalid_body"
+    return {
+        "extra_forbidden": "unknown_property", "email": "invalid_email", "null_field": "null_field",
+        "missing": "missing_field", "string_too_short": "empty_field",
+        "string_too_long": "field_too_long",
+    }.get(kind, "invalid_field")
+
+
+def _invalid(exc: ValidationError) -> ApiError:
+    messages = explain(exc)
+    return ApiError(400, _code(exc.errors()[0]), "; ".join(messages), details=messages)
+
+
+def _validate(model: type[BaseModel], data: Any) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise _invalid(exc) from None
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _parse_json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw, parse_constant=_no_constants)
+    except (ValueError, RecursionError):
+        raise ApiError(400, "invalid_json", "the body is not valid JSON") from None
+
+
+def _body_hash(data: Any) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _idempotency_key(request: Request) -> str:
+    key = request.headers.get("idempotency-key")
+    if key is None:
+        raise ApiError(400, "missing_idempotency_key", "the Idempotency-Key header is required")
+    if not 1 <= len(key) <= MAX_KEY_LENGTH:
+        raise ApiError(
+            400, "invalid_idempotency_key", f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} characters"
+        )
+    return key
+
+
+class _DropAfterCommit(Response):
+    """Announce a response, then close the connection without its body: the outcome is lost."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({
+            "type": "http.response.start", "status": 200,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", b"4096")],
+        })
+
+
+def _capture_one(session: CaptureSession, person: PersonInput) -> tuple[int, dict[str, Any]]:
+    done = session.capture(person)
+    return 201, {
+        "person_id": done.person_id, "status": "captured", "action": done.action,
+        "duplicate_detected": done.action == "updated", "idempotent_replay": False,
+    }
+
+
+def _capture_bulk(session: CaptureSession, persons: list[Any]) -> tuple[int, dict[str, Any]]:
+    successful: list[dict[str, Any]] = []
+    duplicates: list[dict[str, Any]] = []
+    failed: list[dict[str, Any]] = []
+    for index, raw in enumerate(persons):
+        echo: dict[str, Any] = {"index": index}
+        if isinstance(raw, dict):
+            echo.update({k: raw[k] for k in ("idempotency_key", "email", "phone") if isinstance(raw.get(k), str)})
+        try:
+            person = BulkPersonInput.model_validate(raw)
+        except ValidationError as exc:
+            err = _invalid(exc)
+            failed.append({**echo, "person_id": None, "error": {"code": err.code, "message": err.message}})
+            continue
+        person_key = person.idempotency_key or None
+        earlier = session.earlier_capture(person_key) if person_key else None
+        if earlier is not None:
+            duplicates.append({**echo, "person_id": earlier, "reason": "idempotency_key already captured"})
+            continue
+        done = session.capture(person, person_key)
+        successful.append({
+            **echo, "person_id": done.person_id, "action": done.action,
+            "duplicate_detected": done.action == "updated",
+        })
+    return 200, {"successful": successful, "duplicates": duplicates, "failed": failed, "idempotent_replay": False}
+
+
+def _replayed(envelope: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **envelope, "message": "idempotent replay of an earlier result", "idempotent_replay": True,
+        "data": {**envelope["data"], "idempotent_replay": True},
+    }
+
+
+def create_app(
+    store_or_db_path: SandboxStore | str | Path,
+    faults: Faults | None = None,
+    rate_window_s: float = 60.0,
+) -> FastAPI:
+    """The sandbox API over `store_or_db_path`; claims left running by a dead server are dropped."""
+    store = store_or_db_path if isinstance(store_or_db_path, SandboxStore) else SandboxStore(store_or_db_path)
+    faults = faults or Faults()
+    window = SlidingWindow(rate_window_s)
+    store.release_all_running()
+    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+    app.state.store = store
+
+    def authorised(request: Request) -> Client:
+        key, secret = request.headers.get("x-api-key"), request.headers.get("x-api-secret")
+        if not key or not secret:
+            raise ApiError(401, "missing_credentials", "both X-API-Key and X-API-Secret are required")
+        client = store.authenticate(key, secret)
+        if client is None:
+            raise ApiError(401, "invalid_credentials", "the API key or secret is wrong, or the client is inactive")
+        wait = window.admit(client.api_key, client.rate_limit)
+        if wait is not None:
+            raise ApiError(
+                429, "rate_limited",
+                f"more than {client.rate_limit} requests in {window.window_s:g} s",
+                headers={"Retry-After": str(wait)},
+            )
+        outage = faults.outage()
+        if outage is not None:
+            raise ApiError(
+                503, "capture_unavailable" if outage == "retryable" else "capture_failed",
+                "capture is temporarily unavailable" if outage == "retryable" else "capture failed",
+                retryable=outage == "retryable",
+            )
+        return client
+
+    async def delay() -> None:
+        if faults.latency_s:
+            await asyncio.sleep(faults.latency_s)
+
+    async def once(
+        client: Client, operation: Operation, key: str, data: Any,
+        work: Callable[[CaptureSession], tuple[int, dict[str, Any]]], message: str,
+    ) -> Response:
+        """Run `work` at most once per (client, operation, key); later calls get its stored response."""
+        claim = store.claim(client.api_key, operation, key, _body_hash(data))
+        if claim.state == "conflict":
+            raise ApiError(409, "idempotency_key_reused", "this Idempotency-Key was first used with another body")
+        if claim.state == "running":
+            raise ApiError(409, "idempotency_key_in_progress", "a request with this Idempotency-Key is still running")
+        if claim.state == "replay":
+            assert claim.status_code is not None and claim.response is not None
+            return _json(claim.status_code, _replayed(claim.response))
+        try:
+            await delay()
+            with store.capture_session(client, operation, key) as session:
+                status, result = work(session)
+                envelope = _success(status, result, message)
+                session.finish(status, envelope)
+        except BaseException:
+            store.release(client.api_key, operation, key)
+            raise
+        if faults.drop_after_commit():
+            return _DropAfterCommit()
+        return _json(status, envelope)
+
+    @app.get(PREFIX + "/openapi.json", include_in_schema=False)
+    async def openapi() -> Response:
+        return _json(200, openapi_document())
+
+    @app.get(PREFIX + "/info")
+    async def info(request: Request) -> Response:
+        client = authorised(request)
+        await delay()
+        data = {
+            "client_name": client.name, "rate_limit": client.rate_limit,
+            "default_lead_source": client.default_lead_source,
+            "has_custom_field_mapping": False, "allowed_origins": None,
+        }
+        return _json(200, _success(200, data, "client settings"))
+
+    @app.post(PREFIX + "/person")
+    async def person(request: Request) -> Response:
+        client = authorised(request)
+        key = _idempotency_key(request)
+        data = _parse_json(await request.body())
+        body: PersonInput = _validate(PersonInput, data)
+        return await once(client, "person", key, data, lambda s: _capture_one(s, body), "person captured")
+
+    @app.post(PREFIX + "/persons/bulk")
+    async def bulk(request: Request) -> Response:
+        client = authorised(request)
+        key = _idempotency_key(request)
+        data = _parse_json(await request.body())
+        try:
+            BulkBody.model_validate(data)
+        except ValidationError as exc:
+            if not all(len(e["loc"]) > 1 and e["loc"][0] == "persons" for e in exc.errors()):
+                raise _invalid(exc) from None
+        persons = data["persons"]
+        return await once(client, "bulk", key, data, lambda s: _capture_bulk(s, persons), "batch completed")
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> Response:
+        return error_response(exc)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> Response:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        message = {404: "no such operation", 405: "method not allowed on this operation"}.get(
+            exc.status_code, str(exc.detail)
+        )
+        return error_response(ApiError(exc.status_code, code, message, headers=exc.headers))
+
+    @app.exception_handler(RequestValidationError)
+    async def _request_invalid(_: Request, exc: RequestValidationError) -> Response:
+        return error_response(ApiError(400, "invalid_request", "the request is invalid"))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> Response:
+        return error_response(ApiError(503, "internal_error", "unexpected server failure", retryable=True))
+
+    return app

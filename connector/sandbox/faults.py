@@ -1,0 +1,43 @@
+"""Seeded fault injection: the failures a real Capture API shows, on demand and reproducibly."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+@dataclass
+class Faults:
+    """Probabilities are per request; all off by default. `seed` makes a run repeatable."""
+
+    p_retryable_503: float = 0.0
+    p_fatal_503: float = 0.0
+    latency_s: float = 0.0
+    p_commit_drop: float = 0.0
+    seed: int | None = None
+    _rng: random.Random = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for name in ("p_retryable_503", "p_fatal_503", "p_commit_drop"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be between 0 and 1")
+        if self.p_retryable_503 + self.p_fatal_503 > 1.0:
+            raise ValueError("p_retryable_503 + p_fatal_503 must not exceed 1")
+        if self.latency_s < 0:
+            raise ValueError("latency_s must not be negative")
+        self._rng = random.Random(self.seed)
+
+    def outage(self) -> Literal["retryable", "fatal"] | None:
+        """Whether this request meets a 503 before anything is done, and which kind."""
+        if not (self.p_retryable_503 or self.p_fatal_503):
+            return None
+        draw = self._rng.random()
+        if draw < self.p_retryable_503:
+            return "retryable"
+        if draw < self.p_retryable_503 + self.p_fatal_503:
+            return "fatal"
+        return None
+
+    def drop_after_commit(self) -> bool:
+        return bool(self.p_commit_drop) and self._rng.random() < self.p_commit_drop
