@@ -1,0 +1,41 @@
+"""Pure pieces of the sandbox: the rate window, identities, fault draws."""
+
+from __future__ import annotations
+
+import pytest
+
+from connector.api.models import PersonInput
+from connector.sandbox import Faults, identity_of
+from connector.sandbox.ratelimit import SlidingWindow
+
+
+def test_the_window_admits_up_to_the_limit_then_says_when_a_slot_frees():
+    window = SlidingWindow(60.0)
+    assert [window.admit("c", 2, now=t) for t in (0.0, 10.0)] == [None, None]
+    assert window.admit("c", 2, now=30.5) == 30        # the first hit leaves the window at 60
+    assert window.admit("other", 2, now=30.5) is None  # per client
+    assert window.admit("c", 2, now=60.0) is None      # ... and it did
+    assert window.admit("c", 2, now=60.0) == 10
+
+
+def test_identity_is_the_folded_email_else_the_phone_digits():
+    assert identity_of(PersonInput(name="A", email=" Ada@Example.ORG ".strip())) == "email:ada@example.org"
+    assert identity_of(PersonInput(name="A", phone="+1 (555) 010-0199")) == "phone:15550100199"
+    assert identity_of(PersonInput(name="A", email="a@example.org", phone="1")) == "email:a@example.org"
+
+
+def test_fault_draws_repeat_with_the_seed_and_respect_the_probabilities():
+    def draws(seed: int) -> list[str | None]:
+        faults = Faults(p_retryable_503=0.3, p_fatal_503=0.2, seed=seed)
+        return [faults.outage() for _ in range(200)]
+
+    assert draws(5) == draws(5) != draws(6)
+    assert set(draws(5)) == {"retryable", "fatal", None}
+    assert Faults().outage() is None and Faults().drop_after_commit() is False
+    assert all(Faults(p_commit_drop=1.0).drop_after_commit() for _ in range(5))
+
+
+@pytest.mark.parametrize("bad", [dict(p_retryable_503=1.5), dict(p_retryable_503=0.6, p_fatal_503=0.6), dict(latency_s=-1)])
+def test_impossible_fault_settings_are_refused(bad):
+    with pytest.raises(ValueError):
+        Faults(**bad)
