@@ -1,0 +1,146 @@
+"""Compiling the `[sources.mapping]` table (design 6) into field rules, collecting every problem."""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import phonenumbers
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..api.models import PERSON_FIELDS
+from ..problems import problems_from
+from . import transforms as tf
+from .values import ValueProblem, as_text
+
+Scalar = str | int | float | bool
+
+
+class FieldSpec(BaseModel):
+    """A field written as a table: a source (`field`, `template` or `constant`) and its treatment."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    field: str | None = None
+    template: str | None = None
+    constant: Scalar | None = None
+    transform: str | list[str] = []
+    region: str | None = None
+    default: Scalar | None = None
+
+
+@dataclass(frozen=True)
+class FieldRule:
+    target: str  # "email", or "custom_fields.plan"
+    origin: str  # where the value comes from, for reasons: "`Email`", "the template", "the constant"
+    get: Callable[[dict[str, Any]], Any]
+    transforms: tuple[tf.Transform, ...] = ()
+    default: Scalar | None = None
+
+    def value(self, data: dict[str, Any]) -> Any:
+        """The mapped value (None: absent); raises ValueProblem."""
+        value = self.get(data)
+        if self.transforms:
+            value = as_text(value)
+            for transform in self.transforms:
+                if value is None:
+                    break
+                value = transform(value)
+                value = value if value and value.strip() else None
+        return self.default if value is None else value
+
+
+def _template(text: str) -> tuple[Callable[[dict[str, Any]], Any], list[str]]:
+    """A `{Field} {Other}` renderer looking fields up by their whole name (spaces and dots allowed)."""
+    try:
+        pieces = list(string.Formatter().parse(text))
+    except ValueError as exc:
+        return _nothing, [f"template: not a valid template ({exc})"]
+    problems = [
+        f"template: {{{name}}} has a format spec or conversion, which are not supported"
+        for _, name, spec, conv in pieces if name is not None and (spec or conv)
+    ]
+    names = [name for _, name, _, _ in pieces if name]
+    if not names:
+        problems.append("template: uses no field (write `constant` for a fixed value)")
+
+    def render(data: dict[str, Any]) -> str | None:
+        out, found = [], False
+        for literal, name, _, _ in pieces:
+            out.append(literal)
+            if name:
+                try:
+                    value = as_text(data.get(name))
+                except ValueProblem as exc:
+                    raise ValueProblem(f"template field `{name}` {exc}") from None
+                found = found or value is not None
+                out.append(value or "")
+        return "".join(out).strip() if found else None
+
+    return render, problems
+
+
+def _nothing(data: dict[str, Any]) -> None:
+    return None
+
+
+def _transforms(spec: FieldSpec, load: Callable[[str], Any]) -> tuple[list[tf.Transform], list[str]]:
+    names = [spec.transform] if isinstance(spec.transform, str) else spec.transform
+    out: list[tf.Transform] = []
+    problems: list[str] = []
+    for name in names:
+        if name == tf.WITH_REGION:
+            out.append(tf.e164(spec.region))
+        elif name in tf.PLAIN:
+            out.append(tf.plain(name))
+        elif ":" in name:
+            try:
+                out.append(tf.hooked(name, load(name)))
+            except ValueError as exc:
+                problems.append(f"transform: {exc}")
+        else:
+            problems.append(f"transform: unknown transform {name!r} (known: {', '.join((*tf.PLAIN, tf.WITH_REGION))}, or \"package.module:function\")")
+    if spec.region is not None:
+        if tf.WITH_REGION not in names:
+            problems.append("region: applies only with the e164 transform")
+        elif spec.region.upper() not in phonenumbers.SUPPORTED_REGIONS:
+            problems.append(f"region: {spec.region!r} is not a region code like US or GB")
+    return out, problems
+
+
+def compile_field(target: str, spec: Any, where: str, load: Callable[[str], Any]) -> tuple[FieldRule | None, list[str]]:
+    """One rule from `target = spec`; problems are `where.target: ...` lines."""
+    at = f"{where}.{target}"
+    if isinstance(spec, str):
+        spec = {"field": spec}
+    if not isinstance(spec, dict):
+        return None, [f"{at}: must be a field name or a table like {{ field = \"Email\", transform = \"lower\" }}"]
+    try:
+        parsed = FieldSpec.model_validate(spec)
+    except ValidationError as exc:
+        return None, problems_from(exc, at)
+    sources = [k for k in ("field", "template", "constant") if getattr(parsed, k) is not None]
+    if len(sources) != 1:
+        return None, [f"{at}: needs exactly one of `field`, `template` or `constant`" + (f" (has {', '.join(sources)})" if sources else "")]
+    problems: list[str] = []
+    if parsed.field is not None:
+        name = parsed.field
+        get: Callable[[dict[str, Any]], Any] = lambda data: data.get(name)  # noqa: E731
+        origin = f"`{name}`"
+    elif parsed.template is not None:
+        get, template_problems = _template(parsed.template)
+        problems += template_problems
+        origin = "the template"
+    else:
+        constant = parsed.constant
+        get, origin = (lambda data: constant), "the constant"  # noqa: E731
+    transforms, transform_problems = _transforms(parsed, load)
+    problems += transform_problems
+    if problems:
+        return None, [f"{at}.{p}" for p in problems]
+    return FieldRule(target, origin, get, tuple(transforms), parsed.default), []
+
+
+TEXT_FIELDS = tuple(f for f in PERSON_FIELDS if f != "custom_fields")

@@ -1,0 +1,62 @@
+"""Value transforms of the mapping config: text in, text out (None: absent), ValueProblem on bad input."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import phonenumbers
+
+from .values import ValueProblem, as_text
+
+Transform = Callable[[str], str | None]
+PLAIN = ("strip", "lower", "upper", "first_name", "last_name")
+WITH_REGION = "e164"
+
+
+def _split_name(full: str) -> tuple[str | None, str | None]:
+    """"Ada King Lovelace" -> ("Ada King", "Lovelace"); "Lovelace, Ada" -> ("Ada", "Lovelace")."""
+    if "," in full:
+        last, _, first = full.partition(",")
+        return first.strip() or None, last.strip() or None
+    words = full.split()
+    if len(words) < 2:
+        return (words[0] if words else None), None
+    return " ".join(words[:-1]), words[-1]
+
+
+def e164(region: str | None) -> Transform:
+    def to_e164(value: str) -> str:
+        try:
+            number = phonenumbers.parse(value, region)
+        except phonenumbers.NumberParseException:
+            hint = "" if region else " (a national number needs `region`)"
+            raise ValueProblem(f"is not a phone number{hint}") from None
+        if not phonenumbers.is_possible_number(number):
+            raise ValueProblem("is not a possible phone number" + (f" for region {region}" if region else ""))
+        return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+
+    return to_e164
+
+
+def plain(name: str) -> Transform:
+    return {
+        "strip": str.strip,
+        "lower": str.lower,
+        "upper": str.upper,
+        "first_name": lambda v: _split_name(v)[0],
+        "last_name": lambda v: _split_name(v)[1],
+    }[name]
+
+
+def hooked(ref: str, fn: Callable[[str], Any]) -> Transform:
+    """A user's `package.module:function` as a transform; its failure is the record's problem."""
+
+    def run(value: str) -> str | None:
+        try:
+            result = fn(value)
+        except Exception as exc:
+            raise ValueProblem(f"transform {ref} failed: {type(exc).__name__}: {exc}") from None
+        return as_text(result)
+
+    return run

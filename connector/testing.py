@@ -1,0 +1,136 @@
+"""The plugin kit: a contract test any source passes before it is trusted with a ledger.
+
+    from connector.testing import SourceContract
+
+    class TestMySource(SourceContract):
+        source_type = "my-type"            # as written in a config: entry-point name or "pkg.mod:Class"
+
+        @pytest.fixture
+        def source_options(self, tmp_path):  # options of a source holding at least 3 records
+            ...
+
+        def add_records(self, options):      # optional: add new records to the source's data
+            ...
+
+It proves what the ledger relies on: ids are stable and unique, reading resumes from every
+record's state (after a JSON round trip, as the ledger stores it) with no gap and no repeat,
+a read cut short resumes exactly after its last record, unknown options are refused, check() works.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+import pytest
+
+from .plugins import build_source
+from .problems import ConfigProblem
+from .source import Record, Source, SourceError
+
+
+def _stored(state: Any) -> Any:
+    """The state as the ledger gives it back."""
+    return json.loads(json.dumps(state))
+
+
+def _pairs(records: list[Record]) -> list[tuple[str, dict[str, Any]]]:
+    return [(r.id, r.data) for r in records]
+
+
+class SourceContract:
+    source_type: ClassVar[str]
+    min_records: ClassVar[int] = 3
+
+    @pytest.fixture
+    def source_options(self) -> dict[str, Any]:
+        raise NotImplementedError("define a `source_options` fixture returning valid options")
+
+    def add_records(self, options: dict[str, Any]) -> None:
+        """Add at least one record the source has not yielded yet."""
+        pytest.skip("add_records is not implemented for this source")
+
+    def invalid_options(self, options: dict[str, Any]) -> list[dict[str, Any]]:
+        """Option sets that validation must refuse, besides an unknown key."""
+        return []
+
+    def broken_options(self, options: dict[str, Any]) -> dict[str, Any] | None:
+        """Options that validate but point at nothing usable: check() must raise SourceError."""
+        return None
+
+    def build(self, options: dict[str, Any]) -> Source:
+        return build_source("contract", self.source_type, options)
+
+    def read(self, options: dict[str, Any], state: Any = None) -> list[Record]:
+        source = self.build(options)
+        try:
+            return list(source.read(state))
+        finally:
+            source.close()
+
+    @pytest.fixture
+    def records(self, source_options: dict[str, Any]) -> list[Record]:
+        records = self.read(source_options)
+        assert len(records) >= self.min_records, "the test data should hold at least 3 records"
+        return records
+
+    def test_unknown_option_is_refused(self, source_options: dict[str, Any]) -> None:
+        with pytest.raises(ConfigProblem) as info:
+            self.build({**source_options, "no_such_option": 1})
+        assert any("no_such_option" in p for p in info.value.problems)
+
+    def test_invalid_options_are_refused(self, source_options: dict[str, Any]) -> None:
+        for bad in self.invalid_options(source_options):
+            with pytest.raises(ConfigProblem):
+                self.build(bad)
+
+    def test_check_accepts_working_options(self, source_options: dict[str, Any]) -> None:
+        source = self.build(source_options)
+        source.check()
+        source.close()
+        source.close()
+
+    def test_check_reports_unusable_options(self, source_options: dict[str, Any]) -> None:
+        broken = self.broken_options(source_options)
+        if broken is None:
+            pytest.skip("broken_options is not implemented for this source")
+        with pytest.raises(SourceError):
+            self.build(broken).check()
+
+    def test_ids_are_unique_and_states_are_json(self, records: list[Record]) -> None:
+        assert len({r.id for r in records}) == len(records)
+        for record in records:
+            assert isinstance(record.id, str) and record.id
+            assert isinstance(record.data, dict)
+            assert _stored(record.state) is not None
+
+    def test_a_second_read_gives_the_same_records(self, source_options: dict[str, Any], records: list[Record]) -> None:
+        assert _pairs(self.read(source_options)) == _pairs(records)
+
+    def test_resumes_from_every_state_without_gap_or_repeat(
+        self, source_options: dict[str, Any], records: list[Record]
+    ) -> None:
+        expected = _pairs(records)
+        for k, record in enumerate(records):
+            assert _pairs(self.read(source_options, _stored(record.state))) == expected[k + 1 :], f"after record {k}"
+
+    def test_an_interrupted_read_resumes_after_its_last_record(
+        self, source_options: dict[str, Any], records: list[Record]
+    ) -> None:
+        source = self.build(source_options)
+        stream: Iterator[Record] = source.read(None)
+        taken = [next(stream), next(stream)]
+        stream.close()  # type: ignore[attr-defined]  # the engine stopping between chunks
+        source.close()
+        rest = self.read(source_options, _stored(taken[-1].state))
+        assert _pairs(taken + rest) == _pairs(records)
+
+    def test_reads_only_what_is_new(self, source_options: dict[str, Any], records: list[Record]) -> None:
+        self.add_records(source_options)
+        new = self.read(source_options, _stored(records[-1].state))
+        assert new, "add_records added records, so reading from the last state must yield them"
+        assert not {r.id for r in new} & {r.id for r in records}
+        assert self.read(source_options, _stored(new[-1].state)) == []
+        everything = {r.id for r in self.read(source_options)}
+        assert everything == {r.id for r in records + new}

@@ -1,0 +1,29 @@
+"""The built-in `jsonl` source."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+from connector.source import SourceError
+
+from .files import FileSource, LineReader
+
+
+class JsonlSource(FileSource):
+    """JSON Lines files (one file or a glob): one JSON object per line."""
+
+    def records(self, fh: BinaryIO, lines: LineReader) -> Iterator[tuple[int, dict[str, Any]]]:
+        for text in lines:
+            if not text.strip():
+                continue
+            try:
+                data = json.loads(text)
+            except ValueError as exc:
+                if not lines.terminated:
+                    return  # a last line still being written: read it once it is complete
+                raise SourceError(f"{lines.where()}: not valid JSON ({exc})") from None
+            if not isinstance(data, dict):
+                raise SourceError(f"{lines.where()}: not a JSON object")
+            yield lines.line, data

@@ -1,0 +1,139 @@
+"""The csv source: the plugin kit in both incremental modes, then what CSV files do in the wild."""
+
+from __future__ import annotations
+
+import codecs
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from connector.plugins import build_source
+from connector.source import SourceError
+from connector.testing import SourceContract
+
+
+def read(options: dict[str, Any], state: Any = None) -> list:
+    return list(build_source("signups", "csv", options).read(state))
+
+
+class TestCsvNewRowsAndFiles(SourceContract):
+    source_type = "csv"
+
+    @pytest.fixture
+    def source_options(self, tmp_path: Path) -> dict[str, Any]:
+        (tmp_path / "signups-1.csv").write_bytes(codecs.BOM_UTF8 + b'id,name\n1,Ann\n2,"Bo\nBo"\n')
+        (tmp_path / "signups-2.csv").write_text("id,name\n3,Cy\n4,Di\n")
+        return {"path": str(tmp_path / "signups-*.csv")}
+
+    def add_records(self, options: dict[str, Any]) -> None:
+        folder = Path(options["path"]).parent
+        with open(folder / "signups-2.csv", "a") as fh:
+            fh.write("5,Ed\n")
+        (folder / "signups-3.csv").write_text("id,name\n6,Flo\n")
+
+    def invalid_options(self, options: dict[str, Any]) -> list[dict[str, Any]]:
+        return [
+            {**options, "delimiter": ";;"},
+            {**options, "encoding": "utf-16"},
+            {**options, "encoding": "no-such-codec"},
+            {**options, "cursor": "name"},  # a cursor needs a primary key
+            {"delimiter": ","},  # path is required
+        ]
+
+    def broken_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        return {**options, "path": options["path"] + ".missing"}
+
+
+class TestCsvCursorColumn(SourceContract):
+    """An export regenerated in full each time, rows in no particular order, cursor values shared."""
+
+    source_type = "csv"
+    header = "id,updated,name\n"
+    rows = "1,2024-01-02T10:00:00,Ann\n2,2024-01-01T09:00:00,Bo\n3,2024-01-02T10:00:00,Cy\n4,2024-01-03T08:00:00,Di\n5,2024-01-03T08:00:00,Ed\n"
+
+    @pytest.fixture
+    def source_options(self, tmp_path: Path) -> dict[str, Any]:
+        (tmp_path / "export.csv").write_text(self.header + self.rows)
+        return {"path": str(tmp_path / "export.csv"), "primary_key": "id", "cursor": "updated", "cursor_type": "datetime"}
+
+    def add_records(self, options: dict[str, Any]) -> None:
+        # Regenerated: a new row sharing the last cursor value (must not be lost), a later one first.
+        Path(options["path"]).write_text(self.header + "7,2024-01-04T00:00:00,Gus\n" + self.rows + "6,2024-01-03T08:00:00,Flo\n")
+
+
+def test_rows_with_the_boundary_value_are_read_once_each(tmp_path: Path) -> None:
+    export = tmp_path / "export.csv"
+    export.write_text("id,n\n1,5\n2,10\n")
+    options = {"path": str(export), "primary_key": "id", "cursor": "n", "cursor_type": "number"}
+    first = read(options)
+    assert [r.id for r in first] == ["1", "2"]
+    # As numbers 9 < 10 (as strings it would sort after): only the rows at or above 10 are new.
+    export.write_text("id,n\n1,5\n2,10\n3,10\n4,9\n5,11\n")
+    assert [r.id for r in read(options, first[-1].state)] == ["3", "5"]
+
+
+def test_encoding_and_delimiter_are_configurable(tmp_path: Path) -> None:
+    path = tmp_path / "kunden.csv"
+    path.write_bytes("Nr;Name;Ort\n1;Jürgen Groß;Köln\n".encode("latin-1"))
+    [record] = read({"path": str(path), "encoding": "latin-1", "delimiter": ";", "primary_key": "Nr"})
+    assert record.id == "1"
+    assert record.data == {"Nr": "1", "Name": "Jürgen Groß", "Ort": "Köln"}
+
+
+def test_ids_default_to_file_and_line_and_short_rows_keep_what_they_have(tmp_path: Path) -> None:
+    path = tmp_path / "a.csv"
+    path.write_text('id,name,email\n1,Ann\n\n2,"Bo\nBo",bo@example.com,extra\n')
+    records = read({"path": str(path)})
+    assert [r.id for r in records] == ["a.csv:2", "a.csv:4"]
+    assert records[0].data == {"id": "1", "name": "Ann"}
+    assert records[1].data["_extra"] == ["extra"]
+
+
+def test_a_last_line_still_being_written_is_read_once_complete(tmp_path: Path) -> None:
+    path = tmp_path / "live.csv"
+    path.write_text("id,name,email\n1,Ann,ann@example.com\n2,Bo")
+    options = {"path": str(path), "primary_key": "id"}
+    first = read(options)
+    assert [r.id for r in first] == ["1"]
+    with open(path, "a") as fh:
+        fh.write(",bo@example.com\n")
+    rest = read(options, first[-1].state)
+    assert [(r.id, r.data["email"]) for r in rest] == [("2", "bo@example.com")]
+
+
+def test_an_unterminated_complete_last_row_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "excel.csv"
+    path.write_text("id,name\r\n1,Ann\r\n2,Bo")
+    assert [r.data["name"] for r in read({"path": str(path)})] == ["Ann", "Bo"]
+
+
+def test_a_file_replaced_by_a_shorter_one_is_read_from_its_start(tmp_path: Path) -> None:
+    path = tmp_path / "daily.csv"
+    path.write_text("id,name\n1,Ann\n2,Bo\n3,Cy\n")
+    options = {"path": str(path), "primary_key": "id"}
+    state = read(options)[-1].state
+    path.write_text("id,name\n9,Zed\n")
+    assert [r.id for r in read(options, state)] == ["9"]
+
+
+def test_a_row_without_its_primary_key_stops_the_read_with_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "a.csv"
+    path.write_text("id,name\n1,Ann\n,Bo\n")
+    with pytest.raises(SourceError, match=r"a.csv line 3: no value in primary key 'id'"):
+        read({"path": str(path), "primary_key": "id"})
+
+
+def test_bytes_that_are_not_the_encoding_are_reported_with_their_line(tmp_path: Path) -> None:
+    path = tmp_path / "a.csv"
+    path.write_bytes(b"id,name\n1,Ann\n2,J\xfcrgen\n")
+    with pytest.raises(SourceError, match=r"a.csv line 3: not valid utf-8"):
+        read({"path": str(path)})
+
+
+def test_files_in_subfolders_are_named_relative_to_the_glob(tmp_path: Path) -> None:
+    for day in ("2024-01-01", "2024-01-02"):
+        (tmp_path / day).mkdir()
+        (tmp_path / day / "s.csv").write_text("id\n1\n")
+    records = read({"path": str(tmp_path / "**" / "*.csv")})
+    assert [r.id for r in records] == ["2024-01-01/s.csv:2", "2024-01-02/s.csv:2"]

@@ -1,0 +1,72 @@
+"""The jsonl source: the plugin kit, and JSON Lines written by a live process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from connector.plugins import build_source
+from connector.source import SourceError
+from connector.testing import SourceContract
+
+
+def lines(*objects: Any) -> str:
+    return "".join(json.dumps(o) + "\n" for o in objects)
+
+
+def read(options: dict[str, Any], state: Any = None) -> list:
+    return list(build_source("events", "jsonl", options).read(state))
+
+
+class TestJsonlNewLinesAndFiles(SourceContract):
+    source_type = "jsonl"
+
+    @pytest.fixture
+    def source_options(self, tmp_path: Path) -> dict[str, Any]:
+        (tmp_path / "2024-01-01.jsonl").write_text(lines({"id": 1, "name": "Ann", "tags": ["a"]}, {"id": 2, "name": "Bo"}) + "\n")
+        (tmp_path / "2024-01-02.jsonl").write_text(lines({"id": 3, "name": "Cy", "meta": {"plan": "pro"}}))
+        return {"path": str(tmp_path / "*.jsonl"), "primary_key": "id"}
+
+    def add_records(self, options: dict[str, Any]) -> None:
+        folder = Path(options["path"]).parent
+        with open(folder / "2024-01-02.jsonl", "a") as fh:
+            fh.write(lines({"id": 4, "name": "Di"}))
+        (folder / "2024-01-03.jsonl").write_text(lines({"id": 5, "name": "Ed"}))
+
+    def broken_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        return {**options, "path": options["path"].replace("*.jsonl", "nothing-*.jsonl")}
+
+
+class TestJsonlCursorField(SourceContract):
+    source_type = "jsonl"
+    rows = [{"id": "a", "seq": 3}, {"id": "b", "seq": 1}, {"id": "c", "seq": 3}, {"id": "d", "seq": 2}]
+
+    @pytest.fixture
+    def source_options(self, tmp_path: Path) -> dict[str, Any]:
+        (tmp_path / "changes.jsonl").write_text(lines(*self.rows))
+        return {"path": str(tmp_path / "changes.jsonl"), "primary_key": "id", "cursor": "seq", "cursor_type": "number"}
+
+    def add_records(self, options: dict[str, Any]) -> None:
+        Path(options["path"]).write_text(lines({"id": "e", "seq": 3}, *self.rows, {"id": "f", "seq": 4}))
+
+
+def test_a_partly_written_last_line_waits_and_a_broken_line_stops_with_its_number(tmp_path: Path) -> None:
+    path = tmp_path / "live.jsonl"
+    path.write_text(lines({"id": 1}) + '{"id": 2, "na')
+    options = {"path": str(path), "primary_key": "id"}
+    first = read(options)
+    assert [r.id for r in first] == ["1"]
+    with open(path, "a") as fh:
+        fh.write('me": "Bo"}\n{"id": 3\n')
+    with pytest.raises(SourceError, match=r"live.jsonl line 3: not valid JSON"):
+        read(options, first[-1].state)
+
+
+def test_a_line_that_is_not_an_object_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "a.jsonl"
+    path.write_text('[1, 2]\n')
+    with pytest.raises(SourceError, match="line 1: not a JSON object"):
+        read({"path": str(path)})
