@@ -1,0 +1,115 @@
+"""The sql source: the plugin kit on SQLite and on a real PostgreSQL server, keyset pages of 2 rows
+so that every page boundary (and rows sharing a cursor value across one) is exercised."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from connector.plugins import build_source
+from connector.source import SourceError
+from connector.testing import SourceContract
+
+T0 = datetime(2024, 1, 2, 10, 0, tzinfo=timezone.utc)
+ROWS = [
+    # id, updated_at (three rows share T0, across a page boundary), email
+    (1, datetime(2024, 1, 1, 9, 0, tzinfo=timezone.utc), "ann@example.com"),
+    (4, T0, "di@example.com"),
+    (2, T0, "bo@example.com"),
+    (3, T0, "cy@example.com"),
+    (5, datetime(2024, 1, 3, 8, 0, tzinfo=timezone.utc), "ed@example.com"),
+]
+
+
+def create_contacts(url: str, rows: list[tuple[int, datetime, str]], *, drop: bool = True) -> None:
+    engine = sa.create_engine(url)
+    meta = sa.MetaData()
+    table = sa.Table(
+        "contacts", meta,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("email", sa.String),
+    )
+    with engine.begin() as conn:
+        if drop:
+            meta.drop_all(conn)
+            meta.create_all(conn)
+        conn.execute(table.insert(), [{"id": i, "updated_at": u, "email": e} for i, u, e in rows])
+    engine.dispose()
+
+
+class SqlContract(SourceContract):
+    source_type = "sql"
+    url: str
+
+    def add_records(self, options: dict[str, Any]) -> None:
+        # A late row sharing the last cursor value with a LOWER id than those already read, and a later one.
+        create_contacts(options["url"], [(0, ROWS[-1][1], "zoe@example.com"), (6, datetime(2024, 1, 4, tzinfo=timezone.utc), "flo@example.com")], drop=False)
+
+    def invalid_options(self, options: dict[str, Any]) -> list[dict[str, Any]]:
+        return [
+            {**options, "table": "contacts", "query": "SELECT * FROM contacts"},  # both
+            {**options, "url_env": "X"},  # both url and url_env
+            {**options, "page_size": 0},
+            {k: v for k, v in options.items() if k != "primary_key"},
+        ]
+
+    def broken_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        key = "table" if "table" in options else "query"
+        return {**options, key: "no_such_table" if key == "table" else "SELECT * FROM no_such_table"}
+
+
+class TestSqliteTableByCursor(SqlContract):
+    @pytest.fixture
+    def source_options(self, tmp_path: Path) -> dict[str, Any]:
+        url = f"sqlite:///{tmp_path / 'crm.db'}"
+        create_contacts(url, ROWS)
+        return {"url": url, "table": "contacts", "primary_key": "id", "cursor": "updated_at", "page_size": 2}
+
+
+class TestSqliteQueryByPrimaryKey(SqlContract):
+    @pytest.fixture
+    def source_options(self, tmp_path: Path) -> dict[str, Any]:
+        url = f"sqlite:///{tmp_path / 'crm.db'}"
+        create_contacts(url, ROWS)
+        return {"url": url, "query": "SELECT id, email FROM contacts WHERE email LIKE '%@example.com'", "primary_key": "id", "page_size": 2}
+
+    def add_records(self, options: dict[str, Any]) -> None:
+        create_contacts(options["url"], [(7, T0, "gus@example.com")], drop=False)
+
+
+class TestPostgresTableByCursor(SqlContract):
+    @pytest.fixture
+    def source_options(self, postgres_url: str) -> dict[str, Any]:
+        create_contacts(postgres_url, ROWS)
+        return {"url": postgres_url, "table": "public.contacts", "primary_key": "id", "cursor": "updated_at", "page_size": 2}
+
+
+def test_postgres_values_reach_the_mapper_as_plain_json(postgres_url: str) -> None:
+    create_contacts(postgres_url, ROWS[:1])
+    source = build_source("crm", "sql", {"url": postgres_url, "table": "contacts", "primary_key": "id", "cursor": "updated_at"})
+    [record] = source.read(None)
+    source.close()
+    assert record.id == "1"
+    assert record.data == {"id": 1, "updated_at": "2024-01-01T09:00:00+00:00", "email": "ann@example.com"}
+
+
+def test_the_url_can_come_from_the_environment_and_its_absence_is_explained(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'crm.db'}"
+    create_contacts(url, ROWS)
+    options = {"url_env": "CRM_DB_URL", "table": "contacts", "primary_key": "id"}
+    with pytest.raises(SourceError, match="environment variable CRM_DB_URL is not set"):
+        build_source("crm", "sql", options).check()
+    monkeypatch.setenv("CRM_DB_URL", url)
+    assert [r.id for r in build_source("crm", "sql", options).read(None)] == ["1", "2", "3", "4", "5"]
+
+
+def test_an_unreachable_server_is_a_clear_source_error() -> None:
+    source = build_source("crm", "sql", {"url": "postgresql+psycopg://u:hunter22@127.0.0.1:1/db", "table": "t", "primary_key": "id"})
+    with pytest.raises(SourceError, match="cannot connect to the database") as info:
+        source.check()
+    assert "hunter22" not in str(info.value)
