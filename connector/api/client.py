@@ -68,9 +68,11 @@ class RateGate(Protocol):
 
 
 def check_idempotency_key(key: str) -> str:
-    if not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY_LENGTH:
+    if not isinstance(key, str):
+        raise InvalidIdempotencyKey(f"Idempotency-Key must be a string, got {type(key).__name__}")
+    if not 1 <= len(key) <= MAX_KEY_LENGTH:
         raise InvalidIdempotencyKey(
-            f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} characters, got {len(key or '')}"
+            f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} characters, got {len(key)}"
         )
     if not key.isascii() or not key.isprintable():
         raise InvalidIdempotencyKey("Idempotency-Key must be printable ASCII")
@@ -78,11 +80,17 @@ def check_idempotency_key(key: str) -> str:
 
 
 def check_base_url(base_url: str, *, allow_insecure_http: bool = False) -> httpx.URL:
-    url = httpx.URL(base_url)
-    if url.scheme not in ("http", "https") or not url.host:
-        raise InsecureURLError(f"base_url must be an http(s) URL with a host, got {base_url!r}")
+    """The parsed base URL, or InsecureURLError. Messages never echo the URL: it may hold a secret."""
+    try:
+        url = httpx.URL(base_url)
+    except httpx.InvalidURL:
+        raise InsecureURLError("base_url is not a valid URL") from None
     if url.userinfo:
         raise InsecureURLError("base_url must not carry credentials; use the API key and secret")
+    if url.scheme not in ("http", "https") or not url.host:
+        raise InsecureURLError(
+            f"base_url must be an http(s) URL with a host, got scheme {url.scheme!r} and host {url.host!r}"
+        )
     if url.scheme == "http" and not allow_insecure_http and not _is_loopback(url.host):
         raise InsecureURLError(
             f"refusing plain http to {url.host}: the API secret would travel in clear. "

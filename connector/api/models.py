@@ -28,10 +28,13 @@ MAX_BULK_PERSONS = 100
 
 
 def _check_email(value: str) -> str:
-    """Validate the syntax only and keep the caller's spelling: the CRM owns normalisation."""
+    """Validate the syntax only and keep the caller's spelling: the CRM owns normalisation.
+
+    `test_environment` lets `.test` addresses through, which sandboxes and demos use.
+    """
     try:
         email_validator.validate_email(
-            value, check_deliverability=False, globally_deliverable=False
+            value, check_deliverability=False, globally_deliverable=False, test_environment=True
         )
     except email_validator.EmailNotValidError as exc:
         raise PydanticCustomError("email", "not a valid email address: {reason}", {"reason": str(exc)})
