@@ -17,7 +17,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/capture-sync --help
+	$(BIN)/capture-sync demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

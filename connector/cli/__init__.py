@@ -30,6 +30,16 @@ def _root(
 
 from . import sandbox  # noqa: E402  (command groups import after the root app exists)
 app.add_typer(sandbox.app, name="sandbox")
+from . import check, demo, ledger, run, status, sync  # noqa: E402
+app.command("demo", rich_help_panel="Start here")(demo.demo)
+app.command("check", rich_help_panel="Talk to the Capture API")(check.check)
+app.command("sync", rich_help_panel="Talk to the Capture API")(sync.sync)
+app.command("run", rich_help_panel="Talk to the Capture API")(run.run)
+app.command("replay", rich_help_panel="Talk to the Capture API")(sync.replay)
+app.command("status", rich_help_panel="Inspect")(status.status)
+app.add_typer(ledger.app, name="ledger", rich_help_panel="Inspect")
+from . import sources  # noqa: E402
+app.add_typer(sources.app, name="sources", rich_help_panel="Inspect")
 
 
 def main() -> None:

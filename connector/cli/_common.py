@@ -1,0 +1,221 @@
+"""What every command shares: the common options, config loading, the API client, the ledger,
+and turning failures into the exit codes of design 5 with a one-line message."""
+
+import asyncio
+import functools
+import inspect
+import logging
+import os
+import re
+import sys
+import traceback
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from enum import IntEnum
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from .. import logs
+from ..api import CaptureClient, CaptureError, Unauthorized
+from ..config import Config, default_path, load_config
+from ..delivery import RunReport
+from ..ledger import Ledger, LedgerError, LedgerLocked
+from ..problems import ConfigProblem
+from ..scheduler import stop_on_signals
+from ..source import SourceError
+
+T = TypeVar("T")
+
+# On a pipe rich would wrap tables at 80 columns; a log file or `| less` reads better unwrapped.
+_WIDTH = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 200
+out = Console(highlight=False, width=_WIDTH)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    UNEXPECTED = 1
+    USAGE = 2
+    AUTH = 3
+    UNSETTLED = 4
+    BLOCKED = 5
+
+
+EXIT_MEANING = {
+    ExitCode.OK: "all settled",
+    ExitCode.UNEXPECTED: "unexpected error",
+    ExitCode.USAGE: "usage or configuration error",
+    ExitCode.AUTH: "authentication failed: check CAPTURE_API_KEY / CAPTURE_API_SECRET and that the client is active",
+    ExitCode.UNSETTLED: "work remains unsettled (the API is unavailable?): run `capture-sync replay` later",
+    ExitCode.BLOCKED: "entries are blocked (409): see `capture-sync ledger list --state blocked`",
+}
+
+_CONFIG_OPTION = typer.Option(
+    None, "-c", "--config", show_default=f"{default_path()}",
+    help="The config file (default capture-sync.toml, or env CAPTURE_SYNC_CONFIG).",
+)
+_LOG_LEVEL_OPTION = typer.Option("INFO", "--log-level", help="DEBUG, INFO, WARNING or ERROR.")
+_VERBOSE_OPTION = typer.Option(False, "-v", "--verbose", help="DEBUG logs, and a traceback on unexpected errors.")
+_verbose = False
+
+
+def fail(message: str, code: ExitCode) -> NoReturn:
+    err.print(f"error: {logs.mask_secrets(message)}", markup=False)
+    raise typer.Exit(int(code))
+
+
+def command(*, config: bool = True) -> Callable[[Callable[..., int | None]], Callable[..., None]]:
+    """Adds --log-level, -v (and -c/--config, passed as `cfg: Config`) to a command, and maps its
+    failures to exit codes. The command returns its exit code (None means 0)."""
+
+    def decorate(fn: Callable[..., int | None]) -> Callable[..., None]:
+        sig = inspect.signature(fn)
+        own = [p for p in sig.parameters.values() if p.name != "cfg"]
+        extra = [
+            inspect.Parameter("log_level", inspect.Parameter.KEYWORD_ONLY, default=_LOG_LEVEL_OPTION, annotation=str),
+            inspect.Parameter("verbose", inspect.Parameter.KEYWORD_ONLY, default=_VERBOSE_OPTION, annotation=bool),
+        ]
+        if config:
+            extra.insert(0, inspect.Parameter(
+                "config_path", inspect.Parameter.KEYWORD_ONLY, default=_CONFIG_OPTION, annotation=Path | None
+            ))
+
+        @functools.wraps(fn)
+        def wrapper(**kwargs: Any) -> None:
+            level, verbose = kwargs.pop("log_level"), kwargs.pop("verbose")
+            path = kwargs.pop("config_path", None)
+            _configure_logging(level, verbose)
+            with _exit_codes():
+                if config:
+                    kwargs["cfg"] = load_config(path or default_path())
+                code = fn(**kwargs)
+            raise typer.Exit(int(code or 0))
+
+        wrapper.__signature__ = sig.replace(parameters=own + extra)  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate
+
+
+def _configure_logging(level: str, verbose: bool) -> None:
+    global _verbose
+    _verbose = verbose
+    try:
+        logs.configure("DEBUG" if verbose else level)
+    except ValueError:
+        fail(f"--log-level {level!r}: use DEBUG, INFO, WARNING or ERROR", ExitCode.USAGE)
+    if not verbose:  # one line per HTTP request says nothing the batch events do not
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+@contextmanager
+def _exit_codes() -> Iterator[None]:
+    try:
+        yield
+    except (typer.Exit, typer.Abort, SystemExit):
+        raise
+    except ConfigProblem as exc:
+        err.print(f"error: the configuration has {len(exc.problems)} problem(s):", markup=False)
+        for problem in exc.problems:
+            err.print(f"  - {logs.mask_secrets(problem)}", markup=False)
+        raise typer.Exit(int(ExitCode.USAGE)) from None
+    except LedgerLocked as exc:
+        fail(f"{exc} (one process at a time may drive a ledger; stop the other one or wait for it)", ExitCode.USAGE)
+    except LedgerError as exc:
+        fail(f"ledger: {exc}", ExitCode.UNEXPECTED)
+    except Unauthorized as exc:
+        fail(f"{exc}: {EXIT_MEANING[ExitCode.AUTH]}", ExitCode.AUTH)
+    except CaptureError as exc:
+        fail(f"the Capture API did not answer: {exc}", ExitCode.UNSETTLED)
+    except SourceError as exc:
+        fail(f"source: {exc}", ExitCode.UNEXPECTED)
+    except Exception as exc:
+        if _verbose:
+            err.print(logs.mask_secrets(traceback.format_exc()), markup=False)
+        fail(f"{type(exc).__name__}: {exc}" + ("" if _verbose else " (run with -v for details)"), ExitCode.UNEXPECTED)
+
+
+def api_client(cfg: Config) -> CaptureClient:
+    base_url, creds = cfg.api()
+    return CaptureClient(
+        base_url, creds.api_key, creds.api_secret, timeout_s=cfg.capture.timeout_s,
+        retry_policy=cfg.capture.retry.policy(), allow_insecure_http=cfg.capture.allow_insecure_http,
+        max_connections=max(cfg.capture.concurrency, 1),
+    )
+
+
+def open_ledger(cfg: Config, *, exclusive: bool = False) -> Ledger:
+    """`exclusive` takes the single-process lock: only one process may send from a ledger at a time,
+    or a replay could re-send a batch another process is still waiting on."""
+    ledger = Ledger(cfg.ledger_path, synchronous=cfg.ledger.synchronous)
+    if exclusive:
+        try:
+            ledger.acquire_daemon_lock()
+        except LedgerLocked:
+            ledger.close()
+            raise
+    return ledger
+
+
+def run_until_signal(start: Callable[[asyncio.Event], Awaitable[T]]) -> T:
+    """Run an engine coroutine; SIGTERM/SIGINT ask it to finish what is in hand and return."""
+
+    async def main() -> T:
+        stop = asyncio.Event()
+        with stop_on_signals(stop):
+            return await start(stop)
+
+    return asyncio.run(main())
+
+
+def table(title: str | None, *columns: str, numeric: tuple[str, ...] = ()) -> Table:
+    """A rich table; on a pipe it prints as plain aligned text without colours."""
+    t = Table(
+        title=title, title_justify="left", min_width=len(title or ""), box=box.SIMPLE if out.is_terminal else None,
+        pad_edge=False,
+    )
+    for name in columns:
+        t.add_column(name, justify="right" if name in numeric else "left")
+    return t
+
+
+_DETAIL = re.compile(r"^(.*? is not a valid [\w ]+?): .*?((?: \(from [^)]*\))?)$")
+
+
+def top_reasons(report: RunReport, n: int = 5) -> list[tuple[str, int]]:
+    """The most common rejection reasons, with the validator's detail dropped so that alike ones add up."""
+    grouped: Counter[str] = Counter()
+    for reason, count in report.rejection_reasons.items():
+        grouped[_DETAIL.sub(r"\1\2", reason)] += count
+    return grouped.most_common(n)
+
+
+def print_reasons(report: RunReport) -> None:
+    reasons = top_reasons(report)
+    if reasons:
+        out.print("top rejection reasons:")
+        for reason, count in reasons:
+            out.print(f"  {count:>5}  {reason}", markup=False)
+
+
+def print_report(report: RunReport, title: str) -> None:
+    """The counts of one sync or replay, then what its exit code means."""
+    t = table(title, "", "count", numeric=("count",))
+    for name, value in report.counts().items():
+        t.add_row(name, str(value))
+    t.add_row("unsettled", str(report.unsettled))
+    out.print(t)
+    print_reasons(report)
+    if report.halted_by:
+        out.print(f"delivery stopped early: {logs.mask_secrets(report.halted_by)}", markup=False)
+    if report.stopped:
+        out.print("stopped on request; what was in hand is recorded")
+    code = ExitCode(report.exit_code)
+    if code is not ExitCode.OK:
+        err.print(f"exit {int(code)}: {EXIT_MEANING[code]}", markup=False)

@@ -1,0 +1,114 @@
+"""`capture-sync ledger`: inspect entries and batches, and repair what needs a person's decision."""
+
+import json
+from dataclasses import asdict
+
+import typer
+
+from ..config import Config
+from ..ledger import STATES, BatchDetail, EntryDetail, EntryView
+from ._common import ExitCode, command, fail, open_ledger, out, table
+
+app = typer.Typer(help="Inspect the ledger's entries and batches, and resolve blocked ones.", no_args_is_help=True)
+_STATE_HELP = f"One of: {', '.join(STATES)}."
+
+
+@app.command("list")
+@command()
+def list_(
+    cfg: Config,
+    state: str = typer.Option(..., "--state", help=_STATE_HELP),
+    source: str | None = typer.Option(None, "--source", help="Only this source."),
+    limit: int = typer.Option(100, "--limit", min=1, help="At most this many entries."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per line, with the payload."),
+) -> int:
+    """List the entries in one state (oldest first).
+
+    Example: capture-sync ledger list -c capture-sync.toml --state failed
+    """
+    if state not in STATES:
+        fail(f"--state {state!r}: {_STATE_HELP}", ExitCode.USAGE)
+    with open_ledger(cfg) as ledger:
+        entries = ledger.list_entries(state, source=source, limit=limit)
+    if as_json:
+        for entry in entries:
+            out.print(json.dumps(asdict(entry), ensure_ascii=False), markup=False, soft_wrap=True)
+        return 0
+    _entries_table(f"{len(entries)} {state} entries", entries)
+    return 0
+
+
+def _entries_table(title: str, entries: list[EntryView]) -> None:
+    t = table(title, "key", "source", "record", "state", "person_id", "updated (UTC)", "last error")
+    for e in entries:
+        t.add_row(e.key, e.source, e.record_id, e.state, e.person_id or "", e.updated_at or "", e.last_error or "")
+    out.print(t)
+
+
+@app.command()
+@command()
+def show(
+    cfg: Config,
+    key: str = typer.Argument(..., help="A per-person idempotency key or a batch key."),
+    as_json: bool = typer.Option(False, "--json", help="Print it as JSON."),
+) -> int:
+    """Show one entry (with every batch and attempt it was part of) or one batch.
+
+    Example: capture-sync ledger show -c capture-sync.toml signups:42:...
+    """
+    with open_ledger(cfg) as ledger:
+        try:
+            detail = ledger.show(key)
+        except KeyError:
+            fail(f"no entry or batch has the key {key!r}", ExitCode.USAGE)
+    if as_json:
+        out.print_json(json.dumps(asdict(detail), ensure_ascii=False))
+        return 0
+    if isinstance(detail, EntryDetail):
+        e = detail.entry
+        for name, value in (("key", e.key), ("source", e.source), ("record", e.record_id), ("state", e.state),
+                            ("person_id", e.person_id), ("updated", e.updated_at), ("last error", e.last_error)):
+            out.print(f"{name:>10}: {value or ''}", markup=False)
+        out.print(f"{'payload':>10}: {json.dumps(e.payload, ensure_ascii=False)}", markup=False)
+        out.print(f"{'batches':>10}: {', '.join(detail.batches) or 'none yet'}", markup=False)
+    else:
+        assert isinstance(detail, BatchDetail)
+        for name, value in (("batch", detail.key), ("operation", detail.operation), ("state", detail.state),
+                            ("last error", detail.last_error)):
+            out.print(f"{name:>10}: {value or ''}", markup=False)
+        _entries_table(f"{len(detail.members)} members", detail.members)
+    attempts = table("Attempts", "started (UTC)", "operation", "status", "error", "retryable", "ms", "outcome", numeric=("status", "ms"))
+    for a in detail.attempts:
+        attempts.add_row(
+            a.started_at or "", a.operation, "" if a.status_code is None else str(a.status_code),
+            "/".join(x for x in (a.error_name, a.error_code) if x), "" if a.retryable is None else str(a.retryable).lower(),
+            "" if a.latency_ms is None else f"{a.latency_ms:.0f}", a.outcome,
+        )
+    out.print(attempts)
+    return 0
+
+
+@app.command()
+@command()
+def resolve(
+    cfg: Config,
+    key: str = typer.Argument(..., help="The per-person or batch key to resolve."),
+    requeue: bool = typer.Option(False, "--requeue", help="Send it again (under a new batch key) on the next sync or replay."),
+    dismiss: bool = typer.Option(False, "--dismiss", help="Give up on it; it is never sent again."),
+) -> int:
+    """Resolve a blocked (or failed) entry or batch by hand: requeue it or dismiss it.
+
+    Example: capture-sync ledger resolve -c capture-sync.toml BATCH_KEY --requeue
+    """
+    if requeue == dismiss:
+        fail("say what to do: exactly one of --requeue or --dismiss", ExitCode.USAGE)
+    with open_ledger(cfg) as ledger:
+        try:
+            changed = ledger.resolve(key, "requeue" if requeue else "dismiss")
+        except KeyError:
+            fail(f"no entry or batch has the key {key!r}", ExitCode.USAGE)
+    if requeue:
+        out.print(f"requeued {changed} entries; `capture-sync replay` (or the daemon's next sweep) sends them")
+    else:
+        out.print(f"dismissed {changed} entries")
+    return 0

@@ -1,0 +1,51 @@
+"""`capture-sync status`: what the ledger holds, by state and by source, and the last runs."""
+
+import json
+from dataclasses import asdict
+
+import typer
+
+from ..config import Config
+from ..ledger import Ledger, StatusReport
+from ._common import command, open_ledger, out, table
+
+
+@command()
+def status(
+    cfg: Config,
+    as_json: bool = typer.Option(False, "--json", help="Print the status as one JSON object."),
+) -> int:
+    """Counts by state and source, the last runs, and the oldest unsettled entry.
+
+    Example: capture-sync status -c capture-sync.toml --json
+    """
+    with open_ledger(cfg) as ledger:
+        print_status(ledger, as_json=as_json)
+    return 0
+
+
+def print_status(ledger: Ledger, *, as_json: bool = False) -> None:
+    report = ledger.status()
+    if as_json:
+        out.print_json(json.dumps(asdict(report)))
+        return
+    _print_tables(report)
+
+
+def _print_tables(report: StatusReport) -> None:
+    states = [s for s, n in report.by_state.items() if n] or ["pending"]
+    by_source = table("Entries by source and state", "source", *states, numeric=tuple(states))
+    for source, counts in report.by_source.items():
+        by_source.add_row(source, *(str(counts.get(s, 0)) for s in states))
+    by_source.add_row("all", *(str(report.by_state.get(s, 0)) for s in states))
+    out.print(by_source)
+    out.print(f"oldest unsettled entry: {report.oldest_unsettled or 'none, everything is settled'}")
+    if report.runs:
+        cols = ("read", "captured", "duplicate", "rejected", "failed", "blocked")
+        runs = table("Last runs", "run", "kind", "started (UTC)", "seconds", "exit", *cols, numeric=("seconds", "exit", *cols))
+        for run in report.runs:
+            runs.add_row(
+                str(run.id), run.kind, run.started_at or "", f"{run.duration_s:.1f}" if run.duration_s is not None else "running",
+                "" if run.exit_code is None else str(run.exit_code), *(str(run.counts.get(c, 0)) for c in cols),
+            )
+        out.print(runs)

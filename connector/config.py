@@ -1,0 +1,289 @@
+"""Loading `capture-sync.toml` (design 6) into checked settings, listing every problem at once.
+
+Credentials never come from the TOML file: a config file gets copied, committed and pasted into
+tickets, so it only names where the secret lives (env or a file). Relative paths (the ledger, the
+credential files) are relative to the config file's folder, so a daemon's working directory
+does not change what it opens.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from . import logs
+from .api.client import check_base_url
+from .api.errors import InsecureURLError
+from .api.retry import RetryPolicy
+from .delivery import DeliverySettings, SourceJob
+from .mapping import Mapping
+from .plugins import build_source
+from .problems import ConfigProblem, problems_from
+from .scheduler import schedule_trigger
+
+DEFAULT_PATH = Path("capture-sync.toml")
+ENV_CONFIG = "CAPTURE_SYNC_CONFIG"
+ENV_BASE_URL = "CAPTURE_BASE_URL"
+ENV_API_KEY = "CAPTURE_API_KEY"
+ENV_API_SECRET = "CAPTURE_API_SECRET"
+DEFAULT_SCHEDULE = "every 5m"
+_SOURCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+log = structlog.get_logger("capture_sync.config")
+S = TypeVar("S", bound=BaseModel)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RetrySettings(_Section):
+    max_attempts: int = Field(6, ge=1, le=100)
+    max_elapsed_s: float = Field(120.0, gt=0)
+    initial_backoff_s: float = Field(0.5, ge=0)
+    max_backoff_s: float = Field(30.0, gt=0)
+
+    def policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            max_attempts=self.max_attempts, max_elapsed_s=self.max_elapsed_s,
+            initial_backoff_s=self.initial_backoff_s, max_backoff_s=max(self.max_backoff_s, self.initial_backoff_s),
+        )
+
+
+class CaptureSettings(_Section):
+    base_url: str | None = None
+    api_key_file: Path | None = None
+    api_secret_file: Path | None = None
+    batch_size: int = Field(100, ge=1, le=100)
+    concurrency: int = Field(4, ge=1, le=64)
+    timeout_s: float = Field(30.0, gt=0)
+    allow_insecure_http: bool = False
+    rate_window_s: float = Field(60.0, gt=0)
+    retry: RetrySettings = RetrySettings()
+
+
+class LedgerSettings(_Section):
+    path: Path = Path("capture-ledger.sqlite3")
+    synchronous: Literal["FULL", "NORMAL"] = "FULL"
+
+
+class DaemonSettings(_Section):
+    retry_sweep: str = "every 5m"
+
+
+@dataclass(frozen=True)
+class Credentials:
+    api_key: str
+    api_secret: SecretStr
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    name: str
+    schedule: str
+    job: SourceJob
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path
+    capture: CaptureSettings
+    ledger: LedgerSettings
+    daemon: DaemonSettings
+    sources: tuple[SourceConfig, ...]
+    base_url: str | None
+    credentials: Credentials | None
+
+    @property
+    def ledger_path(self) -> Path:
+        return self.ledger.path if self.ledger.path.is_absolute() else self.path.parent / self.ledger.path
+
+    def delivery_settings(self) -> DeliverySettings:
+        return DeliverySettings(
+            batch_size=self.capture.batch_size, concurrency=self.capture.concurrency,
+            rate_window_s=self.capture.rate_window_s,
+        )
+
+    def api(self) -> tuple[str, Credentials]:
+        """What a command that talks to the API needs; raises ConfigProblem naming what is missing."""
+        problems = []
+        if self.base_url is None:
+            problems.append(f"capture.base_url: required (or set env {ENV_BASE_URL})")
+        if self.credentials is None:
+            problems.append(
+                f"credentials are missing: set env {ENV_API_KEY} and {ENV_API_SECRET}, "
+                "or capture.api_key_file and capture.api_secret_file"
+            )
+        if problems:
+            raise ConfigProblem([f"{self.path}: {p}" for p in problems])
+        assert self.base_url is not None and self.credentials is not None
+        return self.base_url, self.credentials
+
+    def jobs(self, only: str | None = None) -> list[SourceJob]:
+        """The configured sources' jobs, or just `only`; raises ConfigProblem for an unknown name."""
+        if only is None:
+            return [s.job for s in self.sources]
+        for s in self.sources:
+            if s.name == only:
+                return [s.job]
+        names = ", ".join(s.name for s in self.sources)
+        raise ConfigProblem([f"{self.path}: no source named {only!r} (configured: {names})"])
+
+
+def default_path() -> Path:
+    return Path(os.environ.get(ENV_CONFIG) or DEFAULT_PATH)
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and check the whole file; raises ConfigProblem with every problem, each as `FILE: key: what`."""
+    path = Path(path)
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigProblem([
+            f"{path}: no such config file (pass -c FILE or set {ENV_CONFIG}; config/capture-sync.example.toml is a start)"
+        ]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigProblem([f"{path}: cannot read it: {exc}"]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigProblem([f"{path}: not valid TOML: {exc}"]) from None
+    problems: list[str] = []
+    folder = path.parent
+    for key in sorted(set(doc) - {"capture", "ledger", "daemon", "sources"}):
+        problems.append(f"{key}: unknown table or key (known: capture, ledger, daemon, sources)")
+    capture_doc = _table(doc, "capture", problems)
+    for key, env in (("api_key", ENV_API_KEY), ("api_secret", ENV_API_SECRET)):
+        if key in capture_doc:
+            value = capture_doc.pop(key)
+            logs.register_secret(value if isinstance(value, str) else None)
+            problems.append(
+                f"capture.{key}: credentials are not accepted in the config file; "
+                f"set env {env} or point capture.{key}_file at a file readable only by this user"
+            )
+    capture = _section(CaptureSettings, capture_doc, "capture", problems)
+    ledger = _section(LedgerSettings, _table(doc, "ledger", problems), "ledger", problems)
+    daemon = _section(DaemonSettings, _table(doc, "daemon", problems), "daemon", problems)
+    if daemon is not None:
+        _check_schedule(daemon.retry_sweep, "daemon.retry_sweep", problems)
+    base_url = os.environ.get(ENV_BASE_URL) or (capture.base_url if capture else None)
+    if base_url is not None and capture is not None:
+        try:
+            check_base_url(base_url, allow_insecure_http=capture.allow_insecure_http)
+        except InsecureURLError as exc:
+            where = f"env {ENV_BASE_URL}" if os.environ.get(ENV_BASE_URL) else "capture.base_url"
+            problems.append(f"{where}: {exc}")
+    credentials = _credentials(capture, folder, problems) if capture else None
+    sources = _sources(doc.get("sources", []), problems)
+    if problems:
+        raise ConfigProblem([f"{path}: {p}" for p in problems])
+    assert capture is not None and ledger is not None and daemon is not None
+    return Config(path, capture, ledger, daemon, tuple(sources), base_url, credentials)
+
+
+def _table(doc: dict[str, Any], key: str, problems: list[str]) -> dict[str, Any]:
+    value = doc.get(key, {})
+    if not isinstance(value, dict):
+        problems.append(f"{key}: must be a table ([{key}])")
+        return {}
+    return dict(value)
+
+
+def _section(model: type[S], data: dict[str, Any], where: str, problems: list[str]) -> S | None:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems.extend(problems_from(exc, where))
+        return None
+
+
+def _check_schedule(text: Any, where: str, problems: list[str]) -> None:
+    try:
+        schedule_trigger(text)
+    except ValueError as exc:
+        problems.append(f"{where}: {exc}")
+
+
+def _read_secret_file(path: Path, key: str, problems: list[str]) -> str | None:
+    try:
+        mode = path.stat().st_mode
+        value = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        problems.append(f"capture.{key}: cannot read {path}: {exc.strerror or exc}")
+        return None
+    if not value:
+        problems.append(f"capture.{key}: {path} is empty")
+        return None
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        log.warning("credential file is readable by other users; chmod 600 it", file=str(path))
+    return value
+
+
+def _credential(env: str, file: Path | None, folder: Path, key: str, problems: list[str]) -> str | None:
+    if os.environ.get(env):
+        return os.environ[env].strip()
+    if file is None:
+        return None
+    return _read_secret_file(file if file.is_absolute() else folder / file, key, problems)
+
+
+def _credentials(capture: CaptureSettings, folder: Path, problems: list[str]) -> Credentials | None:
+    api_key = _credential(ENV_API_KEY, capture.api_key_file, folder, "api_key_file", problems)
+    secret = _credential(ENV_API_SECRET, capture.api_secret_file, folder, "api_secret_file", problems)
+    logs.register_secret(secret)
+    if api_key and secret:
+        return Credentials(api_key, SecretStr(secret))
+    if api_key or secret:
+        missing = f"env {ENV_API_SECRET} or capture.api_secret_file" if api_key else f"env {ENV_API_KEY} or capture.api_key_file"
+        problems.append(f"credentials: the {'secret' if api_key else 'key'} is missing ({missing})")
+    return None
+
+
+def _sources(raw: Any, problems: list[str]) -> list[SourceConfig]:
+    if not isinstance(raw, list) or not raw:
+        problems.append("sources: at least one [[sources]] table is needed")
+        return []
+    out: list[SourceConfig] = []
+    seen: set[str] = set()
+    for i, table in enumerate(raw):
+        if not isinstance(table, dict):
+            problems.append(f"sources[{i}]: must be a table ([[sources]])")
+            continue
+        options = dict(table)
+        name = options.pop("name", None)
+        where = f"sources.{name}" if isinstance(name, str) and name else f"sources[{i}]"
+        if not isinstance(name, str) or not _SOURCE_NAME.match(name):
+            problems.append(f"{where}.name: required; letters, digits, '_', '.', '-' (up to 64), e.g. \"signups\"")
+        elif name in seen:
+            problems.append(f"{where}.name: {name!r} is used by another source; names must be unique")
+        else:
+            seen.add(name)
+        type_name = options.pop("type", None)
+        schedule = options.pop("schedule", DEFAULT_SCHEDULE)
+        mapping_table = options.pop("mapping", None)
+        _check_schedule(schedule, f"{where}.schedule", problems)
+        mapping = source = None
+        if not isinstance(mapping_table, dict):
+            problems.append(f"{where}.mapping: required table ([sources.mapping]) saying how fields become a person")
+        else:
+            try:
+                mapping = Mapping.from_config(mapping_table, where=f"{where}.mapping")
+            except ConfigProblem as exc:
+                problems.extend(exc.problems)
+        if not isinstance(type_name, str) or not type_name:
+            problems.append(f"{where}.type: required (csv, jsonl, sql, http or \"package.module:Class\")")
+        else:
+            try:
+                source = build_source(str(name), type_name, options)
+            except ConfigProblem as exc:
+                problems.extend(p if p.startswith(where) else f"{where}: {p}" for p in exc.problems)
+        if source is not None and mapping is not None and isinstance(name, str):
+            out.append(SourceConfig(name, schedule, SourceJob(name, source, mapping)))
+    return out

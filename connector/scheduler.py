@@ -1,0 +1,141 @@
+"""The daemon (`capture-sync run`): each source on its schedule, a retry sweep, a clean stop.
+
+Every pass (a source's sync or the sweep's replay) takes one shared lock, so at most one of them
+drives the ledger at a time: a replay re-sends open batches, and it must never re-send one that a
+sync is still waiting on. APScheduler adds the rest: one instance per job (max_instances=1), and
+ticks missed while a pass ran collapse into one catch-up run (coalesce).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import signal
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.base import BaseTrigger
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from .delivery import RunReport, SourceJob, replay, sync
+
+if TYPE_CHECKING:
+    from .api.client import CaptureClient
+    from .config import Config
+    from .ledger import Ledger
+
+log = structlog.get_logger("capture_sync.daemon")
+
+_EVERY = re.compile(r"^every\s+(\d+)\s*([smh])$", re.IGNORECASE)
+_UNIT_S = {"s": 1, "m": 60, "h": 3600}
+STOP_WAIT_S = 9.5  # the engine's own grace is shorter; SIGTERM to exit stays within 10 s
+
+
+def schedule_trigger(text: Any) -> BaseTrigger:
+    """`every N{s,m,h}` or a 5-field crontab line (local time); ValueError says what is accepted."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError('must be a cron expression ("*/5 * * * *") or "every N{s,m,h}" ("every 5m")')
+    match = _EVERY.match(text.strip())
+    if match:
+        seconds = int(match.group(1)) * _UNIT_S[match.group(2).lower()]
+        if seconds < 1:
+            raise ValueError(f"{text!r}: the interval must be at least 1 second")
+        return IntervalTrigger(seconds=seconds)
+    try:
+        return CronTrigger.from_crontab(text.strip())
+    except ValueError as exc:
+        raise ValueError(f'{text!r} is neither a cron expression (5 fields) nor "every N{{s,m,h}}": {exc}') from None
+
+
+@contextmanager
+def stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
+    """SIGTERM and SIGINT set `stop`: the engine finishes the requests in hand, records them, returns."""
+    loop = asyncio.get_running_loop()
+    sigs = (signal.SIGTERM, signal.SIGINT)
+    for sig in sigs:
+        loop.add_signal_handler(sig, _on_signal, stop, sig)
+    try:
+        yield
+    finally:
+        for sig in sigs:
+            loop.remove_signal_handler(sig)
+
+
+def _on_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
+    log.info("stop requested", signal=sig.name)
+    stop.set()
+
+
+class Daemon:
+    """Runs the configured sources on their schedules until `stop` is set."""
+
+    def __init__(self, config: Config, ledger: Ledger, client: CaptureClient, stop: asyncio.Event) -> None:
+        self.config, self.ledger, self.client, self.stop = config, ledger, client, stop
+        self.settings = config.delivery_settings()
+        self.exit_code = 0
+        self._one_at_a_time = asyncio.Lock()
+        self._running: set[asyncio.Task[Any]] = set()
+
+    async def _pass(self, what: str, start: Callable[[], Awaitable[RunReport]]) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._running.add(task)
+        try:
+            async with self._one_at_a_time:
+                if self.stop.is_set():
+                    return
+                report = await start()
+            if report.auth_failed:
+                log.error("authentication failed: stopping the daemon", run=what, reason=report.halted_by)
+                self.exit_code = 3
+                self.stop.set()
+            elif report.blocked_total:
+                log.warning("entries are blocked: see `capture-sync ledger list --state blocked`", blocked=report.blocked_total)
+        except Exception as exc:  # one failing pass (a missing file, a locked ledger) must not end the daemon
+            log.error("pass failed; the next tick tries again", run=what, error=f"{type(exc).__name__}: {exc}",
+                      exc_info=log.isEnabledFor(logging.DEBUG))
+        finally:
+            self._running.discard(task)
+
+    async def sync_source(self, job: SourceJob) -> None:
+        await self._pass(f"sync:{job.name}", lambda: sync(self.ledger, self.client, [job], self.settings, stop=self.stop))
+
+    async def sweep(self) -> None:
+        """Re-send what an outage left unsettled; skips the API call when nothing is left."""
+        if await asyncio.to_thread(self.ledger.unsettled_count):
+            await self._pass("retry-sweep", lambda: replay(self.ledger, self.client, self.settings, stop=self.stop))
+
+    def _scheduler(self) -> AsyncIOScheduler:
+        scheduler = AsyncIOScheduler(job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None})
+        now = datetime.now(timezone.utc)
+        for source in self.config.sources:
+            trigger = schedule_trigger(source.schedule)
+            first = {"next_run_time": now} if isinstance(trigger, IntervalTrigger) else {}
+            scheduler.add_job(self.sync_source, trigger, args=[source.job], id=f"source:{source.name}", name=source.name, **first)
+        scheduler.add_job(self.sweep, schedule_trigger(self.config.daemon.retry_sweep), id="retry-sweep", name="retry-sweep")
+        return scheduler
+
+    async def serve(self) -> int:
+        """Until SIGTERM/SIGINT (or failed authentication): 0 on a clean stop, 3 on bad credentials."""
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)  # not one INFO line per tick
+        scheduler = self._scheduler()
+        scheduler.start()
+        log.info("daemon started", sources=[s.name for s in self.config.sources], ledger=str(self.config.ledger_path))
+        try:
+            await self.stop.wait()
+        finally:
+            scheduler.shutdown(wait=False)
+            if self._running:
+                await asyncio.wait(set(self._running), timeout=STOP_WAIT_S)
+        log.info("daemon stopped", exit_code=self.exit_code)
+        return self.exit_code
+
+    async def once(self) -> RunReport:
+        """`run --once`: every source once, then drain the ledger, as a cron job would."""
+        return await sync(self.ledger, self.client, self.config.jobs(), self.settings, stop=self.stop)
