@@ -25,7 +25,7 @@ from .incremental import CursorType, Row, cursor_key, read_incremental
 
 
 class FileOptions(SourceOptions):
-    path: str = Field(description="A file, or a glob of files (`data/*.csv`, `exports/**/*.csv`).")
+    path: str = Field(description="A file, or a glob of files (e.g. `data/signups-*.csv`, `exports/**/*.jsonl`).")
     encoding: str = Field("utf-8", description="Text encoding; a UTF-8 byte order mark is skipped.")
     primary_key: str | None = Field(
         None, description="Field holding a stable record id; default: file name and line number."

@@ -1,15 +1,20 @@
-"""Fixtures shared by the source tests: a real PostgreSQL server started by the tests themselves."""
+"""Fixtures shared by the source tests: a real PostgreSQL server the tests start themselves, and the
+example plugin installed into the venv."""
 
 from __future__ import annotations
 
 import glob
+import importlib
+import importlib.metadata
 import os
 import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +68,33 @@ def _user_exists(name: str) -> bool:
     except KeyError:
         return False
     return True
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "capture-sync-example-source"
+EXAMPLE_MODULE = "capture_sync_example_source/__init__.py"
+
+
+def _example_is_current() -> bool:
+    try:
+        dist = importlib.metadata.distribution("capture-sync-example-source")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    installed = Path(str(dist.locate_file(EXAMPLE_MODULE)))
+    same_code = installed.is_file() and installed.read_bytes() == (EXAMPLE / EXAMPLE_MODULE).read_bytes()
+    same_entry_points = {(e.name, e.value) for e in dist.entry_points} == {("vcard", "capture_sync_example_source:VCardSource")}
+    return same_code and same_entry_points
+
+
+@pytest.fixture(scope="session")
+def example_plugin(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The example plugin installed into this venv (a normal install, so this process sees it)."""
+    if not _example_is_current():
+        build = tmp_path_factory.mktemp("example") / EXAMPLE.name  # build outside the tree
+        shutil.copytree(EXAMPLE, build, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", str(build)],
+            check=True, capture_output=True, timeout=300,
+        )
+        importlib.invalidate_caches()
+    assert _example_is_current()
+    return "vcard"
