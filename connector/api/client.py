@@ -7,8 +7,10 @@ the very same bytes under the very same Idempotency-Key.
 
 from __future__ import annotations
 
+import datetime
 import email.utils
 import ipaddress
+import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -114,13 +116,17 @@ def parse_retry_after(value: str | None) -> float | None:
         return None
     value = value.strip()
     try:
-        return max(float(value), 0.0)
+        seconds = float(value)
     except ValueError:
         pass
+    else:  # negative, nan and inf are no delay we could honour
+        return seconds if math.isfinite(seconds) and seconds >= 0 else None
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
+    if when.tzinfo is None:  # "-0000" parses naive; HTTP dates are always UTC
+        when = when.replace(tzinfo=datetime.timezone.utc)
     return max(when.timestamp() - time.time(), 0.0)
 
 

@@ -13,7 +13,7 @@ from tenacity import (
     RetryCallState,
     retry_if_exception,
     stop_after_attempt,
-    stop_after_delay,
+    stop_before_delay,
     wait_random_exponential,
 )
 
@@ -55,7 +55,9 @@ class RetryPolicy:
     def retrying(self) -> AsyncRetrying:
         return AsyncRetrying(
             retry=retry_if_exception(is_retryable),
-            stop=stop_after_attempt(self.max_attempts) | stop_after_delay(self.max_elapsed_s),
+            # stop_before_delay also stops when the coming wait would overrun the budget: a long
+            # Retry-After is handed back to the caller instead of being slept through.
+            stop=stop_after_attempt(self.max_attempts) | stop_before_delay(self.max_elapsed_s),
             wait=self.wait,
             reraise=True,
         )
