@@ -1,0 +1,65 @@
+"""`capture-sync demo`: its counts match the sample data, and a second run captures nothing new."""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+from connector.sandbox import SandboxStore
+
+SAMPLE = Path(__file__).resolve().parents[2] / "config" / "sample-contacts.csv"
+# Deliberately simpler than the mapper's validator: one @, no spaces or commas, a dot in the domain.
+PLAIN_EMAIL = re.compile(r"^[^@\s,]+@[^@\s,]+\.[^@\s,]+$")
+
+
+def expected_from_csv() -> dict[str, int]:
+    rows = list(csv.DictReader(SAMPLE.open(encoding="utf-8")))
+    valid, identities = 0, set()
+    for row in rows:
+        email, phone = row["Email"].strip(), row["Phone"].strip()
+        if not row["First"].strip() or not (email or phone) or (email and not PLAIN_EMAIL.match(email)):
+            continue
+        valid += 1
+        identities.add("email:" + email.lower() if email else "phone:" + re.sub(r"\D", "", phone))
+    return {"read": len(rows), "captured": len(identities), "duplicates": valid - len(identities),
+            "rejected": len(rows) - valid, "failed": 0}
+
+
+def summary_counts(stdout: str) -> dict[str, int]:
+    counts = {}
+    for name in ("captured", "duplicates", "rejected", "failed"):
+        match = re.search(rf"^\W*{name}\W+(\d+)\b", stdout, re.MULTILINE)
+        assert match, f"no {name} row in:\n{stdout}"
+        counts[name] = int(match.group(1))
+    counts["read"] = int(re.search(r"(\d+) contacts read", stdout).group(1))
+    return counts
+
+
+def test_sample_has_the_cases_the_demo_is_about() -> None:
+    rows = list(csv.DictReader(SAMPLE.open(encoding="utf-8")))
+    emails = [r["Email"] for r in rows if r["Email"]]
+    assert 900 <= len(rows) <= 1100
+    assert len({e.lower() for e in emails}) < len(set(emails))  # same email, another case
+    assert any(not r["Email"] and not r["Phone"] for r in rows)
+    assert any(not PLAIN_EMAIL.match(e) for e in emails)
+
+
+def test_demo_counts_match_the_sample_and_a_second_run_captures_nothing(kit, tmp_path: Path) -> None:
+    expected = expected_from_csv()
+    first = kit.run("demo", cwd=tmp_path)
+    assert first.code == 0, first.stderr
+    assert summary_counts(first.stdout) == expected
+    assert "needs `email` or `phone`" in first.stdout  # a top rejection reason
+    folder = tmp_path / "capture-sync-demo"
+    with SandboxStore(folder / "sandbox.sqlite3") as store:
+        persons = len(store.persons())
+    assert persons == expected["captured"]
+
+    second = kit.run("demo", cwd=tmp_path)
+    assert second.code == 0, second.stderr
+    assert "Nothing new to capture" in second.stdout
+    assert "Entries by source and state" in second.stdout  # status follows
+    with SandboxStore(folder / "sandbox.sqlite3") as store:
+        assert len(store.persons()) == persons
+        assert sum(1 for c in store.captures()) == expected["captured"] + expected["duplicates"]
