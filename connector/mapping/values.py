@@ -11,6 +11,9 @@ from typing import Any
 from uuid import UUID
 
 
+JSON_SAFE_INT = 2**53
+
+
 class ValueProblem(Exception):
     """Why a value cannot be used; says nothing of the value itself (it may be PII)."""
 
@@ -24,7 +27,7 @@ def _check_unicode(text: str) -> str:
 
 
 def _number_text(value: int | float | Decimal) -> str:
-    if isinstance(value, float | Decimal) and not math.isfinite(value):
+    if isinstance(value, Decimal) and not value.is_finite() or isinstance(value, float) and not math.isfinite(value):
         raise ValueProblem("is not a finite number")
     if isinstance(value, float) and value.is_integer():
         value = int(value)  # 5551234567.0 from a spreadsheet means 5551234567
@@ -59,6 +62,8 @@ def as_json(value: Any) -> Any:
         return value
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueProblem("is not a finite number")
+    if isinstance(value, int) and abs(value) > JSON_SAFE_INT:
+        return _number_text(value)  # beyond what a JSON reader keeps exactly: send its digits
     if isinstance(value, int | float):
         return value
     if isinstance(value, list | dict):

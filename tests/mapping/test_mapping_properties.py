@@ -1,0 +1,85 @@
+"""Property tests: whatever a record holds, the mapper returns a valid capture input that encodes
+to JSON, or a rejection with reasons naming fields; it never raises."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timezone
+from decimal import Decimal
+from typing import Any
+
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from connector.api.models import PERSON_FIELDS, PersonInput, encode_json
+from connector.mapping import Mapping, Rejection
+
+FIELDS = ["First", "Last", "Full", "Email", "Phone", "Plan", "Company", "Notes", "Seats"]
+MAPPINGS = [
+    Mapping.from_config(table, where="sources.p.mapping")
+    for table in (
+        {
+            "first_name": "First", "name": {"template": "{First} {Last}"},
+            "email": {"field": "Email", "transform": "lower"},
+            "phone": {"field": "Phone", "transform": "e164", "region": "US"},
+            "custom_fields": {"plan": "Plan", "seats": "Seats"},
+        },
+        {
+            "first_name": {"field": "Full", "transform": ["strip", "first_name"], "default": "Friend"},
+            "last_name": {"field": "Full", "transform": "last_name"},
+            "email": {"field": "Email", "transform": ["strip", "lower"]},
+            "phone": {"field": "Phone", "transform": ["strip", "e164"]},
+            "company": {"field": "Company", "transform": "upper"},
+            "notes": {"template": "{Notes} / {Company}"},
+            "custom_fields": {"origin": {"constant": "import"}, "raw": "Notes"},
+        },
+        {"name": "Full", "email": "Email", "phone": "Phone", "job_title": "Last", "custom_fields": {"all": "Plan"}},
+    )
+]
+
+any_text = st.text(st.characters(exclude_categories=()), max_size=60)  # lone surrogates included
+emailish = st.builds(lambda a, b: f"{a}@{b}.com", st.text("abcXYZ._+-", min_size=1, max_size=12), st.text("abcxyz-", min_size=1, max_size=12))
+phoneish = st.one_of(st.from_regex(r"\+?[0-9 ()-]{0,20}", fullmatch=True), st.integers(0, 10**15), st.floats())
+scalar = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.builds(pow, st.just(10), st.just(4400)), st.floats(),
+    st.decimals(), st.just(""), st.just("   "), any_text, emailish, phoneish,
+    st.just("x" * 200_000), st.just(datetime(2024, 1, 1, tzinfo=timezone.utc)), st.just(Decimal("NaN")),
+)
+value = st.recursive(scalar, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=6)
+records = st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=8), value, max_size=12)
+
+
+def _finite(obj: Any) -> bool:
+    if isinstance(obj, float):
+        return math.isfinite(obj)
+    if isinstance(obj, list):
+        return all(_finite(v) for v in obj)
+    if isinstance(obj, dict):
+        return all(_finite(v) for v in obj.values())
+    return True
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.large_base_example])
+@given(st.sampled_from(MAPPINGS), records)
+@example(MAPPINGS[0], {"First": "Ann", "Email": "a@example.com", "Seats": 10**4400, "Plan": 2**60})
+def test_any_record_gives_a_valid_input_or_reasons(mapping: Mapping, record: dict[str, Any]) -> None:
+    result = mapping.map(record)
+    if isinstance(result, PersonInput):
+        body = result.to_json_dict()
+        encoded = encode_json(body)  # what the engine sends: must be UTF-8 JSON
+        assert PersonInput.model_validate(json.loads(encoded)) == result
+        assert all(v != "" for v in body.values()) and _finite(body)
+    else:
+        assert isinstance(result, Rejection) and result.reasons
+        for reason in result.reasons:
+            assert isinstance(reason, str)
+            assert any(f in reason for f in PERSON_FIELDS) or "hook" in reason
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(MAPPINGS), st.dictionaries(st.sampled_from(FIELDS), st.sampled_from(["", " ", "\t", None])))
+def test_blank_values_are_absent_not_errors_of_their_own(mapping: Mapping, record: dict[str, Any]) -> None:
+    result = mapping.map(record)
+    assert isinstance(result, Rejection)
+    assert all("needs `" in r for r in result.reasons), result.reasons  # only the API's own rules A and B
