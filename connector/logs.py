@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+from collections.abc import Callable
 from typing import Any, TextIO
 
 import structlog
@@ -27,16 +28,25 @@ def register_secret(value: str | None) -> None:
         _secrets.add(value)
 
 
-def _scrub(value: Any, fn) -> Any:
+def _scrub(value: Any, fn: Callable[[str], str]) -> Any:
     if isinstance(value, str):
         return fn(value)
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
     if isinstance(value, dict):
         return {k: _scrub(v, fn) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return type(value)(_scrub(v, fn) for v in value)
     if isinstance(value, BaseException):
         return fn(str(value))
-    return value
+    # Any other object (headers, a request, a client) would be rendered through its repr later,
+    # past the masks: render it now so the masks see the text.
+    return fn(repr(value))
+
+
+def _scrub_event(event: dict[str, Any], fn: Callable[[str], str]) -> dict[str, Any]:
+    """Scrub every field but structlog's private ones (`_record`, which the formatter still needs)."""
+    return {k: v if k.startswith("_") else _scrub(v, fn) for k, v in event.items()}
 
 
 def mask_secrets(text: str) -> str:
@@ -51,18 +61,14 @@ def mask_pii(text: str) -> str:
 
 
 def redact_secrets(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
-    return {k: _scrub(v, mask_secrets) for k, v in event.items()} if _secrets else event
+    return _scrub_event(event, mask_secrets) if _secrets else event
 
 
 def redact_pii(_logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
     if method == "debug" or event.get("level") == "debug":
         return event
-    out = {}
-    for k, v in event.items():
-        if k in _PII_KEYS and v is not None:
-            out[k] = "<redacted>"
-        else:
-            out[k] = _scrub(v, mask_pii)
+    out = _scrub_event(event, mask_pii)
+    out.update({k: "<redacted>" for k in _PII_KEYS if event.get(k) is not None})
     return out
 
 

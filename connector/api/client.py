@@ -20,6 +20,7 @@ import httpx
 import structlog
 from pydantic import BaseModel, SecretStr, ValidationError
 
+from ..logs import mask_secrets, register_secret
 from .errors import (
     STATUS_ERRORS,
     CaptureError,
@@ -169,6 +170,7 @@ class CaptureClient:
         secret = api_secret if isinstance(api_secret, SecretStr) else SecretStr(api_secret)
         if not secret.get_secret_value():
             raise ValueError("an API secret is required")
+        register_secret(secret.get_secret_value())
         self.base_url = check_base_url(base_url, allow_insecure_http=allow_insecure_http)
         self.retry_policy = retry_policy or RetryPolicy()
         self.rate_gate = rate_gate
@@ -319,7 +321,8 @@ def _parse(response: httpx.Response, result_model: type[R], operation: str) -> R
         return envelope.data
     try:
         err = ErrorEnvelope.model_validate_json(response.content).error
-        message, name, code, retryable = err.message, err.name, err.code, err.retryable
+        # A server that echoes request headers must not carry the secret into our exceptions.
+        message, name, code, retryable = mask_secrets(err.message), err.name, err.code, err.retryable
     except ValidationError:
         message = f"HTTP {status} {response.reason_phrase} without an error envelope"
         name = code = retryable = None
