@@ -279,6 +279,10 @@ class CaptureClient:
                 raise OutcomeUnknown(
                     f"connection failed ({type(exc).__name__})", operation=operation
                 ) from None
+            except httpx.RequestError as exc:  # e.g. an undecodable body: sent, answer unreadable
+                raise OutcomeUnknown(
+                    f"request failed ({type(exc).__name__})", operation=operation
+                ) from None
             return _parse(response, result_model, operation)
         except CaptureError as exc:
             error = exc

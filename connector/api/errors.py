@@ -81,11 +81,11 @@ class ServiceUnavailable(CaptureError):
 
 
 class UnexpectedStatus(CaptureError):
-    """Any other status, or a 2xx whose body is not the documented envelope."""
+    """Any other status (a redirect, 500, 502...). Not retried automatically (design 4)."""
 
 
 class OutcomeUnknown(CaptureError):
-    """Timeout or lost connection: the server may or may not have acted. Retry with the same key."""
+    """Timeout, lost connection or an unreadable 2xx: the server may have acted. Retry with the same key."""
 
 
 class InvalidIdempotencyKey(ValueError):

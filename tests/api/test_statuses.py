@@ -214,3 +214,21 @@ async def test_bulk_result_fixture_round_trips(router: respx.MockRouter, client:
     router.post("/persons/bulk").mock(return_value=ok(200, BULK_RESULT))
     result = await client.capture_bulk([PERSON], "key-1")
     assert result.successful == BULK_RESULT["successful"] and result.failed == [] and result.duplicates == []
+
+
+async def test_undecodable_body_is_outcome_unknown(router: respx.MockRouter, make_client) -> None:
+    router.post("/person").mock(side_effect=httpx.DecodingError("bad gzip"))
+    with pytest.raises(OutcomeUnknown) as caught:
+        await make_client(retry_policy=NO_RETRY).capture_person(PERSON, "key-1")
+    assert "DecodingError" in caught.value.message
+
+
+async def test_redirect_is_not_followed(router: respx.MockRouter, client: CaptureClient) -> None:
+    """Following a redirect would hand the credentials to wherever it points."""
+    route = router.get("/info").mock(
+        return_value=httpx.Response(301, headers={"Location": "https://elsewhere.example.test/info"})
+    )
+    with pytest.raises(UnexpectedStatus) as caught:
+        await client.info()
+    assert caught.value.status_code == 301 and route.call_count == 1
+    assert router.calls.call_count == 1
