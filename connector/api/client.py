@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import email.utils
 import ipaddress
+import json
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -36,6 +37,7 @@ from .models import (
     BulkCaptureResult,
     BulkPersonInput,
     ClientInfo,
+    ErrorBody,
     ErrorEnvelope,
     PersonCaptureResult,
     PersonInput,
@@ -323,11 +325,11 @@ def _parse(response: httpx.Response, result_model: type[R], operation: str) -> R
                 "a 2xx response without a valid success envelope", status_code=status, operation=operation
             ) from None
         return envelope.data
-    try:
-        err = ErrorEnvelope.model_validate_json(response.content).error
+    err = _error_body(response.content)
+    if err is not None:
         # A server that echoes request headers must not carry the secret into our exceptions.
         message, name, code, retryable = mask_secrets(err.message), err.name, err.code, err.retryable
-    except ValidationError:
+    else:
         message = f"HTTP {status} {response.reason_phrase} without an error envelope"
         name = code = retryable = None
     cls = STATUS_ERRORS.get(status, UnexpectedStatus)
@@ -337,3 +339,15 @@ def _parse(response: httpx.Response, result_model: type[R], operation: str) -> R
     if cls is RateLimited:
         kwargs["retry_after"] = parse_retry_after(response.headers.get("Retry-After"))
     raise cls(message, **kwargs)
+
+
+def _error_body(content: bytes) -> ErrorBody | None:
+    """The envelope's `error`, read even when the envelope around it is off: it decides retries."""
+    try:
+        return ErrorEnvelope.model_validate_json(content).error
+    except ValidationError:
+        pass
+    try:
+        return ErrorBody.model_validate(json.loads(content)["error"])
+    except (ValueError, TypeError, KeyError, ValidationError):
+        return None

@@ -232,3 +232,27 @@ async def test_redirect_is_not_followed(router: respx.MockRouter, client: Captur
         await client.info()
     assert caught.value.status_code == 301 and route.call_count == 1
     assert router.calls.call_count == 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"error": {"name": "Busy", "message": "try again", "statusCode": 503, "retryable": True}},
+        {"success": False, "statusCode": 503, "timestamp": "yesterday",
+         "error": {"name": "Busy", "message": "try again", "statusCode": 503, "retryable": True}},
+    ],
+    ids=["bare-error", "bad-timestamp"],
+)
+async def test_error_object_read_despite_an_imperfect_envelope(router: respx.MockRouter, client, body) -> None:
+    """`error.retryable` decides whether a 503 is retried: it is read even if the envelope is off."""
+    route = router.post("/person").mock(side_effect=[httpx.Response(503, json=body), ok(201, PERSON_RESULT)])
+    await client.capture_person(PERSON, "key-1")
+    assert route.call_count == 2
+
+
+@pytest.mark.parametrize("body", [b"[]", b'{"error": "busy"}', b'{"error": {"name": "x"}}', b"\xff"])
+async def test_unreadable_error_bodies_give_a_plain_error(router: respx.MockRouter, client, body: bytes) -> None:
+    router.post("/person").mock(return_value=httpx.Response(503, content=body))
+    with pytest.raises(ServiceUnavailable) as caught:
+        await client.capture_person(PERSON, "key-1")
+    assert caught.value.retryable is None and "without an error envelope" in caught.value.message
