@@ -8,15 +8,18 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from .. import delivery
 from ..config import ENV_API_KEY, ENV_API_SECRET, ENV_BASE_URL, load_config
 from ..progress import progress_for
-from ..sandbox import SandboxServer, SandboxStore
 from ._common import ExitCode, api_client, command, fail, open_ledger, out, print_reasons, run_until_signal, table
 from .status import print_status
+
+if TYPE_CHECKING:
+    from ..sandbox import SandboxStore
 
 SAMPLE = Path(__file__).resolve().parents[2] / "config" / "sample-contacts.csv"
 CLIENT_NAME = "capture-sync demo"
@@ -52,7 +55,7 @@ custom_fields.signed_up = "Signed Up"
 """
 
 
-def _credentials(store: SandboxStore, folder: Path) -> None:
+def _credentials(store: "SandboxStore", folder: Path) -> None:
     """Reuse the demo client of an earlier run when its files still authenticate, else make one."""
     key_file, secret_file = folder / "api_key", folder / "api_secret"
     if key_file.exists() and secret_file.exists():
@@ -79,6 +82,8 @@ def demo(
         fail(f"--csv {csv}: no such file", ExitCode.USAGE)
     for var in (ENV_BASE_URL, ENV_API_KEY, ENV_API_SECRET):  # the demo never sends real credentials anywhere
         os.environ.pop(var, None)
+    from ..sandbox import SandboxServer  # FastAPI and uvicorn load only for the demo
+
     folder.mkdir(parents=True, exist_ok=True)
     with SandboxServer(folder / "sandbox.sqlite3") as server:
         _credentials(server.store, folder)

@@ -102,6 +102,7 @@ def write_credentials(folder: Path, api_key: str, api_secret: str) -> None:
 class CliKit:
     """The helpers above, handed to tests as one fixture (test modules do not import conftest)."""
 
+    script = SCRIPT
     run = staticmethod(cli)
     env = staticmethod(clean_env)
     config = staticmethod(write_config)
