@@ -14,18 +14,15 @@
 
 from __future__ import annotations
 
-import selectors
-import signal
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from connector.sandbox import Faults, SandboxServer, SandboxStore
+from connector.sandbox.process import SandboxProcess, spawn_sandbox
 
 
 @dataclass
@@ -71,66 +68,6 @@ def sandbox(sandbox_factory: Callable[..., RunningSandbox]) -> RunningSandbox:
     return sandbox_factory()
 
 
-def _capture_sync_command() -> list[str]:
-    script = Path(sys.executable).with_name("capture-sync")
-    return [str(script)] if script.exists() else [sys.executable, "-c", "from connector.cli import main; main()"]
-
-
-@dataclass
-class SandboxProcess:
-    """A `capture-sync sandbox serve` child process."""
-
-    proc: subprocess.Popen[str]
-    base_url: str
-    db: Path
-    port: int
-    log: Path
-    exit_code: int | None = field(default=None)
-
-    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 15.0) -> int:
-        """Send `sig` (SIGTERM: a clean stop) and wait for the exit code."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            self.exit_code = self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.exit_code = self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        return self.exit_code
-
-    def kill(self) -> int:
-        """SIGKILL: the server dies mid-whatever, as in a crash."""
-        return self.stop(signal.SIGKILL)
-
-
-def start_sandbox_process(
-    db: Path, log: Path, port: int = 0, timeout_s: float = 30.0, **flags: Any
-) -> SandboxProcess:
-    """Run `capture-sync sandbox serve --db DB --port PORT --flag value...` and read its base URL.
-
-    `flags` become options: p_commit_drop=0.2 -> `--p-commit-drop 0.2`; None values are left out.
-    """
-    args = [*_capture_sync_command(), "sandbox", "serve", "--db", str(db), "--port", str(port)]
-    for name, value in flags.items():
-        if value is not None:
-            args += [f"--{name.replace('_', '-')}", str(value)]
-    with log.open("a") as err:
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, text=True)
-    assert proc.stdout is not None
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        ready = sel.select(timeout_s)
-    line = proc.stdout.readline().strip() if ready else ""
-    if not line.startswith("http://"):
-        proc.kill()
-        proc.wait()
-        raise RuntimeError(f"sandbox serve did not start (first line {line!r}); see {log}:\n{log.read_text()}")
-    port_used = int(line.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
-    return SandboxProcess(proc, line, db, port_used, log)
-
-
 @pytest.fixture
 def sandbox_process(tmp_path: Path) -> Iterator[Callable[..., SandboxProcess]]:
     """Start sandbox processes: factory(db=None, port=0, **flags); all are stopped at teardown."""
@@ -138,7 +75,7 @@ def sandbox_process(tmp_path: Path) -> Iterator[Callable[..., SandboxProcess]]:
 
     def start(db: Path | None = None, port: int = 0, **flags: Any) -> SandboxProcess:
         n = len(started)
-        handle = start_sandbox_process(
+        handle = spawn_sandbox(
             db or tmp_path / "sandbox-process.sqlite3", tmp_path / f"sandbox-process-{n}.log", port, **flags
         )
         started.append(handle)

@@ -152,19 +152,34 @@ def _capture_one(session: CaptureSession, person: PersonInput) -> tuple[int, dic
     }
 
 
-def _capture_bulk(session: CaptureSession, persons: list[Any]) -> tuple[int, dict[str, Any]]:
+def _bulk_persons(data: Any) -> list[BulkPersonInput | ApiError]:
+    """Each person validated on its own; a structural problem of the body refuses the whole request."""
+    try:
+        return list(BulkBody.model_validate(data).persons)
+    except ValidationError as exc:
+        if not all(len(e["loc"]) > 1 and e["loc"][0] == "persons" for e in exc.errors()):
+            raise _invalid(exc) from None
+    out: list[BulkPersonInput | ApiError] = []
+    for raw in data["persons"]:
+        try:
+            out.append(BulkPersonInput.model_validate(raw))
+        except ValidationError as exc:
+            out.append(_invalid(exc))
+    return out
+
+
+def _capture_bulk(
+    session: CaptureSession, raw_persons: list[Any], persons: list[BulkPersonInput | ApiError]
+) -> tuple[int, dict[str, Any]]:
     successful: list[dict[str, Any]] = []
     duplicates: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
-    for index, raw in enumerate(persons):
+    for index, (raw, person) in enumerate(zip(raw_persons, persons, strict=True)):
         echo: dict[str, Any] = {"index": index}
         if isinstance(raw, dict):
             echo.update({k: raw[k] for k in ("idempotency_key", "email", "phone") if isinstance(raw.get(k), str)})
-        try:
-            person = BulkPersonInput.model_validate(raw)
-        except ValidationError as exc:
-            err = _invalid(exc)
-            failed.append({**echo, "person_id": None, "error": {"code": err.code, "message": err.message}})
+        if isinstance(person, ApiError):
+            failed.append({**echo, "person_id": None, "error": {"code": person.code, "message": person.message}})
             continue
         person_key = person.idempotency_key or None
         earlier = session.earlier_capture(person_key) if person_key else None
@@ -280,13 +295,10 @@ def create_app(
         client = authorised(request)
         key = _idempotency_key(request)
         data = _parse_json(await request.body())
-        try:
-            BulkBody.model_validate(data)
-        except ValidationError as exc:
-            if not all(len(e["loc"]) > 1 and e["loc"][0] == "persons" for e in exc.errors()):
-                raise _invalid(exc) from None
-        persons = data["persons"]
-        return await once(client, "bulk", key, data, lambda s: _capture_bulk(s, persons), "batch completed")
+        persons = _bulk_persons(data)
+        return await once(
+            client, "bulk", key, data, lambda s: _capture_bulk(s, data["persons"], persons), "batch completed"
+        )
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> Response:

@@ -1,0 +1,70 @@
+"""`capture-sync sandbox serve` as a child process: for tests and benchmarks that need to kill and
+restart the server (same port, same database) or keep it off their own interpreter."""
+
+from __future__ import annotations
+
+import selectors
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+def _capture_sync_command() -> list[str]:
+    script = Path(sys.executable).with_name("capture-sync")
+    return [str(script)] if script.exists() else [sys.executable, "-c", "from connector.cli import main; main()"]
+
+
+@dataclass
+class SandboxProcess:
+    """A running `capture-sync sandbox serve`; its stderr goes to `log`."""
+
+    proc: subprocess.Popen[str]
+    base_url: str
+    db: Path
+    port: int
+    log: Path
+    exit_code: int | None = None
+
+    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 15.0) -> int:
+        """Send `sig` (SIGTERM: a clean stop, exit code 0) and wait for the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            self.exit_code = self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.exit_code = self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        return self.exit_code
+
+    def kill(self) -> int:
+        """SIGKILL: the server dies wherever it is, as in a crash."""
+        return self.stop(signal.SIGKILL)
+
+
+def spawn_sandbox(db: Path, log: Path, port: int = 0, timeout_s: float = 30.0, **flags: Any) -> SandboxProcess:
+    """Run `capture-sync sandbox serve --db DB --port PORT --flag value...`; returns once it serves.
+
+    `flags` become options: p_commit_drop=0.2 -> `--p-commit-drop 0.2`; None values are left out.
+    """
+    args = [*_capture_sync_command(), "sandbox", "serve", "--db", str(db), "--port", str(port)]
+    for name, value in flags.items():
+        if value is not None:
+            args += [f"--{name.replace('_', '-')}", str(value)]
+    with log.open("a") as err:
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, text=True)
+    assert proc.stdout is not None
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        ready = sel.select(timeout_s)
+    line = proc.stdout.readline().strip() if ready else ""
+    if not line.startswith("http"):
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"sandbox serve did not start (first line {line!r}); its log {log}:\n{log.read_text()}")
+    port_used = int(line.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
+    return SandboxProcess(proc, line, db, port_used, log)
