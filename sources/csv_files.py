@@ -20,6 +20,9 @@ class CsvOptions(FileOptions):
 class CsvSource(FileSource):
     """CSV files (one file or a glob); the first row names the fields."""
 
+    # A row with more values than the header keeps the surplus under "_extra"; one with fewer
+    # simply lacks the missing fields.
+
     Options = CsvOptions
     options: CsvOptions
 

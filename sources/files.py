@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 
 from pydantic import Field, field_validator, model_validator
 
-from connector.source import Source, SourceError, SourceOptions
+from connector.source import Record, Source, SourceError, SourceOptions
 
 from .incremental import CursorType, Row, cursor_key, read_incremental
 
@@ -92,7 +92,7 @@ class FileSource(Source[FileOptions]):
 
     Options = FileOptions
 
-    def read(self, state: Any | None) -> Iterator[Any]:
+    def read(self, state: Any | None) -> Iterator[Record]:
         key = cursor_key(self.options.cursor_type) if self.options.cursor else None
         return read_incremental(state, self._scan, key=key)
 

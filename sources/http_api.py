@@ -107,7 +107,8 @@ class HttpSource(Source[HttpOptions]):
         return self._client
 
     def check(self) -> None:
-        self._records(self._get(self._first_url(None)))
+        url = self._first_url(None)
+        self._records(self._body(self._get(url)), url)
 
     def read(self, state: Any | None) -> Iterator[Record]:
         key = cursor_key(self.options.cursor_type) if self.options.since_field else None
@@ -134,7 +135,8 @@ class HttpSource(Source[HttpOptions]):
         url, skip = (position["url"], position["index"]) if position else (self._first_url(since), 0)
         while True:
             response = self._get(url)
-            records = self._records(response)
+            body = self._body(response)
+            records = self._records(body, url)
             for index in range(skip, len(records)):
                 data = records[index]
                 record_id = dig(data, opts.id_field)
@@ -143,36 +145,39 @@ class HttpSource(Source[HttpOptions]):
                 cursor = dig(data, opts.since_field) if opts.since_field else None
                 yield Row(str(record_id), data, {"url": url, "index": index + 1}, cursor)
             skip = 0
-            following = self._next_url(url, response, records)
+            following = self._next_url(url, response, body, records)
             if following is None or following == url:
                 return
             url = following
 
-    def _next_url(self, url: str, response: httpx.Response, records: list[dict[str, Any]]) -> str | None:
+    def _next_url(self, url: str, response: httpx.Response, body: Any, records: list[dict[str, Any]]) -> str | None:
         opts = self.options
         if opts.pagination == "next_link":
-            link = dig(response.json(), opts.next_path)
+            link = dig(body, opts.next_path)
             return urljoin(url, link) if isinstance(link, str) and link else None
         if opts.pagination == "link_header":
             link = response.links.get("next", {}).get("url")
             return urljoin(url, link) if link else None
         if opts.pagination == "cursor":
-            token = dig(response.json(), opts.next_path)
+            token = dig(body, opts.next_path)
             return str(httpx.URL(url).copy_set_param(opts.cursor_param, str(token))) if token not in (None, "") else None
         if opts.pagination == "page" and records:
             page = int(httpx.URL(url).params.get(opts.page_param, opts.first_page))
             return str(httpx.URL(url).copy_set_param(opts.page_param, str(page + 1)))
         return None
 
-    def _records(self, response: httpx.Response) -> list[dict[str, Any]]:
+    @staticmethod
+    def _body(response: httpx.Response) -> Any:
         try:
-            body = response.json()
+            return response.json()
         except ValueError:
             raise SourceError(f"{_where(str(response.url))} did not answer JSON") from None
+
+    def _records(self, body: Any, url: str) -> list[dict[str, Any]]:
         records = dig(body, self.options.records_path) if self.options.records_path else body
         if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
             where = f"`{self.options.records_path}`" if self.options.records_path else "the body"
-            raise SourceError(f"{_where(str(response.url))}: {where} is not a list of objects")
+            raise SourceError(f"{_where(url)}: {where} is not a list of objects")
         return records
 
     def _get(self, url: str) -> httpx.Response:

@@ -121,10 +121,13 @@ class SqlSource(Source[SqlOptions]):
         same = cursor is key
         order = (key,) if same else (cursor, key)
         base = sa.select(sa.literal_column("*")).select_from(rel).order_by(*order).limit(self.options.page_size)
+        if position is not None:
+            where = self._after(cursor, key, position, same)
+        elif since is not None:
+            where = cursor >= decode(since)
+        else:
+            where = cursor.is_not(None)
         with self._connect() as conn:
-            where = cursor >= decode(since) if since is not None else cursor.is_not(None)
-            if position is not None:
-                where = self._after(cursor, key, position, same)
             while True:
                 try:
                     page = conn.execute(base.where(where)).mappings().all()

@@ -193,3 +193,15 @@ def test_since_is_sent_from_the_last_value_and_the_boundary_ids_are_skipped(api:
     again = list(build_source("crm", "http", options).read(first[-1].state))
     assert [r.id for r in again] == ["6"]
     assert state.requests == ["/linked?since=2024-01-03"]
+
+
+def test_a_body_without_the_records_path_is_explained(api: tuple[ContactsApi, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    state, base = api
+    state.reset(BASE)
+    monkeypatch.setenv("CONTACTS_TOKEN", TOKEN)
+    source = build_source("crm", "http", {"url": base + "/tokens", "records_path": "data.rows", **AUTH})
+    with pytest.raises(SourceError, match=r"/tokens: `data.rows` is not a list of objects"):
+        source.check()
+    source = build_source("crm", "http", {"url": base + "/pages", "id_field": "uuid", **AUTH})
+    with pytest.raises(SourceError, match=r"a record from http://127.0.0.1:\d+/pages has no 'uuid'"):
+        list(source.read(None))
