@@ -80,13 +80,25 @@ phone = "Phone"
     return config
 
 
+def started_runs(ledger: Path) -> int:
+    if not ledger.exists():
+        return 0
+    db = sqlite3.connect(ledger, timeout=5)
+    try:
+        return db.execute("SELECT count(*) FROM runs").fetchone()[0]
+    except sqlite3.OperationalError:  # schema not created yet
+        return 0
+    finally:
+        db.close()
+
+
 def cli(*args: str) -> list[str]:
     return [str(Path(sys.executable).with_name("capture-sync")), *args]
 
 
 def test_sigkill_at_random_moments_loses_nothing_and_doubles_nothing(sandbox_factory, tmp_path):
     rng = random.Random(20261122)
-    box = sandbox_factory(faults=Faults(p_retryable_503=0.1, p_commit_drop=0.1, latency_s=0.01, seed=7))
+    box = sandbox_factory(faults=Faults(p_retryable_503=0.1, p_commit_drop=0.1, latency_s=0.05, seed=7))
     key, secret = box.create_client(rate_limit=100_000)
     valid, invalid = write_contacts(tmp_path / "contacts.csv", rng)
     config = write_config(tmp_path, box.base_url, tmp_path / "contacts.csv")
@@ -96,10 +108,14 @@ def test_sigkill_at_random_moments_loses_nothing_and_doubles_nothing(sandbox_fac
     kills = 0
     for round_no in range(60):
         command = cli("sync" if round_no % 2 == 0 else "replay", "-c", str(config), "--log-level", "WARNING")
+        runs_before = started_runs(tmp_path / "ledger.sqlite3")
         proc = subprocess.Popen(command, env=env, stdout=log, stderr=log, cwd=tmp_path)
         if kills < KILLS:
+            # Kill at a random moment of the run itself, not of the interpreter's start-up.
+            while proc.poll() is None and started_runs(tmp_path / "ledger.sqlite3") == runs_before:
+                time.sleep(0.01)
             try:
-                code = proc.wait(timeout=rng.uniform(0.4, 2.5))
+                code = proc.wait(timeout=rng.uniform(0.0, 1.2))
             except subprocess.TimeoutExpired:
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()
