@@ -133,3 +133,12 @@ def test_the_cli_lists_the_problems_and_exits_2(kit, tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
     from_env = kit.run("status", env=kit.env(CAPTURE_SYNC_CONFIG=str(path)))
     assert from_env.code == 2 and str(path) in from_env.stderr
+
+
+def test_the_example_config_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAPTURE_API_KEY", "example-key")
+    monkeypatch.setenv("CAPTURE_API_SECRET", "example-secret")
+    example = Path(__file__).resolve().parents[2] / "config" / "capture-sync.example.toml"
+    cfg = load_config(example)
+    assert [s.name for s in cfg.sources] == ["signups"]
+    assert cfg.api()[0].startswith("https://")

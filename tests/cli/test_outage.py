@@ -1,0 +1,48 @@
+"""Exit codes of an outage and of bad credentials, and the replay that settles what an outage left."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from connector.sandbox import SandboxStore
+
+
+def test_sync_during_an_outage_exits_4_and_replay_settles_it(kit, sandbox_process, tmp_path: Path) -> None:
+    box = sandbox_process()
+    with SandboxStore(box.db) as store:
+        key, secret = store.create_client("outage-test", rate_limit=1000)
+    kit.credentials(tmp_path, key, secret)
+    contacts = tmp_path / "contacts.csv"
+    kit.contacts(contacts, [kit.contact(n) for n in range(1, 8)])
+    config = str(kit.config(tmp_path, box.base_url, contacts))
+    box.stop()
+
+    down = kit.run("sync", "-c", config)
+    assert down.code == 4, down.stderr
+    assert "replay" in down.stderr
+    status = json.loads(kit.run("status", "-c", config, "--json").stdout)
+    assert status["oldest_unsettled"] is not None
+    assert sum(status["by_state"][s] for s in ("pending", "in_flight", "unknown")) == 7
+
+    again = sandbox_process(db=box.db, port=box.port)
+    replayed = kit.run("replay", "-c", config)
+    assert replayed.code == 0, replayed.stderr
+    with SandboxStore(again.db) as store:
+        assert sorted(p["data"]["email"] for p in store.persons()) == sorted(f"ada{n}@example.org" for n in range(1, 8))
+    status = json.loads(kit.run("status", "-c", config, "--json").stdout)
+    assert status["by_state"]["captured"] == 7 and status["oldest_unsettled"] is None
+
+
+def test_check_with_a_wrong_secret_exits_3_and_with_the_right_one_prints_the_settings(kit, sandbox, tmp_path: Path) -> None:
+    key, secret = sandbox.create_client("check-test", rate_limit=42, default_lead_source="webinar")
+    kit.credentials(tmp_path, key, "not-the-secret")
+    config = str(kit.config(tmp_path, sandbox.base_url, tmp_path / "unused.csv"))
+    refused = kit.run("check", "-c", config)
+    assert refused.code == 3
+    assert "authentication failed" in refused.stderr
+    kit.credentials(tmp_path, key, secret)
+    ok = kit.run("check", "-c", config)
+    assert ok.code == 0, ok.stderr
+    for shown in ("check-test", "42", "webinar", "custom field mapping"):
+        assert shown in ok.stdout
