@@ -1,10 +1,13 @@
 """What the csv and jsonl sources share: a file or a glob of files, read as a stream of lines with
 the byte offset after each record, incremental by a cursor column or by new rows and new files.
 
-Files are read in name order. Without a cursor the state is `{"file", "offset", "line"}` of the last
-record: rows appended to that file and files whose names sort after it are new (so name new files
-so that they sort last, e.g. by date). A file that shrank below the saved offset was replaced and
-is read again from its start.
+Files are read in name order. Without a cursor the state is `{"file", "offset", "line", "tail"}` of
+the last record: rows appended to that file and files whose names sort after it are new (so name
+new files so that they sort last, e.g. by date). `tail` is the length and CRC-32 of the line that
+ends at the offset: when those bytes differ on the next read, the file was replaced (rewritten,
+rotated, regenerated) and is read again from its start instead of from the middle of a line (with
+a cursor, rows of that file already taken in an interrupted pass may then come again; the ledger
+sees their content unchanged).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import codecs
 import glob
 import os
+import zlib
 from abc import abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,6 +63,7 @@ class LineReader:
     def __init__(self, fh: BinaryIO, name: str, encoding: str, offset: int, line: int) -> None:
         self.fh, self.name, self.encoding = fh, name, encoding
         self.offset, self.line = offset, line
+        self.tail = (0, 0)  # length and CRC-32 of the last line read
         self.terminated = True  # whether the last line read ended with a newline
         self._strip_bom = offset == 0 and codecs.lookup(encoding).name.startswith("utf-8")
 
@@ -66,6 +71,7 @@ class LineReader:
         for raw in self.fh:
             self.offset += len(raw)
             self.line += 1
+            self.tail = (len(raw), zlib.crc32(raw))
             self.terminated = raw.endswith(b"\n")
             if self._strip_bom:
                 raw = raw.removeprefix(codecs.BOM_UTF8)
@@ -85,6 +91,15 @@ def _glob_base(pattern: str) -> str:
     parts = Path(pattern).parts
     first_magic = next((i for i, p in enumerate(parts) if glob.has_magic(p)), len(parts) - 1)
     return str(Path(*parts[:first_magic])) if first_magic else "."
+
+
+def _same_tail(fh: BinaryIO, position: dict[str, Any]) -> bool:
+    """Whether the line that ended at the saved offset is still there, byte for byte."""
+    length, crc = position["tail"]
+    if position["offset"] < length:
+        return False
+    fh.seek(position["offset"] - length)
+    return zlib.crc32(fh.read(length)) == crc
 
 
 class FileSource(Source[FileOptions]):
@@ -117,19 +132,18 @@ class FileSource(Source[FileOptions]):
     def _scan(self, position: dict[str, Any] | None, since: Any) -> Iterator[Row]:
         for rel, path in self.files():
             if position is None or rel > position["file"]:
-                yield from self._scan_file(rel, path, 0, 0)
+                yield from self._scan_file(rel, path, None)
             elif rel == position["file"]:
-                yield from self._scan_file(rel, path, position["offset"], position["line"])
+                yield from self._scan_file(rel, path, position)
 
-    def _scan_file(self, rel: str, path: str, offset: int, line: int) -> Iterator[Row]:
+    def _scan_file(self, rel: str, path: str, position: dict[str, Any] | None) -> Iterator[Row]:
         opts = self.options
         try:
             fh = open(path, "rb")  # noqa: SIM115 - closed by the with below, across yields
         except OSError as exc:
             raise SourceError(f"cannot open {rel}: {exc.strerror}") from None
         with fh:
-            if offset > os.fstat(fh.fileno()).st_size:  # replaced by a shorter file: read it anew
-                offset = line = 0
+            offset, line = (position["offset"], position["line"]) if position and _same_tail(fh, position) else (0, 0)
             fh.seek(offset)
             lines = LineReader(fh, rel, opts.encoding, offset, line)
             for first_line, data in self.records(fh, lines):
@@ -141,4 +155,5 @@ class FileSource(Source[FileOptions]):
                         raise SourceError(f"{rel} line {first_line}: no value in primary key {opts.primary_key!r}")
                     record_id = str(value)
                 cursor = data.get(opts.cursor) if opts.cursor else None
-                yield Row(record_id, data, {"file": rel, "offset": lines.offset, "line": lines.line}, cursor)
+                position = {"file": rel, "offset": lines.offset, "line": lines.line, "tail": lines.tail}
+                yield Row(record_id, data, position, cursor)

@@ -108,13 +108,14 @@ def test_an_unterminated_complete_last_row_is_read(tmp_path: Path) -> None:
     assert [r.data["name"] for r in read({"path": str(path)})] == ["Ann", "Bo"]
 
 
-def test_a_file_replaced_by_a_shorter_one_is_read_from_its_start(tmp_path: Path) -> None:
+@pytest.mark.parametrize("replacement", ["id,name\n9,Zed\n", "id,name\n7,Gus Longname\n8,Hal\n9,Ida\n"])
+def test_a_replaced_file_is_read_from_its_start_not_from_the_old_offset(tmp_path: Path, replacement: str) -> None:
     path = tmp_path / "daily.csv"
     path.write_text("id,name\n1,Ann\n2,Bo\n3,Cy\n")
     options = {"path": str(path), "primary_key": "id"}
     state = read(options)[-1].state
-    path.write_text("id,name\n9,Zed\n")
-    assert [r.id for r in read(options, state)] == ["9"]
+    path.write_text(replacement)  # shorter, or longer with the old offset in the middle of a row
+    assert [r.id for r in read(options, state)] == [line.split(",")[0] for line in replacement.splitlines()[1:]]
 
 
 def test_a_row_without_its_primary_key_stops_the_read_with_its_line(tmp_path: Path) -> None:
