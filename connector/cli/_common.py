@@ -103,11 +103,25 @@ def command(*, config: bool = True) -> Callable[[Callable[..., int | None]], Cal
     return decorate
 
 
+class _CurrentStderr:
+    """Whatever sys.stderr is at the moment of writing: while a progress bar is live, rich redirects
+    sys.stderr so that log lines print above the bar instead of through it."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
+
+
 def _configure_logging(level: str, verbose: bool) -> None:
     global _verbose
     _verbose = verbose
     try:
-        logs.configure("DEBUG" if verbose else level)
+        logs.configure("DEBUG" if verbose else level, stream=_CurrentStderr())
     except ValueError:
         fail(f"--log-level {level!r}: use DEBUG, INFO, WARNING or ERROR", ExitCode.USAGE)
     if not verbose:  # one line per HTTP request says nothing the batch events do not
