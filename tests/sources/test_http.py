@@ -93,6 +93,14 @@ def api() -> Iterator[tuple[ContactsApi, str]]:
     server.server_close()
 
 
+@pytest.fixture
+def contacts(api: tuple[ContactsApi, str], monkeypatch: pytest.MonkeyPatch) -> tuple[ContactsApi, str]:
+    """The API holding BASE, no faults queued, and the right token in the environment."""
+    api[0].reset(BASE)
+    monkeypatch.setenv("CONTACTS_TOKEN", TOKEN)
+    return api
+
+
 def contact(i: int, updated: str = "2024-01-01") -> dict[str, Any]:
     return {"id": i, "name": f"Person {i}", "email": f"p{i}@example.com", "updated": updated}
 
@@ -107,10 +115,8 @@ class HttpContract(SourceContract):
     extra: dict[str, Any] = {}
 
     @pytest.fixture
-    def source_options(self, api: tuple[ContactsApi, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-        state, base = api
-        state.reset(BASE)
-        monkeypatch.setenv("CONTACTS_TOKEN", TOKEN)
+    def source_options(self, contacts: tuple[ContactsApi, str]) -> dict[str, Any]:
+        state, base = contacts
         self.api = state
         return {"url": base + self.path, **AUTH, **self.extra}
 
@@ -149,29 +155,24 @@ class TestLinkHeader(HttpContract):
     extra = {"pagination": "link_header"}
 
 
-def test_429_and_5xx_are_retried_and_the_read_completes(api: tuple[ContactsApi, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    state, base = api
-    state.reset(BASE)
-    monkeypatch.setenv("CONTACTS_TOKEN", TOKEN)
+def test_429_and_5xx_are_retried_and_the_read_completes(contacts: tuple[ContactsApi, str]) -> None:
+    state, base = contacts
     state.faults = [429, 503, 502]
     source = build_source("crm", "http", {"url": base + "/pages", "pagination": "page", **AUTH})
     assert [r.id for r in source.read(None)] == ["1", "2", "3", "4", "5"]
     assert len(state.requests) == 3 + 4  # three refused attempts, then pages 1, 2, 3 and the empty 4
 
 
-def test_retries_are_bounded_and_the_failure_is_explained(api: tuple[ContactsApi, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    state, base = api
-    state.reset(BASE)
-    monkeypatch.setenv("CONTACTS_TOKEN", TOKEN)
+def test_retries_are_bounded_and_the_failure_is_explained(contacts: tuple[ContactsApi, str]) -> None:
+    state, base = contacts
     state.faults = [503] * 3
     source = build_source("crm", "http", {"url": base + "/pages?key=abc", **AUTH, "max_attempts": 3})
     with pytest.raises(SourceError, match=r"GET http://127.0.0.1:\d+/pages failed after 3 attempt\(s\): HTTP 503"):
         list(source.read(None))
 
 
-def test_a_refused_credential_stops_the_read_without_showing_it(api: tuple[ContactsApi, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    state, base = api
-    state.reset(BASE)
+def test_a_refused_credential_stops_the_read_without_showing_it(contacts: tuple[ContactsApi, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    state, base = contacts
     monkeypatch.setenv("CONTACTS_TOKEN", "wrong-token-value")
     source = build_source("crm", "http", {"url": base + "/pages", **AUTH})
     with pytest.raises(SourceError, match="answered HTTP 401") as info:
@@ -182,10 +183,8 @@ def test_a_refused_credential_stops_the_read_without_showing_it(api: tuple[Conta
         build_source("crm", "http", {"url": base + "/pages", **AUTH}).check()
 
 
-def test_since_is_sent_from_the_last_value_and_the_boundary_ids_are_skipped(api: tuple[ContactsApi, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    state, base = api
-    state.reset(BASE)
-    monkeypatch.setenv("CONTACTS_TOKEN", TOKEN)
+def test_since_is_sent_from_the_last_value_and_the_boundary_ids_are_skipped(contacts: tuple[ContactsApi, str]) -> None:
+    state, base = contacts
     options = {"url": base + "/linked", "records_path": "items", "pagination": "next_link", "since_param": "since", "since_field": "updated", **AUTH}
     first = list(build_source("crm", "http", options).read(None))
     state.add(contact(6, "2024-01-03"))
@@ -195,10 +194,8 @@ def test_since_is_sent_from_the_last_value_and_the_boundary_ids_are_skipped(api:
     assert state.requests == ["/linked?since=2024-01-03"]
 
 
-def test_a_body_without_the_records_path_is_explained(api: tuple[ContactsApi, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    state, base = api
-    state.reset(BASE)
-    monkeypatch.setenv("CONTACTS_TOKEN", TOKEN)
+def test_a_body_without_the_records_path_is_explained(contacts: tuple[ContactsApi, str]) -> None:
+    _, base = contacts
     source = build_source("crm", "http", {"url": base + "/tokens", "records_path": "data.rows", **AUTH})
     with pytest.raises(SourceError, match=r"/tokens: `data.rows` is not a list of objects"):
         source.check()
