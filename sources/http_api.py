@@ -29,7 +29,7 @@ class HttpOptions(SourceOptions):
     url: str = Field(description="The first page, e.g. https://api.example.com/v1/contacts.")
     records_path: str | None = Field(None, description="Dotted path of the record list in the body (default: the body).")
     id_field: str = Field("id", description="Dotted path of each record's stable id.")
-    params: dict[str, str] = Field({}, description="Extra query parameters.")
+    params: dict[str, str] = Field({}, description="Extra query parameters (no credentials: page URLs go into the state).")
     auth_env: str | None = Field(None, description="Environment variable holding the credential.")
     auth_header: str = Field("Authorization", description="Header that carries the credential.")
     auth_scheme: str | None = Field(None, description="Prefix of the credential, e.g. Bearer.")
