@@ -172,3 +172,10 @@ async def test_connections_are_reused(all_ok: respx.MockRouter, client: CaptureC
     assert isinstance(transport, httpx.AsyncHTTPTransport)
     pool = transport._pool
     assert pool._max_keepalive_connections == pool._max_connections == 10
+
+
+async def test_tls_certificates_and_hostnames_are_verified(client: CaptureClient) -> None:
+    import ssl
+
+    context = client._http._transport._pool._ssl_context
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname is True
