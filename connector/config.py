@@ -138,10 +138,6 @@ class Config:
         raise ConfigProblem([f"{self.path}: no source named {only!r} (configured: {names})"])
 
 
-def default_path() -> Path:
-    return Path(os.environ.get(ENV_CONFIG) or DEFAULT_PATH)
-
-
 def load_config(path: str | Path) -> Config:
     """Read and check the whole file; raises ConfigProblem with every problem, each as `FILE: key: what`."""
     path = Path(path)

@@ -23,7 +23,7 @@ from rich.table import Table
 
 from .. import logs
 from ..api import CaptureClient, CaptureError, Unauthorized
-from ..config import Config, default_path, load_config
+from ..config import DEFAULT_PATH, ENV_CONFIG, Config, load_config
 from ..delivery import RunReport
 from ..ledger import Ledger, LedgerError, LedgerLocked
 from ..problems import ConfigProblem
@@ -47,19 +47,13 @@ class ExitCode(IntEnum):
     BLOCKED = 5
 
 
-EXIT_MEANING = {
-    ExitCode.OK: "all settled",
-    ExitCode.UNEXPECTED: "unexpected error",
-    ExitCode.USAGE: "usage or configuration error",
+EXIT_MEANING = {  # what a report's non-zero exit code asks the user to do
     ExitCode.AUTH: "authentication failed: check CAPTURE_API_KEY / CAPTURE_API_SECRET and that the client is active",
     ExitCode.UNSETTLED: "work remains unsettled (the API is unavailable?): run `capture-sync replay` later",
     ExitCode.BLOCKED: "entries are blocked (409): see `capture-sync ledger list --state blocked`",
 }
 
-_CONFIG_OPTION = typer.Option(
-    None, "-c", "--config", show_default=f"{default_path()}",
-    help="The config file (default capture-sync.toml, or env CAPTURE_SYNC_CONFIG).",
-)
+_CONFIG_OPTION = typer.Option(DEFAULT_PATH, "-c", "--config", envvar=ENV_CONFIG, help="The config file.")
 _LOG_LEVEL_OPTION = typer.Option("INFO", "--log-level", help="DEBUG, INFO, WARNING or ERROR.")
 _VERBOSE_OPTION = typer.Option(False, "-v", "--verbose", help="DEBUG logs, and a traceback on unexpected errors.")
 _verbose = False
@@ -83,7 +77,7 @@ def command(*, config: bool = True) -> Callable[[Callable[..., int | None]], Cal
         ]
         if config:
             extra.insert(0, inspect.Parameter(
-                "config_path", inspect.Parameter.KEYWORD_ONLY, default=_CONFIG_OPTION, annotation=Path | None
+                "config_path", inspect.Parameter.KEYWORD_ONLY, default=_CONFIG_OPTION, annotation=Path
             ))
 
         @functools.wraps(fn)
@@ -93,7 +87,7 @@ def command(*, config: bool = True) -> Callable[[Callable[..., int | None]], Cal
             _configure_logging(level, verbose)
             with _exit_codes():
                 if config:
-                    kwargs["cfg"] = load_config(path or default_path())
+                    kwargs["cfg"] = load_config(path)
                 code = fn(**kwargs)
             raise typer.Exit(int(code or 0))
 
