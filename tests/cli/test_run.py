@@ -74,3 +74,15 @@ def test_run_once_syncs_every_source_and_exits(kit, sandbox, tmp_path: Path) -> 
     assert result.code == 0, result.stderr
     assert len(sandbox.store.persons()) == 5
     assert "captured" in result.stdout
+
+
+def test_the_daemon_stops_with_exit_3_when_the_credentials_are_refused(kit, sandbox, tmp_path: Path) -> None:
+    key, _secret = sandbox.create_client()
+    kit.credentials(tmp_path, key, "a-wrong-secret-value")
+    contacts = tmp_path / "contacts.csv"
+    kit.contacts(contacts, [kit.contact(1)])
+    config = kit.config(tmp_path, sandbox.base_url, contacts, schedule="every 1s")
+    result = kit.run("run", "-c", str(config))
+    assert result.code == 3, result.stderr
+    assert "authentication failed" in result.stderr
+    assert sandbox.store.persons() == []
