@@ -54,7 +54,6 @@ EXIT_MEANING = {  # what a report's non-zero exit code asks the user to do
 }
 
 _CONFIG_OPTION = typer.Option(DEFAULT_PATH, "-c", "--config", envvar=ENV_CONFIG, help="The config file.")
-_LOG_LEVEL_OPTION = typer.Option("INFO", "--log-level", help="DEBUG, INFO, WARNING or ERROR.")
 _VERBOSE_OPTION = typer.Option(False, "-v", "--verbose", help="DEBUG logs, and a traceback on unexpected errors.")
 _verbose = False
 
@@ -64,15 +63,16 @@ def fail(message: str, code: ExitCode) -> NoReturn:
     raise typer.Exit(int(code))
 
 
-def command(*, config: bool = True) -> Callable[[Callable[..., int | None]], Callable[..., None]]:
+def command(*, config: bool = True, log_level: str = "INFO") -> Callable[[Callable[..., int | None]], Callable[..., None]]:
     """Adds --log-level, -v (and -c/--config, passed as `cfg: Config`) to a command, and maps its
     failures to exit codes. The command returns its exit code (None means 0)."""
+    level_option = typer.Option(log_level, "--log-level", help="DEBUG, INFO, WARNING or ERROR.")
 
     def decorate(fn: Callable[..., int | None]) -> Callable[..., None]:
         sig = inspect.signature(fn)
         own = [p for p in sig.parameters.values() if p.name != "cfg"]
         extra = [
-            inspect.Parameter("log_level", inspect.Parameter.KEYWORD_ONLY, default=_LOG_LEVEL_OPTION, annotation=str),
+            inspect.Parameter("log_level", inspect.Parameter.KEYWORD_ONLY, default=level_option, annotation=str),
             inspect.Parameter("verbose", inspect.Parameter.KEYWORD_ONLY, default=_VERBOSE_OPTION, annotation=bool),
         ]
         if config:

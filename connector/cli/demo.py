@@ -67,7 +67,7 @@ def _credentials(store: "SandboxStore", folder: Path) -> None:
         path.chmod(0o600)
 
 
-@command(config=False)
+@command(config=False, log_level="WARNING")  # the summary is the point; --log-level INFO shows each batch
 def demo(
     folder: Path = typer.Option(Path("capture-sync-demo"), "--dir", help="Working folder for the demo's files."),
     csv: Path = typer.Option(SAMPLE, "--csv", help="The contacts to sync."),
