@@ -61,6 +61,9 @@ class TestCsvCursorColumn(SourceContract):
         # Regenerated: a new row sharing the last cursor value (must not be lost), a later one first.
         Path(options["path"]).write_text(self.header + "7,2024-01-04T00:00:00,Gus\n" + self.rows + "6,2024-01-03T08:00:00,Flo\n")
 
+    def broken_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        return {**options, "path": options["path"] + ".gone"}
+
 
 def test_rows_with_the_boundary_value_are_read_once_each(tmp_path: Path) -> None:
     export = tmp_path / "export.csv"

@@ -52,6 +52,9 @@ class TestJsonlCursorField(SourceContract):
     def add_records(self, options: dict[str, Any]) -> None:
         Path(options["path"]).write_text(lines({"id": "e", "seq": 3}, *self.rows, {"id": "f", "seq": 4}))
 
+    def broken_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        return {**options, "path": options["path"] + ".gone"}
+
 
 def test_a_partly_written_last_line_waits_and_a_broken_line_stops_with_its_number(tmp_path: Path) -> None:
     path = tmp_path / "live.jsonl"
