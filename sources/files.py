@@ -19,7 +19,7 @@ import zlib
 from abc import abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
@@ -105,7 +105,7 @@ def _same_tail(fh: BinaryIO, position: dict[str, Any]) -> bool:
 class FileSource(Source[FileOptions]):
     """Base of the line-based file sources; a subclass parses one file's records."""
 
-    Options = FileOptions
+    Options: ClassVar[type[FileOptions]] = FileOptions
 
     def read(self, state: Any | None) -> Iterator[Record]:
         key = cursor_key(self.options.cursor_type) if self.options.cursor else None

@@ -4,7 +4,7 @@ ordered by (cursor, primary key), so every page is an index range scan however l
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import date, datetime, time
 from decimal import Decimal
 from typing import Any
@@ -50,10 +50,13 @@ def encode(value: Any) -> Any:
     return str(value) if isinstance(value, UUID) else value
 
 
+_DECODERS: dict[str, Callable[[str], Any]] = {"datetime": datetime.fromisoformat, "date": date.fromisoformat, "decimal": Decimal}
+
+
 def decode(value: Any) -> Any:
     if isinstance(value, dict):
         ((kind, text),) = value.items()
-        return {"datetime": datetime.fromisoformat, "date": date.fromisoformat, "decimal": Decimal}[kind](text)
+        return _DECODERS[kind](text)
     return value
 
 
@@ -120,7 +123,7 @@ class SqlSource(Source[SqlOptions]):
         rel, cursor, key = self._relation()
         same = cursor is key
         order = (key,) if same else (cursor, key)
-        base = sa.select(sa.literal_column("*")).select_from(rel).order_by(*order).limit(self.options.page_size)
+        base: sa.Select[Any] = sa.select(sa.literal_column("*")).select_from(rel).order_by(*order).limit(self.options.page_size)
         if position is not None:
             where = self._after(cursor, key, position, same)
         elif since is not None:

@@ -92,7 +92,7 @@ def _transforms(spec: FieldSpec, load: Callable[[str], Any]) -> tuple[list[tf.Tr
     problems: list[str] = []
     for name in names:
         if name == tf.WITH_REGION:
-            out.append(tf.e164(spec.region))
+            out.append(tf.e164(spec.region.upper() if spec.region else None))
         elif name in tf.PLAIN:
             out.append(tf.plain(name))
         elif ":" in name:

@@ -10,7 +10,6 @@ import phonenumbers
 from .values import ValueProblem, as_text
 
 Transform = Callable[[str], str | None]
-PLAIN = ("strip", "lower", "upper", "first_name", "last_name")
 WITH_REGION = "e164"
 
 
@@ -39,14 +38,20 @@ def e164(region: str | None) -> Transform:
     return to_e164
 
 
+_PLAIN: dict[str, Transform] = {
+    "strip": str.strip,
+    "lower": str.lower,
+    "upper": str.upper,
+    "first_name": lambda v: _split_name(v)[0],
+    "last_name": lambda v: _split_name(v)[1],
+}
+
+
+PLAIN = tuple(_PLAIN)
+
+
 def plain(name: str) -> Transform:
-    return {
-        "strip": str.strip,
-        "lower": str.lower,
-        "upper": str.upper,
-        "first_name": lambda v: _split_name(v)[0],
-        "last_name": lambda v: _split_name(v)[1],
-    }[name]
+    return _PLAIN[name]
 
 
 def hooked(ref: str, fn: Callable[[str], Any]) -> Transform:
