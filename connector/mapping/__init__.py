@@ -2,6 +2,13 @@
 
 `Mapping.from_config` checks the whole `[sources.mapping]` table when the config loads; `map` never
 raises, whatever the record holds (the property tests in tests/mapping prove it).
+
+Each key is a person field (or `custom_fields.<name>`), and its value is a source field name or a
+table with exactly one of `field`, `template` ("{First} {Last}") or `constant`, plus optionally
+`transform` (one or a list, applied in order: strip, lower, upper, e164 with `region`, first_name,
+last_name, or "package.module:function") and `default` (used when the value is absent). Empty or
+blank text is absent. A top-level `hook = "package.module:function"` gets (record, person fields)
+after the rules and returns the person fields; an exception it raises rejects the record.
 """
 
 from __future__ import annotations
