@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 from connector.sandbox import SandboxStore
@@ -46,3 +47,33 @@ def test_check_with_a_wrong_secret_exits_3_and_with_the_right_one_prints_the_set
     assert ok.code == 0, ok.stderr
     for shown in ("check-test", "42", "webinar", "custom field mapping"):
         assert shown in ok.stdout
+
+
+def test_blocked_entries_exit_5_until_resolved(kit, sandbox, tmp_path: Path) -> None:
+    """The 409 itself is the engine tests' business; here an entry is put in `blocked` directly in
+    the ledger to walk the operator's repair path: exit 5, list, resolve --requeue, replay."""
+    key, secret = sandbox.create_client(rate_limit=1000)
+    kit.credentials(tmp_path, key, secret)
+    contacts = tmp_path / "contacts.csv"
+    kit.contacts(contacts, [kit.contact(1), kit.contact(2)])
+    config = str(kit.config(tmp_path, sandbox.base_url, contacts))
+    assert kit.run("sync", "-c", config).code == 0
+    with sqlite3.connect(tmp_path / "ledger.sqlite3") as db:
+        db.execute("UPDATE entries SET state = 'blocked', last_error = 'HTTP 409' WHERE record_id = 'R2'")
+    db.close()
+
+    blocked = kit.run("sync", "-c", config)
+    assert blocked.code == 5
+    assert "ledger list --state blocked" in blocked.stderr
+    [entry] = [json.loads(line) for line in kit.run("ledger", "list", "-c", config, "--state", "blocked", "--json").stdout.splitlines()]
+    assert entry["record_id"] == "R2"
+    resolved = kit.run("ledger", "resolve", "-c", config, entry["key"], "--requeue")
+    assert resolved.code == 0 and "requeued 1 entries" in resolved.stdout
+    assert kit.run("ledger", "resolve", "-c", config, "no-such-key", "--dismiss").code == 2
+    assert kit.run("ledger", "resolve", "-c", config, entry["key"]).code == 2  # neither flag
+
+    replayed = kit.run("replay", "-c", config)
+    assert replayed.code == 0, replayed.stderr
+    assert len(sandbox.store.persons()) == 2  # re-sent under the same per-person key: not doubled
+    status = json.loads(kit.run("status", "-c", config, "--json").stdout)
+    assert status["by_state"]["blocked"] == 0
