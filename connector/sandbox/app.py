@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -96,9 +97,16 @@ def _code(err: dict[str, Any]) -> str:
     }.get(kind, "invalid_field")
 
 
+def _is_per_person(err: dict[str, Any]) -> bool:
+    return len(err["loc"]) > 1 and err["loc"][0] == "persons"
+
+
 def _invalid(exc: ValidationError) -> ApiError:
+    """400 naming every problem; the code is the first problem of the request as a whole, if any."""
     messages = explain(exc)
-    return ApiError(400, _code(exc.errors()[0]), "; ".join(messages), details=messages)
+    errors = exc.errors()
+    first = next((e for e in errors if not _is_per_person(e)), errors[0])
+    return ApiError(400, _code(first), "; ".join(messages), details=messages)
 
 
 def _validate(model: type[BaseModel], data: Any) -> Any:
@@ -135,13 +143,25 @@ def _idempotency_key(request: Request) -> str:
 
 
 class _DropAfterCommit(Response):
-    """Announce a response, then close the connection without its body: the outcome is lost."""
+    """Announce a response, then close the connection without its body: the outcome is lost.
+
+    uvicorn closes the connection because the app returned mid-response, and says so at ERROR;
+    `_QuietDrops` keeps that deliberate case out of the log.
+    """
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({
             "type": "http.response.start", "status": 200,
             "headers": [(b"content-type", b"application/json"), (b"content-length", b"4096")],
         })
+
+
+class _QuietDrops(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "ASGI callable returned without completing response."
+
+
+_QUIET_DROPS = _QuietDrops()
 
 
 def _capture_one(session: CaptureSession, person: PersonInput) -> tuple[int, dict[str, Any]]:
@@ -157,7 +177,7 @@ def _bulk_persons(data: Any) -> list[BulkPersonInput | ApiError]:
     try:
         return list(BulkBody.model_validate(data).persons)
     except ValidationError as exc:
-        if not all(len(e["loc"]) > 1 and e["loc"][0] == "persons" for e in exc.errors()):
+        if not all(_is_per_person(e) for e in exc.errors()):
             raise _invalid(exc) from None
     out: list[BulkPersonInput | ApiError] = []
     for raw in data["persons"]:
@@ -211,6 +231,8 @@ def create_app(
     faults = faults or Faults()
     window = SlidingWindow(rate_window_s)
     store.release_all_running()
+    if faults.p_commit_drop:
+        logging.getLogger("uvicorn.error").addFilter(_QUIET_DROPS)  # adding it twice is a no-op
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
     app.state.store = store
 

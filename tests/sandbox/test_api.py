@@ -126,7 +126,7 @@ def test_bulk_needs_1_to_100_persons(sandbox, client, count, code):
 
 
 def test_bulk_with_an_unknown_top_level_property_is_refused_whole(client):
-    response = client.post("/persons/bulk", json={"persons": [PERSON], "dry_run": True},
+    response = client.post("/persons/bulk", json={"persons": [PERSON, {"name": "B"}], "dry_run": True},
                            headers={"Idempotency-Key": "b-x"})
     assert response.status_code == 400 and error_of(response)["code"] == "unknown_property"
 
