@@ -1,14 +1,16 @@
-"""`capture-sync check`: GET /info, the first call any integration should make."""
+"""`capture-sync check`: GET /info, the first call any integration should make, then each source's own check."""
 
 import asyncio
 
 from ..config import Config
-from ._common import api_client, command, out, table
+from ..source import SourceError
+from ._common import ExitCode, api_client, command, err, out, table
 
 
 @command()
 def check(cfg: Config) -> int:
-    """Call GET /info and print the client's settings (never the secret).
+    """Call GET /info and print the client's settings (never the secret); then check each source
+    (files present, database reachable). Exit 2 when a source cannot be read.
 
     Example: capture-sync check -c capture-sync.toml
     """
@@ -24,4 +26,20 @@ def check(cfg: Config) -> int:
     t.add_row("default lead source", data.default_lead_source or "(none)")
     t.add_row("custom field mapping", "yes" if data.has_custom_field_mapping else "no")
     out.print(t)
-    return 0
+    sources = table("Sources", "source", "schedule", "check")
+    failed = 0
+    for source in cfg.sources:
+        try:
+            source.job.source.check()
+            verdict = "ok"
+        except SourceError as exc:
+            failed += 1
+            verdict = f"FAILED: {exc}"
+        finally:
+            source.job.source.close()
+        sources.add_row(source.name, source.schedule, verdict)
+    out.print(sources)
+    if failed:
+        err.print(f"error: {failed} source(s) cannot be read; see the table above", markup=False)
+        return ExitCode.USAGE
+    return ExitCode.OK

@@ -35,7 +35,7 @@ def test_sync_during_an_outage_exits_4_and_replay_settles_it(kit, sandbox_proces
     assert status["by_state"]["captured"] == 7 and status["oldest_unsettled"] is None
 
 
-def test_check_with_a_wrong_secret_exits_3_and_with_the_right_one_prints_the_settings(kit, sandbox, tmp_path: Path) -> None:
+def test_check_exits_3_on_a_wrong_secret_2_on_a_missing_source_file_else_prints_the_settings(kit, sandbox, tmp_path: Path) -> None:
     key, secret = sandbox.create_client("check-test", rate_limit=42, default_lead_source="webinar")
     kit.credentials(tmp_path, key, "not-the-secret")
     config = str(kit.config(tmp_path, sandbox.base_url, tmp_path / "unused.csv"))
@@ -43,9 +43,13 @@ def test_check_with_a_wrong_secret_exits_3_and_with_the_right_one_prints_the_set
     assert refused.code == 3
     assert "authentication failed" in refused.stderr
     kit.credentials(tmp_path, key, secret)
+    missing = kit.run("check", "-c", config)
+    assert missing.code == 2
+    assert "no file matches" in missing.stdout and "1 source(s) cannot be read" in missing.stderr
+    kit.contacts(tmp_path / "unused.csv", [])
     ok = kit.run("check", "-c", config)
     assert ok.code == 0, ok.stderr
-    for shown in ("check-test", "42", "webinar", "custom field mapping"):
+    for shown in ("check-test", "42", "webinar", "custom field mapping", "signups"):
         assert shown in ok.stdout
 
 
