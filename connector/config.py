@@ -127,6 +127,11 @@ class Config:
         assert self.base_url is not None and self.credentials is not None
         return self.base_url, self.credentials
 
+    def close_sources(self) -> None:
+        """Release what the sources hold (database connections, HTTP clients)."""
+        for source in self.sources:
+            source.job.source.close()
+
     def jobs(self, only: str | None = None) -> list[SourceJob]:
         """The configured sources' jobs, or just `only`; raises ConfigProblem for an unknown name."""
         if only is None:

@@ -86,9 +86,14 @@ def command(*, config: bool = True, log_level: str = "INFO") -> Callable[[Callab
             path = kwargs.pop("config_path", None)
             _configure_logging(level, verbose)
             with _exit_codes():
-                if config:
-                    kwargs["cfg"] = load_config(path)
-                code = fn(**kwargs)
+                if not config:
+                    code = fn(**kwargs)
+                else:
+                    cfg = load_config(path)
+                    try:
+                        code = fn(cfg=cfg, **kwargs)
+                    finally:
+                        cfg.close_sources()
             raise typer.Exit(int(code or 0))
 
         wrapper.__signature__ = sig.replace(parameters=own + extra)  # type: ignore[attr-defined]

@@ -35,8 +35,6 @@ def check(cfg: Config) -> int:
         except SourceError as exc:
             failed += 1
             verdict = f"FAILED: {exc}"
-        finally:
-            source.job.source.close()
         sources.add_row(source.name, source.schedule, verdict)
     out.print(sources)
     if failed:
