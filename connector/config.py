@@ -67,7 +67,7 @@ class CaptureSettings(_Section):
     timeout_s: float = Field(30.0, gt=0)
     allow_insecure_http: bool = False
     rate_window_s: float = Field(60.0, gt=0)
-    retry: RetrySettings = RetrySettings()
+    retry: RetrySettings = RetrySettings.model_validate({})
 
 
 class LedgerSettings(_Section):

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from enum import IntEnum
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TextIO, TypeVar, cast
 
 import typer
 from rich import box
@@ -120,7 +120,7 @@ def _configure_logging(level: str, verbose: bool) -> None:
     global _verbose
     _verbose = verbose
     try:
-        logs.configure("DEBUG" if verbose else level, stream=_CurrentStderr())
+        logs.configure("DEBUG" if verbose else level, stream=cast(TextIO, _CurrentStderr()))
     except ValueError:
         fail(f"--log-level {level!r}: use DEBUG, INFO, WARNING or ERROR", ExitCode.USAGE)
     if not verbose:  # one line per HTTP request says nothing the batch events do not

@@ -32,7 +32,9 @@ def summary_counts(stdout: str) -> dict[str, int]:
         match = re.search(rf"^\W*{name}\W+(\d+)\b", stdout, re.MULTILINE)
         assert match, f"no {name} row in:\n{stdout}"
         counts[name] = int(match.group(1))
-    counts["read"] = int(re.search(r"(\d+) contacts read", stdout).group(1))
+    read = re.search(r"(\d+) contacts read", stdout)
+    assert read, stdout
+    counts["read"] = int(read.group(1))
     return counts
 
 
