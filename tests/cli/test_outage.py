@@ -19,6 +19,9 @@ def test_sync_during_an_outage_exits_4_and_replay_settles_it(kit, sandbox_proces
     config = str(kit.config(tmp_path, box.base_url, contacts))
     box.stop()
 
+    unreachable = kit.run("check", "-c", config)
+    assert unreachable.code == 4
+    assert "the Capture API did not answer" in unreachable.stderr
     down = kit.run("sync", "-c", config)
     assert down.code == 4, down.stderr
     assert "replay" in down.stderr
