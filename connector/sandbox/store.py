@@ -217,7 +217,7 @@ class SandboxStore:
         if not rows:
             return None
         row = rows[0]
-        cache_id = api_key + "\x00" + api_secret
+        cache_id = hashlib.sha256(f"{api_key}\x00{api_secret}".encode()).hexdigest()  # no plain secret kept
         expected = row["secret_hash"]
         if not hmac.compare_digest(self._secret_cache.get(cache_id, b""), expected):
             if not hmac.compare_digest(_hash_secret(row["secret_salt"], api_secret), expected):
