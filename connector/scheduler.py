@@ -130,9 +130,12 @@ class Daemon:
         try:
             await self.stop.wait()
         finally:
-            scheduler.shutdown(wait=False)
+            # Pause, let the passes in hand finish, and only then shut down: APScheduler's asyncio
+            # executor cancels the jobs still running when it shuts down.
+            scheduler.pause()
             if self._running:
                 await asyncio.wait(set(self._running), timeout=STOP_WAIT_S)
+            scheduler.shutdown(wait=False)
         log.info("daemon stopped", exit_code=self.exit_code)
         return self.exit_code
 

@@ -86,3 +86,39 @@ def test_the_daemon_stops_with_exit_3_when_the_credentials_are_refused(kit, sand
     assert result.code == 3, result.stderr
     assert "authentication failed" in result.stderr
     assert sandbox.store.persons() == []
+
+
+def test_sigterm_mid_delivery_records_the_request_in_hand_and_nothing_is_doubled(
+    kit, sandbox_process, tmp_path: Path
+) -> None:
+    box = sandbox_process(latency_ms=700)
+    with SandboxStore(box.db) as store:
+        key, secret = store.create_client("sigterm-test", rate_limit=1000)
+        kit.credentials(tmp_path, key, secret)
+        contacts = tmp_path / "contacts.csv"
+        kit.contacts(contacts, [kit.contact(n) for n in range(1, 41)])
+        config = kit.config(tmp_path, box.base_url, contacts, extra_capture="concurrency = 1\n")
+        log = tmp_path / "daemon.log"
+        with log.open("w") as err:
+            daemon = subprocess.Popen([str(kit.script), "run", "-c", str(config)],
+                                      stdout=err, stderr=subprocess.STDOUT, text=True, env=kit.env())
+        try:
+            deadline = time.monotonic() + DEADLINE_S
+            while not store.captures():
+                assert time.monotonic() < deadline and daemon.poll() is None, log.read_text()
+                time.sleep(0.05)
+            daemon.send_signal(signal.SIGTERM)
+            assert daemon.wait(timeout=STOP_BOUND_S) == 0, log.read_text()
+        finally:
+            if daemon.poll() is None:
+                daemon.kill()
+                daemon.wait()
+        done_by_crm = len(store.captures())
+        assert 0 < done_by_crm < 40  # stopped mid-way
+        status = json.loads(kit.run("status", "-c", str(config), "--json").stdout)
+        assert status["by_state"]["captured"] == done_by_crm  # the CRM's work is all in the ledger
+        assert status["by_state"]["in_flight"] == 0
+
+        finish = kit.run("sync", "-c", str(config))
+        assert finish.code == 0, finish.stderr
+        assert len(store.captures()) == 40 == len(store.persons())
