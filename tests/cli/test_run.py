@@ -9,6 +9,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from connector.sandbox import SandboxStore
 
 STOP_BOUND_S = 10  # design 5: SIGTERM -> exit 0 within 10 s
@@ -88,8 +90,12 @@ def test_the_daemon_stops_with_exit_3_when_the_credentials_are_refused(kit, sand
     assert sandbox.store.persons() == []
 
 
-def test_sigterm_mid_delivery_records_the_request_in_hand_and_nothing_is_doubled(
-    kit, sandbox_process, tmp_path: Path
+@pytest.mark.parametrize(
+    ("command", "sig", "stopped_code"),
+    [("run", signal.SIGTERM, 0), ("sync", signal.SIGINT, 4)],  # sync: work is left unsettled, so 4
+)
+def test_a_stop_signal_mid_delivery_records_the_request_in_hand_and_nothing_is_doubled(
+    kit, sandbox_process, tmp_path: Path, command: str, sig: signal.Signals, stopped_code: int
 ) -> None:
     box = sandbox_process(latency_ms=700)
     with SandboxStore(box.db) as store:
@@ -98,21 +104,21 @@ def test_sigterm_mid_delivery_records_the_request_in_hand_and_nothing_is_doubled
         contacts = tmp_path / "contacts.csv"
         kit.contacts(contacts, [kit.contact(n) for n in range(1, 41)])
         config = kit.config(tmp_path, box.base_url, contacts, extra_capture="concurrency = 1\n")
-        log = tmp_path / "daemon.log"
+        log = tmp_path / "proc.log"
         with log.open("w") as err:
-            daemon = subprocess.Popen([str(kit.script), "run", "-c", str(config)],
+            proc = subprocess.Popen([str(kit.script), command, "-c", str(config)],
                                       stdout=err, stderr=subprocess.STDOUT, text=True, env=kit.env())
         try:
             deadline = time.monotonic() + DEADLINE_S
             while not store.captures():
-                assert time.monotonic() < deadline and daemon.poll() is None, log.read_text()
+                assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
                 time.sleep(0.05)
-            daemon.send_signal(signal.SIGTERM)
-            assert daemon.wait(timeout=STOP_BOUND_S) == 0, log.read_text()
+            proc.send_signal(sig)
+            assert proc.wait(timeout=STOP_BOUND_S) == stopped_code, log.read_text()
         finally:
-            if daemon.poll() is None:
-                daemon.kill()
-                daemon.wait()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
         done_by_crm = len(store.captures())
         assert 0 < done_by_crm < 40  # stopped mid-way
         status = json.loads(kit.run("status", "-c", str(config), "--json").stdout)
