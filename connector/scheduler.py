@@ -123,7 +123,9 @@ class Daemon:
 
     async def serve(self) -> int:
         """Until SIGTERM/SIGINT (or failed authentication): 0 on a clean stop, 3 on bad credentials."""
-        logging.getLogger("apscheduler").setLevel(logging.WARNING)  # not one INFO line per tick
+        # Not a line per tick, nor a warning per tick skipped or coalesced while a pass runs: both
+        # are the intended behaviour. A job's unexpected error is still logged (ERROR).
+        logging.getLogger("apscheduler").setLevel(logging.ERROR)
         scheduler = self._scheduler()
         scheduler.start()
         log.info("daemon started", sources=[s.name for s in self.config.sources], ledger=str(self.config.ledger_path))
