@@ -54,7 +54,7 @@ def show(
 ) -> int:
     """Show one entry (with every batch and attempt it was part of) or one batch.
 
-    Example: capture-sync ledger show -c capture-sync.toml signups:42:...
+    Example: capture-sync ledger show -c capture-sync.toml p-d58d216ce949d96912c94d6f16f32900677dac3f
     """
     with open_ledger(cfg) as ledger:
         try:
@@ -98,7 +98,7 @@ def resolve(
 ) -> int:
     """Resolve a blocked (or failed) entry or batch by hand: requeue it or dismiss it.
 
-    Example: capture-sync ledger resolve -c capture-sync.toml BATCH_KEY --requeue
+    Example: capture-sync ledger resolve -c capture-sync.toml b-8a72bd2b2c634831a8c7f4f21a11eaac --requeue
     """
     if requeue == dismiss:
         fail("say what to do: exactly one of --requeue or --dismiss", ExitCode.USAGE)
