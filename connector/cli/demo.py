@@ -63,8 +63,9 @@ def _credentials(store: "SandboxStore", folder: Path) -> None:
             return
     key, secret = store.create_client(CLIENT_NAME)
     for path, value in ((key_file, key), (secret_file, secret)):
-        path.write_text(value + "\n")
-        path.chmod(0o600)
+        path.unlink(missing_ok=True)
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as fh:  # never world-readable
+            fh.write(value + "\n")
 
 
 @command(config=False, log_level="WARNING")  # the summary is the point; --log-level INFO shows each batch
@@ -82,7 +83,7 @@ def demo(
         fail(f"--csv {csv}: no such file", ExitCode.USAGE)
     for var in (ENV_BASE_URL, ENV_API_KEY, ENV_API_SECRET):  # the demo never sends real credentials anywhere
         os.environ.pop(var, None)
-    from ..sandbox import SandboxServer  # FastAPI and uvicorn load only for the demo
+    from ..sandbox import SandboxServer  # only the demo needs the server (FastAPI, uvicorn)
 
     folder.mkdir(parents=True, exist_ok=True)
     with SandboxServer(folder / "sandbox.sqlite3") as server:
