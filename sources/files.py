@@ -94,7 +94,10 @@ def _glob_base(pattern: str) -> str:
 
 
 def _same_tail(fh: BinaryIO, position: dict[str, Any]) -> bool:
-    """Whether the line that ended at the saved offset is still there, byte for byte."""
+    """Whether the line that ended at the saved offset is still there, byte for byte. A state saved
+    before `tail` was recorded can only be checked by size: the file must still reach the offset."""
+    if "tail" not in position:
+        return os.fstat(fh.fileno()).st_size >= position["offset"]
     length, crc = position["tail"]
     if position["offset"] < length:
         return False

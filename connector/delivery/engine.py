@@ -78,8 +78,16 @@ def to_mapped(mapping: Mapping, record: Record) -> Mapped:
     result = mapping.map(record.data)
     if isinstance(result, PersonInput):
         return Mapped(record.id, payload=encode_json(result.to_json_dict()).decode("utf-8"))
-    raw = {str(k): str(v)[:RAW_VALUE_LIMIT] for k, v in record.data.items()}
+    raw = {str(k): _shown(v) for k, v in record.data.items()}
     return Mapped(record.id, raw=raw, reasons=tuple(result.reasons))
+
+
+def _shown(value: object) -> str:
+    """The rejected value as kept in the ledger for a person to read; never an exception."""
+    try:
+        return str(value)[:RAW_VALUE_LIMIT]
+    except ValueError:  # an int beyond the interpreter's digit limit
+        return f"<{type(value).__name__} too large to show>"
 
 
 def extract(

@@ -121,3 +121,14 @@ async def test_a_stop_signal_before_delivery_sends_nothing_and_keeps_the_work(se
         report = await sync(ledger, client, [job(path)], SETTINGS, stop=stop)
     assert report.stopped and report.sent == 0
     assert sandbox.store.persons() == []
+
+
+def test_a_rejected_record_keeps_even_an_unprintable_value_for_the_ledger() -> None:
+    from connector.delivery.engine import to_mapped
+
+    mapping = Mapping.from_config({"name": "Name", "email": "Email"}, where="sources.s.mapping")
+    huge = 10**5000  # str() of it raises ValueError (the interpreter's 4,300-digit limit)
+    mapped = to_mapped(mapping, Record(id="7", data={"Name": huge, "Email": "nope"}, state=None))
+    assert mapped.payload is None
+    assert mapped.raw == {"Name": "<int too large to show>", "Email": "nope"}
+    assert any("Name" in reason for reason in mapped.reasons)

@@ -141,3 +141,13 @@ def test_files_in_subfolders_are_named_relative_to_the_glob(tmp_path: Path) -> N
         (tmp_path / day / "s.csv").write_text("id\n1\n")
     records = read({"path": str(tmp_path / "**" / "*.csv")})
     assert [r.id for r in records] == ["2024-01-01/s.csv:2", "2024-01-02/s.csv:2"]
+
+
+def test_a_state_saved_before_tails_were_recorded_still_resumes_after_its_offset(tmp_path: Path) -> None:
+    path = tmp_path / "signups.csv"
+    path.write_text("id,name\n1,Ann\n2,Bo\n")
+    options = {"path": str(path), "primary_key": "id"}
+    state = {k: v for k, v in read(options)[-1].state.items() if k != "tail"}
+    with open(path, "a") as fh:
+        fh.write("3,Cy\n")
+    assert [r.id for r in read(options, state)] == ["3"]
