@@ -2,8 +2,8 @@
 
 Credentials never come from the TOML file: a config file gets copied, committed and pasted into
 tickets, so it only names where the secret lives (env or a file). Relative paths (the ledger, the
-credential files) are relative to the config file's folder, so a daemon's working directory
-does not change what it opens.
+credential files, source files) are relative to the config file's folder, so a daemon's working
+directory does not change what it opens.
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ def load_config(path: str | Path) -> Config:
             where = f"env {ENV_BASE_URL}" if os.environ.get(ENV_BASE_URL) else "capture.base_url"
             problems.append(f"{where}: {exc}")
     credentials = _credentials(capture, folder, problems) if capture else None
-    sources = _sources(doc.get("sources", []), problems)
+    sources = _sources(doc.get("sources", []), folder, problems)
     if problems:
         raise ConfigProblem([f"{path}: {p}" for p in problems])
     assert capture is not None and ledger is not None and daemon is not None
@@ -247,7 +247,7 @@ def _credentials(capture: CaptureSettings, folder: Path, problems: list[str]) ->
     return None
 
 
-def _sources(raw: Any, problems: list[str]) -> list[SourceConfig]:
+def _sources(raw: Any, folder: Path, problems: list[str]) -> list[SourceConfig]:
     if not isinstance(raw, list) or not raw:
         problems.append("sources: at least one [[sources]] table is needed")
         return []
@@ -282,7 +282,7 @@ def _sources(raw: Any, problems: list[str]) -> list[SourceConfig]:
             problems.append(f"{where}.type: required (csv, jsonl, sql, http or \"package.module:Class\")")
         else:
             try:
-                source = build_source(str(name), type_name, options)
+                source = build_source(str(name), type_name, options, config_dir=folder)
             except ConfigProblem as exc:
                 problems.extend(p if p.startswith(where) else f"{where}: {p}" for p in exc.problems)
         if source is not None and mapping is not None and isinstance(name, str):

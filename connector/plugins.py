@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -95,15 +96,17 @@ def load_source_type(type_name: str) -> type[Source]:
     raise ConfigProblem([f"unknown source type {type_name!r} (installed: {known}; or use \"package.module:Class\")"])
 
 
-def build_source(name: str, type_name: str, options: dict[str, Any]) -> Source:
-    """The configured source `name`; every problem names its key, e.g. `sources.signups.path`."""
+def build_source(name: str, type_name: str, options: dict[str, Any], config_dir: Path | None = None) -> Source:
+    """The configured source `name`; every problem names its key, e.g. `sources.signups.path`.
+    `config_dir` anchors relative `ConfigPath` options (default: the working directory)."""
     where = f"sources.{name}"
     try:
         cls = load_source_type(type_name)
     except ConfigProblem as exc:
         raise ConfigProblem([f"{where}.type: {p}" for p in exc.problems]) from exc
     try:
-        validated = cls.Options.model_validate(options)
+        context = {"config_dir": str(config_dir)} if config_dir is not None else None
+        validated = cls.Options.model_validate(options, context=context)
     except ValidationError as exc:
         raise ConfigProblem(problems_from(exc, where)) from exc
     return cls(name, validated)

@@ -6,12 +6,13 @@ record's state in the same transaction as the record, so a source never needs it
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +30,17 @@ class SourceOptions(BaseModel):
     """Base for option models: unknown options are errors, so a typo never silently does nothing."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _from_config_dir(value: str, info: ValidationInfo) -> str:
+    value = os.path.expanduser(value)
+    config_dir = (info.context or {}).get("config_dir")
+    return value if config_dir is None or os.path.isabs(value) else os.path.join(config_dir, value)
+
+
+ConfigPath = Annotated[str, AfterValidator(_from_config_dir)]
+"""A file or folder option: relative to the config file's folder (like the ledger's path), so a
+daemon started from another working directory reads the same files; `~` is the user's home."""
 
 
 OptionsT = TypeVar("OptionsT", bound=BaseModel)

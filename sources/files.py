@@ -23,13 +23,13 @@ from typing import Any, BinaryIO, ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
-from connector.source import Record, Source, SourceError, SourceOptions
+from connector.source import ConfigPath, Record, Source, SourceError, SourceOptions
 
 from .incremental import CursorType, Row, cursor_key, read_incremental
 
 
 class FileOptions(SourceOptions):
-    path: str = Field(description="A file, or a glob of files (e.g. `data/signups-*.csv`, `exports/**/*.jsonl`).")
+    path: ConfigPath = Field(description="A file, or a glob of files (e.g. `data/signups-*.csv`, `exports/**/*.jsonl`).")
     encoding: str = Field("utf-8", description="Text encoding; a UTF-8 byte order mark is skipped.")
     primary_key: str | None = Field(
         None, description="Field holding a stable record id; default: file name and line number."

@@ -66,6 +66,16 @@ def test_a_good_config_resolves_paths_from_its_folder_and_reads_the_secret_files
     assert cfg.delivery_settings().batch_size == 100
 
 
+def test_a_relative_source_file_is_read_from_the_config_folder_whatever_the_working_directory(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    (folder / "signups.csv").write_text("First,Email\nAnn,ann@example.com\n")
+    monkeypatch.chdir(tmp_path_factory.mktemp("elsewhere"))  # as a daemon started from / would be
+    [source] = load_config(write(folder, GOOD)).sources
+    source.job.source.check()
+    assert [r.data for r in source.job.source.read(None)] == [{"First": "Ann", "Email": "ann@example.com"}]
+
+
 def test_environment_overrides_url_and_credentials(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CAPTURE_BASE_URL", "https://crm.example.com/api/v1/capture")
     monkeypatch.setenv("CAPTURE_API_KEY", "env-key")

@@ -6,11 +6,11 @@ from typing import Any
 
 from pydantic import Field
 
-from connector.source import Record, Source, SourceError, SourceOptions
+from connector.source import ConfigPath, Record, Source, SourceError, SourceOptions
 
 
 class VCardOptions(SourceOptions):
-    folder: str = Field(description="Folder of .vcf files; name new files so that they sort last.")
+    folder: ConfigPath = Field(description="Folder of .vcf files; name new files so that they sort last.")
 
 
 class VCardSource(Source[VCardOptions]):
