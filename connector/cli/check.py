@@ -9,8 +9,9 @@ from ._common import ExitCode, api_client, command, err, out, table
 
 @command()
 def check(cfg: Config) -> int:
-    """Call GET /info and print the client's settings (never the secret); then check each source
-    (files present, database reachable). Exit 2 when a source cannot be read.
+    """Call GET /info and print the client's settings (never the secret), then check each source.
+
+    Each source is checked as it would be read (files present, database reachable): exit 2 if not.
 
     Example: capture-sync check -c capture-sync.toml
     """

@@ -46,7 +46,7 @@ def sync(
 def replay(
     cfg: Config,
     include_failed: bool = typer.Option(
-        False, "--include-failed", help="Also re-send entries that failed (after fixing their cause), under new keys."
+        False, "--include-failed", help="Also re-send entries that failed (after fixing their cause): new batch keys, each person's own key."
     ),
 ) -> int:
     """Re-send what the ledger holds unsettled, with the same idempotency keys and bodies.
