@@ -22,5 +22,8 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run_all.py
+
 clean:
 	rm -rf $(VENV) capture-sync-demo .pytest_cache .hypothesis

@@ -34,13 +34,20 @@ MAPPING = {
 }
 
 
-def generate(path: Path, rows: int) -> None:
+def generate(path: Path, rows: int, *, messy: bool = True) -> None:
+    """`messy`: emails to strip and lower-case and every 50th one invalid (2% rejected), phones to
+    format, as exports come. Clean rows are already what the mapping produces, so a client that
+    posts them as they are (the naive baseline) sends the very persons the connector sends."""
     with open(path, "w", newline="", encoding="utf-8") as fh:
         out = csv.writer(fh)
         out.writerow(["id", "First", "Last", "Email", "Phone", "Company", "Plan"])
         for i in range(rows):
-            email = f" Person.{i}@Example.com " if i % 50 else "not-an-email"  # 2% rejected
-            out.writerow([i, f"Person{i % 997}", f"Number{i}", email, f"(415) 555-{i % 10000:04d}", "Example, Inc.", "pro" if i % 3 else ""])
+            if messy:
+                email = f" Person.{i}@Example.com " if i % 50 else "not-an-email"
+                phone, plan = f"(415) 555-{i % 10000:04d}", "pro" if i % 3 else ""
+            else:
+                email, phone, plan = f"person.{i}@example.com", f"+1415555{i % 10000:04d}", "pro" if i % 3 else "basic"
+            out.writerow([i, f"Person{i % 997}", f"Number{i}", email, phone, "Example, Inc.", plan])
 
 
 def peak_rss_mb() -> float:

@@ -1,0 +1,132 @@
+"""All five benchmarks of issue 7 in one run: a table of figure, value, target and whether it is
+met, and every measurement in benchmarks/results.json.
+
+    .venv/bin/python benchmarks/run_all.py [--quick]     (`make bench`)
+
+Each figure is measured beside its comparison in the same run (the ceiling, the naive baseline,
+the smaller sync), so the ratios hold on a busy machine even when the absolute numbers do not.
+`--quick` runs every benchmark at a tenth of the issue's sizes, as a smoke test of the harness.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import ledger_bench
+import overhead
+import rate_limited
+import resume
+from rich.console import Console
+from rich.table import Table
+
+RESULTS = Path(__file__).with_name("results.json")
+
+FULL = {"rate_limited": 30_000, "overhead": (100_000, 10_000), "resume": 1_000_000, "ledger": 100_000}
+QUICK = {"rate_limited": 3_000, "overhead": (10_000, 1_000), "resume": 100_000, "ledger": 10_000}
+
+
+@dataclass(frozen=True)
+class Row:
+    figure: str
+    value: str
+    target: str
+    met: bool | None  # None: a figure with nothing to meet
+
+
+def rows(r: dict[str, Any]) -> list[Row]:
+    rl, oh, res, led = r["rate_limited"], r["overhead"], r["resume"], r["ledger"]
+    mem = oh["memory"]
+    return [
+        Row(
+            f"1. Rate-limited throughput ({rl['records']:,} records, {rl['rate_limit']})",
+            f"{rl['persons_per_s']:,.0f} persons/s = {rl['fraction_of_ceiling']:.3f} of {rl['ceiling_persons_per_s']:,.0f}/s "
+            f"(whole run incl. start-up and reading: {rl['whole_run_fraction_of_ceiling']:.3f})",
+            f">= {rl['fraction_target']} of the ceiling", rl["fraction_of_ceiling"] >= rl["fraction_target"],
+        ),
+        Row(
+            "   requests answered 429",
+            f"{rl['answered_429']} of {rl['requests']} = {rl['share_429']:.2%}",
+            f"< {rl['share_429_target']:.0%}", rl["share_429"] < rl["share_429_target"],
+        ),
+        Row(
+            f"2. Overhead per record ({oh['records']:,} records, no rate limit)",
+            f"connector {oh['connector_cpu_us_per_record']:,.0f} us CPU/record, {oh['connector_records_per_s']:,.0f} records/s; "
+            f"naive httpx {oh['baseline_cpu_us_per_record']:,.0f} us, {oh['baseline_records_per_s']:,.0f} records/s; "
+            f"ratio {oh['cpu_ratio']:.2f}x",
+            f"<= {oh['cpu_target_ratio']:g}x the baseline", oh["cpu_ratio"] <= oh["cpu_target_ratio"],
+        ),
+        Row(
+            "3. Memory (peak RSS of the sync)",
+            f"{mem['small_peak_rss_mb']:.0f} MB at {mem['small_records']:,}, {mem['large_peak_rss_mb']:.0f} MB at "
+            f"{mem['large_records']:,} records ({mem['ratio']:.2f}x)",
+            f"within {mem['target_ratio'] - 1:.0%}", mem["ratio"] <= mem["target_ratio"],
+        ),
+        Row(
+            f"4. Resume ({res['entries']:,}-entry ledger, {res['pending']:,} unsettled)",
+            f"{res['first_request_s']:.3f} s from `replay` start to the first request",
+            f"< {res['target_s']:g} s", res["first_request_s"] < res["target_s"],
+        ),
+        Row(
+            f"5. Ledger ({led['entries']:,} entries, synchronous FULL)",
+            f"{led['enqueued_per_s']:,.0f} enqueued/s, {led['settled_per_s']:,.0f} settled/s, "
+            f"{led['bytes_per_entry']:,.0f} bytes/entry",
+            "(reported)", None,
+        ),
+    ]
+
+
+def render(table_rows: list[Row], console: Console) -> None:
+    table = Table(title="capture-sync benchmarks (issue 7)")
+    for column in ("figure", "value", "target", "met"):
+        table.add_column(column, overflow="fold")
+    for row in table_rows:
+        met = "-" if row.met is None else ("yes" if row.met else "NO")
+        table.add_row(row.figure, row.value, row.target, met)
+    console.print(table)
+
+
+def timed(name: str, fn: Callable[[], dict[str, Any]], console: Console) -> dict[str, Any]:
+    console.print(f"[dim]running {name}...[/dim]")
+    t0 = time.perf_counter()
+    result = fn()
+    result["benchmark_s"] = round(time.perf_counter() - t0, 1)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a tenth of the issue's sizes (a smoke test)")
+    parser.add_argument("--output", type=Path, default=RESULTS, help=f"where the JSON goes (default {RESULTS})")
+    args = parser.parse_args()
+    sizes = QUICK if args.quick else FULL
+    # On a pipe (make bench | tee) rich would fold the table into 80 columns.
+    console = Console(highlight=False, width=shutil.get_terminal_size((150, 24)).columns)
+    results: dict[str, Any] = {
+        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, "
+                   f"Python {platform.python_version()}",
+        "quick": args.quick,
+    }
+    results["rate_limited"] = timed("rate-limited throughput", lambda: rate_limited.run(sizes["rate_limited"]), console)
+    results["overhead"] = timed("overhead and memory", lambda: overhead.run(*sizes["overhead"]), console)
+    results["resume"] = timed("resume", lambda: resume.run(sizes["resume"], sizes["resume"] // 100), console)
+    results["ledger"] = timed("ledger", lambda: ledger_bench.run(sizes["ledger"], "FULL"), console)
+    table_rows = rows(results)
+    results["table"] = [asdict(row) for row in table_rows]
+    args.output.write_text(json.dumps(results, indent=2) + "\n")
+    render(table_rows, console)
+    console.print(f"{results['machine']}; {results['measured_at']}; written to {args.output}")
+
+
+if __name__ == "__main__":
+    main()
