@@ -114,7 +114,12 @@ class Ledger:
     def acquire_daemon_lock(self) -> None:
         """One daemon per ledger. flock dies with its process, so a SIGKILL never leaves it stale."""
         lock_path = self.path.with_name(self.path.name + ".lock")
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise LedgerError(
+                f"ledger lock {lock_path} cannot be written: check the file and folder permissions ({exc.strerror})"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -200,7 +205,9 @@ class Ledger:
                 (key, state, body, digest, mv, revision, error, now, latest[0]),
             )
             return
-        revision = self._revision(db, source, item.record_id, digest, mv)
+        # `records` keeps a row for every record ever enqueued (nothing is deleted), so a record
+        # without one has no entries and its content cannot have been enqueued before.
+        revision = 0 if latest is None else self._revision(db, source, item.record_id, digest, mv)
         key = person_key(source, item.record_id, digest, mv, revision)
         cur = db.execute(
             "INSERT INTO entries (key, source, record_id, state, payload, content_hash, "
