@@ -11,8 +11,10 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import sqlite_utils
+if TYPE_CHECKING:  # imported by _migrate only: every command opens a ledger, few create one
+    import sqlite_utils
 
 
 class LedgerError(Exception):
@@ -105,6 +107,8 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
         )
     if version == SCHEMA_VERSION:
         return
+    import sqlite_utils
+
     conn.execute("BEGIN IMMEDIATE")
     try:
         db = sqlite_utils.Database(conn)
