@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any, BinaryIO
 
 from connector.source import SourceError
 
 from .files import FileSource, LineReader
+
+
+def _parse_int(text: str) -> int | Decimal:
+    """An integer beyond Python's int/str digit limit is still valid JSON: keep it, exactly, as a Decimal."""
+    try:
+        return int(text)
+    except ValueError:
+        return Decimal(text)
 
 
 class JsonlSource(FileSource):
@@ -19,7 +28,7 @@ class JsonlSource(FileSource):
             if not text.strip():
                 continue
             try:
-                data = json.loads(text)
+                data = json.loads(text, parse_int=_parse_int)
             except ValueError as exc:
                 if not lines.terminated:
                     return  # a last line still being written: read it once it is complete

@@ -29,13 +29,15 @@ def serve(
     p_commit_drop: float = typer.Option(
         0.0, min=0, max=1, help="Probability of closing the connection after a capture is committed."
     ),
+    p_latency_spike: float = typer.Option(0.0, min=0, max=1, help="Probability of a latency spike on a request."),
+    spike_ms: int = typer.Option(0, min=0, help="Extra latency of a spike, milliseconds."),
     seed: int | None = typer.Option(None, help="Seed for the fault draws (repeatable runs)."),
 ) -> None:
     """Serve the sandbox; prints its base URL as the first line, stops on SIGTERM or SIGINT."""
     from ..sandbox import SandboxServer  # FastAPI and uvicorn load only for the command that serves
 
     try:
-        faults = Faults(p_retryable_503, p_fatal_503, latency_ms / 1000, p_commit_drop, seed)
+        faults = Faults(p_retryable_503, p_fatal_503, latency_ms / 1000, p_commit_drop, seed, p_latency_spike, spike_ms / 1000)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     stop_signals = {signal.SIGINT, signal.SIGTERM}

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import structlog
 
+from .. import failpoints
 from ..api import (
     Attempt,
     BadRequest,
@@ -184,6 +185,7 @@ class _Delivery:
         self.claimed.add(work.id)
         size = len(work.members)
         t0 = time.perf_counter()
+        failpoints.hit("after-batch-write")
         try:
             if work.operation == "bulk":
                 result = await self.client.capture_bulk(work.body, work.key)
@@ -192,6 +194,7 @@ class _Delivery:
         except CaptureError as exc:
             await self._failed(work, exc, self.attempts.pop(work.key, []))
             return
+        failpoints.hit("after-response")
         attempts = self.attempts.pop(work.key, [])
         outcomes = (
             match_bulk(work.members, result) if work.operation == "bulk"

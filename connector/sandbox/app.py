@@ -260,8 +260,9 @@ def create_app(
         return client
 
     async def delay() -> None:
-        if faults.latency_s:
-            await asyncio.sleep(faults.latency_s)
+        seconds = faults.delay_s()
+        if seconds:
+            await asyncio.sleep(seconds)
 
     async def once(
         client: Client, operation: Operation, key: str, data: Any,

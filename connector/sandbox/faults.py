@@ -16,16 +16,18 @@ class Faults:
     latency_s: float = 0.0
     p_commit_drop: float = 0.0
     seed: int | None = None
+    p_latency_spike: float = 0.0
+    spike_s: float = 0.0
     _rng: random.Random = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for name in ("p_retryable_503", "p_fatal_503", "p_commit_drop"):
+        for name in ("p_retryable_503", "p_fatal_503", "p_commit_drop", "p_latency_spike"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1")
         if self.p_retryable_503 + self.p_fatal_503 > 1.0:
             raise ValueError("p_retryable_503 + p_fatal_503 must not exceed 1")
-        if self.latency_s < 0:
-            raise ValueError("latency_s must not be negative")
+        if self.latency_s < 0 or self.spike_s < 0:
+            raise ValueError("latency_s and spike_s must not be negative")
         self._rng = random.Random(self.seed)
 
     def outage(self) -> Literal["retryable", "fatal"] | None:
@@ -41,3 +43,8 @@ class Faults:
 
     def drop_after_commit(self) -> bool:
         return bool(self.p_commit_drop) and self._rng.random() < self.p_commit_drop
+
+    def delay_s(self) -> float:
+        """This request's added latency: `latency_s`, plus `spike_s` with probability p_latency_spike."""
+        spike = bool(self.p_latency_spike) and self._rng.random() < self.p_latency_spike
+        return self.latency_s + (self.spike_s if spike else 0.0)

@@ -75,7 +75,9 @@ def test_a_killed_server_restarts_on_the_same_port_with_its_data(tmp_path, sandb
     assert replay["idempotent_replay"] is True and replay["person_id"] == created["person_id"]
 
 
-@pytest.mark.parametrize("args", [["--p-retryable-503", "2"], ["--p-retryable-503", "0.7", "--p-fatal-503", "0.7"]])
+@pytest.mark.parametrize("args", [
+    ["--p-retryable-503", "2"], ["--p-retryable-503", "0.7", "--p-fatal-503", "0.7"], ["--p-latency-spike", "1.5"],
+])
 def test_impossible_fault_flags_are_usage_errors(tmp_path, args):
     result = runner.invoke(app, ["sandbox", "serve", "--db", str(tmp_path / "x.sqlite3"), *args])
     assert result.exit_code == 2

@@ -35,7 +35,18 @@ def test_fault_draws_repeat_with_the_seed_and_respect_the_probabilities():
     assert all(Faults(p_commit_drop=1.0).drop_after_commit() for _ in range(5))
 
 
-@pytest.mark.parametrize("bad", [dict(p_retryable_503=1.5), dict(p_retryable_503=0.6, p_fatal_503=0.6), dict(latency_s=-1)])
+def test_latency_spikes_add_their_length_to_some_requests_only():
+    faults = Faults(latency_s=0.05, p_latency_spike=0.25, spike_s=2.0, seed=3)
+    delays = [faults.delay_s() for _ in range(400)]
+    assert set(delays) == {0.05, 2.05}
+    assert 40 < delays.count(2.05) < 160
+    assert Faults(latency_s=0.05).delay_s() == 0.05
+
+
+@pytest.mark.parametrize("bad", [
+    dict(p_retryable_503=1.5), dict(p_retryable_503=0.6, p_fatal_503=0.6), dict(latency_s=-1),
+    dict(p_latency_spike=2.0), dict(spike_s=-1),
+])
 def test_impossible_fault_settings_are_refused(bad):
     with pytest.raises(ValueError):
         Faults(**bad)

@@ -105,6 +105,19 @@ def test_a_last_line_still_being_written_is_read_once_complete(tmp_path: Path) -
     assert [(r.id, r.data["email"]) for r in rest] == [("2", "bo@example.com")]
 
 
+@pytest.mark.parametrize("cut", ['3,"two\nlines', '3,"no end yet'])
+def test_a_last_row_cut_inside_a_quoted_field_waits_for_the_rest(tmp_path: Path, cut: str) -> None:
+    path = tmp_path / "live.csv"
+    path.write_text('id,notes\n1,"a\nb"\n2,plain\n' + cut)
+    options = {"path": str(path), "primary_key": "id"}
+    first = read(options)
+    assert [(r.id, r.data["notes"]) for r in first] == [("1", "a\nb"), ("2", "plain")]
+    with open(path, "a") as fh:
+        fh.write(' and more"\n')
+    rest = read(options, first[-1].state)
+    assert [(r.id, r.data["notes"]) for r in rest] == [("3", cut.split('"', 1)[1] + " and more")]
+
+
 def test_an_unterminated_complete_last_row_is_read(tmp_path: Path) -> None:
     path = tmp_path / "excel.csv"
     path.write_text("id,name\r\n1,Ann\r\n2,Bo")
@@ -151,3 +164,10 @@ def test_a_state_saved_before_tails_were_recorded_still_resumes_after_its_offset
     with open(path, "a") as fh:
         fh.write("3,Cy\n")
     assert [r.id for r in read(options, state)] == ["3"]
+
+
+def test_a_one_megabyte_field_and_nul_characters_are_read(tmp_path: Path) -> None:
+    notes = "n" * 1_000_000  # the csv module refuses fields over 128 KiB unless told otherwise
+    (tmp_path / "big.csv").write_text(f"id,notes,name\n1,{notes},a\x00b\n", encoding="utf-8")
+    [record] = read({"path": str(tmp_path / "big.csv"), "primary_key": "id"})
+    assert record.data == {"id": "1", "notes": notes, "name": "a\x00b"}

@@ -73,3 +73,11 @@ def test_a_line_that_is_not_an_object_is_refused(tmp_path: Path) -> None:
     path.write_text('[1, 2]\n')
     with pytest.raises(SourceError, match="line 1: not a JSON object"):
         read({"path": str(path)})
+
+
+def test_an_integer_beyond_the_interpreters_digit_limit_is_read_exactly(tmp_path: Path) -> None:
+    digits = "9" * 5000  # valid JSON; int() refuses more than 4300 digits
+    path = tmp_path / "big.jsonl"
+    path.write_text('{"id": 1, "n": ' + digits + ', "small": 12}\n')
+    [record] = read({"path": str(path)})
+    assert format(record.data["n"], "f") == digits and record.data["small"] == 12

@@ -1,0 +1,335 @@
+"""What the reliability tests share: contacts and configs on disk, `capture-sync` runs killed at
+random moments (or by a failpoint), the effectively-once figures, and a secret scan of everything
+each test leaves behind.
+
+Every test here gets the `rel` kit (test modules do not import conftest). Every API secret made
+through `rel.client(...)` is looked for, after the test, in every file under its tmp_path and in
+every output it captured; a test that leaks fails in its teardown.
+
+Sizes scale with the environment so that `make soak` runs the same tests longer:
+SOAK_RECORDS, SOAK_KILLS (chaos) and SOAK_OUTAGE_S (outage).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from connector.failpoints import ENV as FAILPOINTS_ENV
+
+SCRIPT = Path(sys.executable).with_name("capture-sync")
+CLI_TIMEOUT_S = 120
+SETTLE_TIMEOUT_S = 600
+
+
+def scaled(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+
+@dataclass
+class Population:
+    """A contacts CSV: how many rows are valid and how many must end `rejected`."""
+
+    path: Path
+    valid: int
+    invalid: int
+
+
+@dataclass
+class Survived:
+    """What a kill loop did: SIGKILLs sent by the test, SIGKILLs by each failpoint, runs started."""
+
+    timer_kills: int = 0
+    failpoint_kills: dict[str, int] = field(default_factory=dict)
+    rounds: int = 0
+
+    @property
+    def kills(self) -> int:
+        return self.timer_kills + sum(self.failpoint_kills.values())
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The effectively-once figures: valid records, those in the CRM once, lost, doubled."""
+
+    records: int
+    captured_once: int
+    lost: int
+    doubled: int
+
+
+def write_contacts(path: Path, records: int, rng: random.Random) -> Population:
+    """`records` rows; about 10% invalid (no email nor phone, or a malformed email)."""
+    valid = invalid = 0
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        out = csv.writer(fh)
+        out.writerow(["id", "First", "Last", "Email", "Phone"])
+        for i in range(records):
+            kind = rng.random()
+            if kind < 0.05:
+                out.writerow([i, "Nomail", f"N{i}", "", ""])
+                invalid += 1
+            elif kind < 0.10:
+                out.writerow([i, "Bad", f"B{i}", f"bad{i}-at-example.com", ""])
+                invalid += 1
+            else:
+                out.writerow([i, "Valid", f"V{i}", f"valid{i}@example.com", f"+1202555{i % 10_000:04d}"])
+                valid += 1
+    return Population(path, valid, invalid)
+
+
+def write_config(
+    folder: Path, base_url: str, contacts: Path, *, batch_size: int = 20, concurrency: int = 3,
+    timeout_s: float = 5, rate_window_s: float = 60.0, max_attempts: int = 12, max_elapsed_s: float = 60,
+    ledger: str = "ledger.sqlite3",
+) -> Path:
+    """A config with one csv source `contacts`; credentials come from the environment."""
+    config = folder / "capture-sync.toml"
+    config.write_text(
+        f"""[capture]
+base_url = "{base_url}"
+batch_size = {batch_size}
+concurrency = {concurrency}
+timeout_s = {timeout_s}
+rate_window_s = {rate_window_s}
+
+[capture.retry]
+max_attempts = {max_attempts}
+max_elapsed_s = {max_elapsed_s}
+initial_backoff_s = 0.01
+max_backoff_s = 0.2
+
+[ledger]
+path = "{ledger}"
+
+[[sources]]
+name = "contacts"
+type = "csv"
+path = "{contacts}"
+primary_key = "id"
+
+[sources.mapping]
+first_name = "First"
+last_name = "Last"
+email = "Email"
+phone = "Phone"
+""",
+        encoding="utf-8",
+    )
+    return config
+
+
+def count(ledger: Path, sql: str) -> int:
+    """A `SELECT count(*)` on a ledger another process is writing; 0 before its schema exists."""
+    if not ledger.exists():
+        return 0
+    db = sqlite3.connect(ledger, timeout=5)
+    try:
+        return db.execute(sql).fetchone()[0]
+    except sqlite3.OperationalError:  # schema not created yet
+        return 0
+    finally:
+        db.close()
+
+
+def running_claims(sandbox_db: Path) -> int:
+    db = sqlite3.connect(sandbox_db, timeout=5)
+    try:
+        return db.execute("SELECT count(*) FROM idempotency WHERE state = 'running'").fetchone()[0]
+    finally:
+        db.close()
+
+
+def ledger_states(ledger: Path) -> dict[str, int]:
+    db = sqlite3.connect(ledger)
+    try:
+        return dict(db.execute("SELECT state, count(*) FROM entries GROUP BY state").fetchall())
+    finally:
+        db.close()
+
+
+def figures(store: Any, population: Population) -> Figures:
+    """Every valid record has its own email, so one identity must be captured exactly once: lost
+    counts the valid records the CRM never captured, doubled every capture beyond the first."""
+    with population.path.open(newline="", encoding="utf-8") as fh:
+        wanted = {f"email:{row['Email']}" for row in csv.DictReader(fh) if row["First"] == "Valid"}
+    captures = Counter(c["identity"] for c in store.captures())
+    return Figures(
+        records=len(wanted),
+        captured_once=sum(1 for identity in wanted if captures[identity] == 1),
+        lost=sum(1 for identity in wanted if not captures[identity]),
+        doubled=sum(n - 1 for n in captures.values() if n > 1),
+    )
+
+
+def assert_effectively_once(store: Any, population: Population, ledger: Path) -> Figures:
+    """The CRM holds every valid record once; the ledger says the same (captured or duplicate),
+    holds every invalid record as `rejected` with its reasons, and nothing else."""
+    result = figures(store, population)
+    assert (result.lost, result.doubled) == (0, 0), result
+    assert result.captured_once == population.valid and len(store.persons()) == population.valid
+    states = ledger_states(ledger)
+    assert states.get("captured", 0) + states.get("duplicate", 0) == population.valid, states
+    assert states.get("rejected") == population.invalid and set(states) <= {"captured", "duplicate", "rejected"}
+    db = sqlite3.connect(ledger)
+    try:
+        reasons = [r for (r,) in db.execute("SELECT last_error FROM entries WHERE state = 'rejected'")]
+        ledger_ids = {r for (r,) in db.execute("SELECT person_id FROM entries WHERE state = 'captured'")}
+    finally:
+        db.close()
+    assert all(r and "email" in r for r in reasons)
+    assert ledger_ids <= {p["id"] for p in store.persons()}
+    return result
+
+
+class SecretScan:
+    """The secrets a test made, and the outputs of the processes it ran, for the teardown scan."""
+
+    def __init__(self) -> None:
+        self.secrets: list[str] = []
+        self.outputs: list[str] = []
+
+    def leaks(self, folders: list[Path], captured: str = "") -> list[str]:
+        """Where any secret appears: file paths under `folders`, "output" for a captured text."""
+        found = []
+        needles = [s.encode() for s in self.secrets if s]
+        files = (p for folder in folders for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+        for path in sorted(files):
+            data = path.read_bytes()
+            if any(n in data for n in needles):
+                found.append(str(path))
+        if any(s in text for s in self.secrets if s for text in [*self.outputs, captured]):
+            found.append("output")
+        return found
+
+
+@dataclass
+class ReliabilityKit:
+    tmp: Path
+    scan: SecretScan
+    folders: list[Path] = field(default_factory=list)
+    contacts = staticmethod(write_contacts)
+    config = staticmethod(write_config)
+    states = staticmethod(ledger_states)
+    count = staticmethod(count)
+    figures = staticmethod(figures)
+    assert_effectively_once = staticmethod(assert_effectively_once)
+    scaled = staticmethod(scaled)
+
+    def client(self, store: Any, name: str = "reliability", **options: Any) -> dict[str, str]:
+        """A new sandbox client; returns the environment that hands its credentials to the CLI."""
+        key, secret = store.create_client(name, **options)
+        self.scan.secrets.append(secret)
+        return {**os.environ, "CAPTURE_API_KEY": key, "CAPTURE_API_SECRET": secret}
+
+    def world_folder(self) -> Path:
+        """A folder another user can reach (pytest's tmp_path is root's alone); scanned and removed
+        after the test like tmp_path."""
+        folder = Path(tempfile.mkdtemp(prefix="capture-sync-reliability-"))
+        folder.chmod(0o755)
+        self.folders.append(folder)
+        return folder
+
+    def command(self, *args: str, user: str | None = None) -> list[str]:
+        as_user = ["setpriv", "--reuid", user, "--regid", "nogroup", "--clear-groups"] if user else []
+        return [*as_user, str(SCRIPT), *args]
+
+    def run(self, *args: str, env: dict[str, str], user: str | None = None, cwd: Path | None = None) -> Result:
+        """Run a command to its end (as `user` when given); its output joins the secret scan."""
+        proc = subprocess.run(
+            self.command(*args, user=user), capture_output=True, text=True, env=env, cwd=cwd or self.tmp,
+            timeout=CLI_TIMEOUT_S,
+        )
+        self.scan.outputs += [proc.stdout, proc.stderr]
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+
+    def until_settled(
+        self, config: Path, env: dict[str, str], rng: random.Random, *, kills: int,
+        failpoints: tuple[str, ...] = (), sandbox_db: Path | None = None, max_wait_s: float = 1.2,
+        log_level: str = "WARNING",
+    ) -> Survived:
+        """Alternate `sync` and `replay` until a replay exits 0, killing `kills` runs first: every
+        other kill by a failpoint of `failpoints` (in turn, on its 1st to 3rd hit), the others by
+        the test's SIGKILL at a random moment of a started run. After each kill the sandbox is
+        left to finish the requests the dead process had in hand (its `running` claims), as a
+        restarted daemon finds them finished."""
+        ledger = self.tmp / "ledger.sqlite3"
+        survived = Survived()
+        with (self.tmp / "runs.log").open("ab") as log:
+            for round_no in range(kills * 4 + 40):
+                survived.rounds += 1
+                kind = "sync" if round_no % 2 == 0 else "replay"
+                run_env, point = env, None
+                if survived.kills < kills and failpoints and survived.kills % 2 == 1:
+                    point = failpoints[(survived.kills // 2) % len(failpoints)]
+                    run_env = {**env, FAILPOINTS_ENV: f"{point}={rng.randint(1, 3)}"}
+                runs_before = count(ledger, "SELECT count(*) FROM runs")
+                proc = subprocess.Popen(
+                    self.command(kind, "-c", str(config), "--log-level", log_level),
+                    env=run_env, stdout=log, stderr=log, cwd=self.tmp,
+                )
+                if survived.kills < kills and point is None:
+                    # Kill at a random moment of the run itself, not of the interpreter's start-up.
+                    while proc.poll() is None and count(ledger, "SELECT count(*) FROM runs") == runs_before:
+                        time.sleep(0.01)
+                    try:
+                        proc.wait(timeout=rng.uniform(0.0, max_wait_s))
+                    except subprocess.TimeoutExpired:
+                        proc.send_signal(signal.SIGKILL)
+                code = proc.wait(timeout=SETTLE_TIMEOUT_S)
+                if code == -signal.SIGKILL:
+                    if point is None:
+                        survived.timer_kills += 1
+                    else:
+                        survived.failpoint_kills[point] = survived.failpoint_kills.get(point, 0) + 1
+                    while sandbox_db is not None and running_claims(sandbox_db):
+                        time.sleep(0.05)
+                    continue
+                assert code in (0, 4), f"{kind} exited {code}; see {self.tmp / 'runs.log'}"
+                if survived.kills >= kills and code == 0 and kind == "replay":
+                    return survived
+        raise AssertionError(f"never settled after {survived}; see {self.tmp / 'runs.log'}")
+
+
+@pytest.fixture
+def rel(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], request: pytest.FixtureRequest
+) -> Iterator[ReliabilityKit]:
+    assert SCRIPT.exists(), f"the console script {SCRIPT} is not installed: run `pip install -e .`"
+    kit = ReliabilityKit(tmp_path, SecretScan())
+    yield kit
+    out, err = capfd.readouterr()
+    if request.config.getoption("capture") != "no":  # give the output back to pytest's report
+        sys.stdout.write(out)
+        sys.stderr.write(err)
+    try:
+        leaks = kit.scan.leaks([tmp_path, *kit.folders], out + err)
+    finally:
+        for folder in kit.folders:
+            for path in [folder, *folder.rglob("*")]:
+                if path.is_dir():
+                    path.chmod(0o755)
+            shutil.rmtree(folder)
+    assert not leaks, f"an API secret leaked into {leaks}"
