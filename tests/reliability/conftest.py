@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import os
+import pwd
 import random
 import shutil
 import signal
@@ -253,7 +254,13 @@ class ReliabilityKit:
         return folder
 
     def command(self, *args: str, user: str | None = None) -> list[str]:
-        as_user = ["setpriv", "--reuid", user, "--regid", "nogroup", "--clear-groups"] if user else []
+        """`capture-sync ARGS`, run as `user` (with setpriv, else runuser) when one is given."""
+        if user is None:
+            as_user = []
+        elif shutil.which("setpriv"):
+            as_user = ["setpriv", "--reuid", user, "--regid", str(pwd.getpwnam(user).pw_gid), "--clear-groups"]
+        else:
+            as_user = ["runuser", "-u", user, "--"]
         return [*as_user, str(SCRIPT), *args]
 
     def run(self, *args: str, env: dict[str, str], user: str | None = None, cwd: Path | None = None) -> Result:

@@ -68,8 +68,8 @@ def as_other_user() -> str | None:
     """The user that meets the permissions: `nobody` when the tests run as root (root ignores them)."""
     if os.geteuid() != 0:
         return None
-    if shutil.which("setpriv") is None:
-        pytest.skip("running as root without setpriv: no way to run the CLI as a user the permissions bind")
+    if not (shutil.which("setpriv") or shutil.which("runuser")):
+        pytest.skip("running as root without setpriv or runuser: no way to run the CLI as a user the permissions bind")
     return "nobody"
 
 
