@@ -2,10 +2,11 @@
 moments that matter most (a batch written but not sent; a response received but not settled).
 
 The sandbox answers retryable and non-retryable 503s, commits then drops the connection, has
-latency spikes, and really rate-limits (the connector is told a window a quarter of the sandbox's, so its
-limiter lets too much through and meets real 429s). The connector is run (sync, then replay, in
-turn) and killed until its runs are used up, then run until a replay exits 0. Afterwards every
-valid record is in the CRM once, none twice, and the ledger agrees with the sandbox.
+latency spikes, and really rate-limits (the connector is told a window a quarter of the
+sandbox's, so its limiter lets too much through and meets real 429s). The connector is run (sync
+and replay in turn) and killed 8 times on 800 records: half by the test at a random moment, half
+by a failpoint. Then it is run until a replay exits 0. Afterwards every valid record is in the CRM
+once, none twice, and the ledger agrees with the sandbox.
 
 `make soak` runs this with SOAK_RECORDS=20000 SOAK_KILLS=50 and prints the figures.
 """
