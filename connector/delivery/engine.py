@@ -29,7 +29,7 @@ from ..api import (
     encode_json,
     is_retryable,
 )
-from ..ledger import BatchWork, Ledger, Mapped
+from ..ledger import BatchWork, Claim, Ledger, Mapped
 from .ratelimit import AdaptiveRateLimiter
 from .report import RunReport
 from .settle import match_bulk, person_outcome
@@ -173,15 +173,25 @@ class _Delivery:
         log.warning("delivery.halted", error=type(exc).__name__, reason=str(exc))
 
     async def _worker(self) -> None:
-        while not (self.halt.is_set() or self.stop.is_set()):
-            work = self.ledger.claim(
-                batch_size=self.settings.batch_size, skip=self.claimed, include_stalled=self.include_stalled
-            )
-            if work is None:
-                return
-            await self._send(work)
+        work = self._claim_next()
+        while work is not None:
+            work = await self._send(work, claim_next=True)
 
-    async def _send(self, work: BatchWork) -> None:
+    def _wanted(self) -> Claim | None:
+        """What to claim after the batch in hand; nothing once the run is halted or stopping."""
+        if self.halt.is_set() or self.stop.is_set():
+            return None
+        return Claim(self.settings.batch_size, self.claimed, self.include_stalled)
+
+    def _claim_next(self) -> BatchWork | None:
+        want = self._wanted()
+        if want is None:
+            return None
+        return self.ledger.claim(batch_size=want.batch_size, skip=want.skip, include_stalled=want.include_stalled)
+
+    async def _send(self, work: BatchWork, *, claim_next: bool = False) -> BatchWork | None:
+        """Send one batch and record what came of it. With `claim_next`, returns the next batch
+        (after a response, claimed in the settle's own transaction)."""
         self.claimed.add(work.id)
         size = len(work.members)
         t0 = time.perf_counter()
@@ -193,14 +203,14 @@ class _Delivery:
                 result = await self.client.capture_person(work.body, work.key)
         except CaptureError as exc:
             await self._failed(work, exc, self.attempts.pop(work.key, []))
-            return
+            return self._claim_next() if claim_next else None
         failpoints.hit("after-response")
         attempts = self.attempts.pop(work.key, [])
         outcomes = (
             match_bulk(work.members, result) if work.operation == "bulk"
             else [person_outcome(work.members[0], result)]
         )
-        self.ledger.settle(work, outcomes, attempts)
+        following = self.ledger.settle(work, outcomes, attempts, then=self._wanted() if claim_next else None)
         tally: dict[str, int] = defaultdict(int)
         for outcome in outcomes:
             tally[outcome.state] += 1
@@ -212,6 +222,7 @@ class _Delivery:
             "batch.settled", operation=work.operation, size=size, key_prefix=work.key[:14],
             latency_ms=round((time.perf_counter() - t0) * 1000, 1), **tally,
         )
+        return following
 
     async def _failed(self, work: BatchWork, exc: CaptureError, attempts: list[Attempt]) -> None:
         reason = str(exc)

@@ -4,6 +4,7 @@ from .schema import SCHEMA_VERSION, LedgerError
 from .store import (
     UNSETTLED,
     BatchWork,
+    Claim,
     EnqueueCounts,
     Ledger,
     LedgerLocked,
@@ -15,7 +16,7 @@ from .store import (
 from .views import STATES, AttemptView, BatchDetail, EntryDetail, EntryView, RunView, StatusReport
 
 __all__ = [
-    "SCHEMA_VERSION", "LedgerError", "UNSETTLED", "BatchWork", "EnqueueCounts", "Ledger",
+    "SCHEMA_VERSION", "LedgerError", "UNSETTLED", "BatchWork", "Claim", "EnqueueCounts", "Ledger",
     "LedgerLocked", "Mapped", "Member", "Outcome", "build_body", "STATES", "AttemptView",
     "BatchDetail", "EntryDetail", "EntryView", "RunView", "StatusReport",
 ]

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from connector.api.models import encode_bulk
-from connector.ledger import Ledger, LedgerError, LedgerLocked, Mapped, Outcome, SCHEMA_VERSION
+from connector.ledger import Claim, Ledger, LedgerError, LedgerLocked, Mapped, Outcome, SCHEMA_VERSION
 
 
 def person(i: int, **extra) -> Mapped:
@@ -20,6 +20,10 @@ def person(i: int, **extra) -> Mapped:
 def ledger(tmp_path):
     with Ledger(tmp_path / "ledger.sqlite3") as led:
         yield led
+
+
+def nonzero(counts: dict[str, int]) -> dict[str, int]:
+    return {state: n for state, n in counts.items() if n}
 
 
 def keys_of(ledger: Ledger, state: str | None = None) -> dict[str, str]:
@@ -108,6 +112,32 @@ def test_a_written_batch_survives_a_crash_with_its_key_and_exact_bytes(tmp_path)
     with Ledger(path) as reopened:
         again = reopened.claim(batch_size=3, skip=set(), include_stalled=False)
     assert (again.key, again.body) == (batch.key, batch.body)
+
+
+def test_settle_can_claim_the_next_batch_in_the_same_commit(tmp_path):
+    path = tmp_path / "ledger.sqlite3"
+    with Ledger(path) as first:
+        first.enqueue("crm", "m1", [person(i) for i in range(5)], None)
+        batch = first.claim(batch_size=2, skip=set(), include_stalled=False)
+        outcomes = [Outcome(m.entry_id, "captured") for m in batch.members]
+        following = first.settle(batch, outcomes, [], then=Claim(2, {batch.id}, False))
+        assert following is not None and following.key != batch.key
+        assert [m.entry_id for m in following.members] == [m.entry_id + 2 for m in batch.members]
+    # Both facts are on disk: the first batch settled, the second written ahead with its key and bytes.
+    with Ledger(path) as reopened:
+        assert nonzero(reopened.status().by_state) == {"captured": 2, "in_flight": 2, "pending": 1}
+        again = reopened.claim(batch_size=2, skip=set(), include_stalled=False)
+        assert (again.key, again.body) == (following.key, following.body)
+
+
+def test_settle_claims_nothing_unless_asked_or_when_no_work_is_left(ledger):
+    ledger.enqueue("crm", "m1", [person(1), person(2)], None)
+    batch = ledger.claim(batch_size=1, skip=set(), include_stalled=False)
+    assert ledger.settle(batch, [Outcome(batch.members[0].entry_id, "captured")], []) is None
+    assert nonzero(ledger.status().by_state) == {"captured": 1, "pending": 1}
+    last = ledger.claim(batch_size=1, skip=set(), include_stalled=False)
+    assert ledger.settle(last, [Outcome(last.members[0].entry_id, "captured")], [], then=Claim(1, {last.id}, False)) is None
+    assert nonzero(ledger.status().by_state) == {"captured": 2}
 
 
 def test_split_gives_halves_new_keys_and_block_parks_a_batch(ledger):
