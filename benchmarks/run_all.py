@@ -1,5 +1,6 @@
 """All five benchmarks of issue 7 in one run: a table of figure, value, target and whether it is
-met, and every measurement in benchmarks/results.json.
+met, then the CPU per record of each pipeline stage (what figure 2 is made of), and every
+measurement in benchmarks/results.json.
 
     .venv/bin/python benchmarks/run_all.py [--quick]     (`make bench`)
 
@@ -26,13 +27,14 @@ import ledger_bench
 import overhead
 import rate_limited
 import resume
+import stages
 from rich.console import Console
 from rich.table import Table
 
 RESULTS = Path(__file__).with_name("results.json")
 
-FULL = {"rate_limited": 30_000, "overhead": (100_000, 10_000), "resume": 1_000_000, "ledger": 100_000}
-QUICK = {"rate_limited": 3_000, "overhead": (10_000, 1_000), "resume": 100_000, "ledger": 10_000}
+FULL = {"rate_limited": 30_000, "overhead": (100_000, 10_000), "resume": 1_000_000, "ledger": 100_000, "stages": 30_000}
+QUICK = {"rate_limited": 3_000, "overhead": (10_000, 1_000), "resume": 100_000, "ledger": 10_000, "stages": 3_000}
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,16 @@ def render(table_rows: list[Row], console: Console) -> None:
     console.print(table)
 
 
+def render_stages(r: dict[str, Any], console: Console) -> None:
+    """Figure 2 explained: the connector's stages beside the baseline's, from benchmarks/stages.py."""
+    table = Table(title=f"where figure 2's CPU goes (benchmarks/stages.py, {r['records']:,} records)")
+    table.add_column("stage")
+    table.add_column("us CPU/record", justify="right")
+    for name, value in r["cpu_us_per_record"].items():
+        table.add_row(name, f"{value:.1f}")
+    console.print(table)
+
+
 def timed(name: str, fn: Callable[[], dict[str, Any]], console: Console) -> dict[str, Any]:
     console.print(f"[dim]running {name}...[/dim]")
     t0 = time.perf_counter()
@@ -121,10 +133,12 @@ def main() -> None:
     results["overhead"] = timed("overhead and memory", lambda: overhead.run(*sizes["overhead"]), console)
     results["resume"] = timed("resume", lambda: resume.run(sizes["resume"], sizes["resume"] // 100), console)
     results["ledger"] = timed("ledger", lambda: ledger_bench.run(sizes["ledger"], "FULL"), console)
+    results["stages"] = timed("CPU by stage", lambda: stages.run(sizes["stages"]), console)
     table_rows = rows(results)
     results["table"] = [asdict(row) for row in table_rows]
     args.output.write_text(json.dumps(results, indent=2) + "\n")
     render(table_rows, console)
+    render_stages(results["stages"], console)
     console.print(f"{results['machine']}; {results['measured_at']}; written to {args.output}")
 
 

@@ -1,0 +1,136 @@
+"""Where figure 2's CPU per record goes: each stage of the connector's pipeline timed alone on the
+same records, beside the steps the naive baseline also does, in one process and one run.
+
+    .venv/bin/python benchmarks/stages.py [--records 30000]
+
+CPU time (time.process_time: user + sys, so the ledger's fsyncs count) per record for: reading the
+CSV (the csv source; the baseline's csv.DictReader), mapping (the whole `Mapping.map`, and inside
+it the e164 phone transform and the PersonInput validation alone), serialising the payload, the
+ledger's enqueue, claim + settle (one transaction per batch of 100, as delivery runs it, with
+synchronous FULL), and matching a bulk response to the batch's members. What is not here is the
+HTTP exchange, asyncio, logging and start-up: the overhead benchmark's total less these stages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from csv_read import MAPPING, generate
+
+from connector.api import BulkCaptureResult, PersonInput, encode_json
+from connector.delivery.engine import to_mapped
+from connector.delivery.settle import match_bulk
+from connector.ledger import Claim, Ledger, Member, Outcome
+from connector.mapping import Mapping
+from connector.mapping.transforms import e164
+from connector.plugins import build_source
+
+T = TypeVar("T")
+CHUNK = 1000  # records per enqueue transaction, as the engine's default chunk_size
+BATCH = 100
+
+
+def _cpu(fn: Callable[[], T]) -> tuple[T, float]:
+    t0 = time.process_time()
+    result = fn()
+    return result, time.process_time() - t0
+
+
+def _naive_rows(path: Path) -> list[dict[str, Any]]:
+    """What benchmarks/naive_post.py does before posting: DictReader rows made into persons."""
+    with path.open(newline="", encoding="utf-8") as fh:
+        return [
+            {
+                "name": f"{row['First']} {row['Last']}", "first_name": row["First"], "last_name": row["Last"],
+                "email": row["Email"], "phone": row["Phone"], "company": row["Company"],
+                "custom_fields": {"plan": row["Plan"]},
+            }
+            for row in csv.DictReader(fh)
+        ]
+
+
+def _bulk_response(batch_keys: list[str]) -> BulkCaptureResult:
+    """A 200's `data` as the sandbox answers it: each member echoed with its key and a person id."""
+    return BulkCaptureResult(
+        successful=[
+            {"index": i, "idempotency_key": key, "person_id": str(uuid.uuid4()), "action": "created"}
+            for i, key in enumerate(batch_keys)
+        ],
+        duplicates=[], failed=[],
+    )
+
+
+def run(records: int = 30_000) -> dict[str, Any]:
+    us: dict[str, float] = {}
+
+    def per_record(name: str, fn: Callable[[], T]) -> T:
+        result, seconds = _cpu(fn)
+        us[name] = seconds / records * 1e6
+        return result
+
+    with tempfile.TemporaryDirectory(prefix="capture-sync-bench-") as tmp:
+        folder = Path(tmp)
+        csv_path = folder / "records.csv"
+        generate(csv_path, records, messy=False)
+
+        naive = per_record("naive: read the CSV into persons", lambda: _naive_rows(csv_path))
+        per_record(
+            "naive: JSON bodies",
+            lambda: [json.dumps({"persons": naive[i:i + BATCH]}).encode() for i in range(0, records, BATCH)],
+        )
+
+        source = build_source("bench", "csv", {"path": str(csv_path), "primary_key": "id"})
+        mapping = Mapping.from_config(MAPPING, where="sources.bench.mapping")
+        read = per_record("read the CSV (csv source, cursor per record)", lambda: list(source.read(None)))
+        persons = per_record("map (Mapping.map, all rules + validation)", lambda: [mapping.map(r.data) for r in read])
+        assert all(isinstance(p, PersonInput) for p in persons), "the generated records are all valid"
+        phone = e164("US")
+        per_record("  of which: e164 phone transform", lambda: [phone(r.data["Phone"]) for r in read])
+        dumped = [p.to_json_dict() for p in persons]  # type: ignore[union-attr]
+        per_record("  of which: PersonInput validation", lambda: [PersonInput.model_validate(d) for d in dumped])
+        per_record("serialise the payload (JSON text)", lambda: [encode_json(p.to_json_dict()) for p in persons])  # type: ignore[union-attr]
+        mapped = [to_mapped(mapping, r) for r in read]
+
+        with Ledger(folder / "ledger.sqlite3", synchronous="FULL") as ledger:
+            def enqueue() -> None:
+                for start in range(0, records, CHUNK):
+                    ledger.enqueue("bench", mapping.version, mapped[start:start + CHUNK], {"offset": start})
+
+            per_record("ledger: enqueue (chunks of 1,000)", enqueue)
+            batches: list[tuple[Member, ...]] = []
+
+            def claim_and_settle() -> None:
+                # Every member settles "captured" here; matching a response is timed on its own below.
+                work = ledger.claim(batch_size=BATCH, skip=set(), include_stalled=False)
+                while work is not None:
+                    batches.append(work.members)
+                    outcomes = [Outcome(m.entry_id, "captured", person_id=str(m.entry_id)) for m in work.members]
+                    work = ledger.settle(work, outcomes, [], then=Claim(BATCH, set(), False))
+
+            per_record("ledger: claim + settle (a transaction per batch)", claim_and_settle)
+        responses = [(members, _bulk_response([m.key for m in members])) for members in batches]
+        per_record("match a bulk response to members", lambda: [match_bulk(m, r) for m, r in responses])
+    return {"records": records, "cpu_us_per_record": us}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=30_000)
+    args = parser.parse_args()
+    r = run(args.records)
+    print(f"CPU per record by stage ({r['records']:,} records, one process):")
+    for name, value in r["cpu_us_per_record"].items():
+        print(f"  {name:<52} {value:>7.1f} us")
+    print(json.dumps(r))
+
+
+if __name__ == "__main__":
+    main()
