@@ -42,14 +42,14 @@ def run(entries: int, synchronous: str) -> dict[str, float]:
 
             t0 = time.perf_counter()
             settled = 0
-            batch = ledger.claim(batch_size=100, skip=set(), include_stalled=False)
+            batch = ledger.claim(Claim(100))
             while batch is not None:
                 outcomes = [
                     Outcome(m.entry_id, "duplicate" if m.entry_id % 10 == 0 else "captured",
                             person_id=f"00000000-0000-4000-8000-{m.entry_id:012d}")
                     for m in batch.members
                 ]
-                batch = ledger.settle(batch, outcomes, [], then=Claim(100, set(), False))
+                batch = ledger.settle(batch, outcomes, [], then=Claim(100))
                 settled += len(outcomes)
             settle_s = time.perf_counter() - t0
         size = sum(os.path.getsize(p) for p in Path(tmp).glob("ledger.sqlite3*"))

@@ -24,7 +24,7 @@ from typing import Any
 from harness import capture_sync, sandbox, write_config
 from ledger_bench import payload
 
-from connector.ledger import Ledger, Mapped
+from connector.ledger import Claim, Ledger, Mapped
 
 TARGET_S = 1.0
 CHUNK = 20_000
@@ -38,7 +38,7 @@ def build_ledger(path: Path, entries: int, pending: int, open_batches: int) -> f
             chunk = [Mapped(str(i), payload=payload(i)) for i in range(start, min(start + CHUNK, entries))]
             ledger.enqueue("bench", "v1", chunk, {"offset": start + len(chunk)})
         for _ in range(open_batches):
-            ledger.claim(batch_size=100, skip=set(), include_stalled=False)
+            ledger.claim(Claim(100))
     # Settling 990,000 entries one batch at a time would be the ledger benchmark again; the end
     # state is what matters here, so the settled majority is written in one statement.
     with sqlite3.connect(path) as db:

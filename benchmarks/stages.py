@@ -109,11 +109,11 @@ def run(records: int = 30_000) -> dict[str, Any]:
 
             def claim_and_settle() -> None:
                 # Every member settles "captured" here; matching a response is timed on its own below.
-                work = ledger.claim(batch_size=BATCH, skip=set(), include_stalled=False)
+                work = ledger.claim(Claim(BATCH))
                 while work is not None:
                     batches.append(work.members)
                     outcomes = [Outcome(m.entry_id, "captured", person_id=str(m.entry_id)) for m in work.members]
-                    work = ledger.settle(work, outcomes, [], then=Claim(BATCH, set(), False))
+                    work = ledger.settle(work, outcomes, [], then=Claim(BATCH))
 
             per_record("ledger: claim + settle (a transaction per batch)", claim_and_settle)
         responses = [(members, _bulk_response([m.key for m in members])) for members in batches]

@@ -185,9 +185,7 @@ class _Delivery:
 
     def _claim_next(self) -> BatchWork | None:
         want = self._wanted()
-        if want is None:
-            return None
-        return self.ledger.claim(batch_size=want.batch_size, skip=want.skip, include_stalled=want.include_stalled)
+        return None if want is None else self.ledger.claim(want)
 
     async def _send(self, work: BatchWork, *, claim_next: bool = False) -> BatchWork | None:
         """Send one batch and record what came of it. With `claim_next`, returns the next batch

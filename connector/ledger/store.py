@@ -65,8 +65,8 @@ class Claim:
     """What to claim next: `skip` holds the batches this run already has in hand or gave up on."""
 
     batch_size: int
-    skip: AbstractSet[int]
-    include_stalled: bool
+    skip: AbstractSet[int] = frozenset()
+    include_stalled: bool = False  # also batches parked by a non-retryable error (replay)
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,16 +254,14 @@ class Ledger:
 
     # --- load: write-ahead batches --------------------------------------------------------------
 
-    def claim(
-        self, *, batch_size: int, skip: set[int], include_stalled: bool
-    ) -> BatchWork | None:
+    def claim(self, want: Claim) -> BatchWork | None:
         """The next unit of work, written to disk before it is returned.
 
         Order: batches already written (their original key and body), then `unknown` entries
         (each alone under its own key), then pending entries in a new batch.
         """
         with self._write() as db:
-            return self._claim(db, Claim(batch_size, skip, include_stalled))
+            return self._claim(db, want)
 
     def _claim(self, db: sqlite3.Connection, want: Claim) -> BatchWork | None:
         states = ("open", "stalled") if want.include_stalled else ("open",)

@@ -15,7 +15,7 @@ import respx
 
 from connector.api import CaptureClient, RetryPolicy
 from connector.delivery import DeliverySettings, replay, sync
-from connector.ledger import Ledger, Mapped
+from connector.ledger import Claim, Ledger, Mapped
 from connector.sandbox import Faults
 
 FAST_RETRY = RetryPolicy(max_attempts=8, max_elapsed_s=30, initial_backoff_s=0.01, max_backoff_s=0.05)
@@ -67,7 +67,7 @@ async def test_2xx_settles_every_member_and_a_second_run_sends_nothing(sandbox, 
 async def test_a_batch_sent_before_a_crash_is_resent_with_its_key_and_replayed(sandbox, ledger):
     key, secret = sandbox.create_client(rate_limit=10_000)
     ledger.enqueue("src", "v1", [person(i) for i in range(30)], None)
-    batch = ledger.claim(batch_size=30, skip=set(), include_stalled=False)
+    batch = ledger.claim(Claim(30))
     async with client_for(sandbox, key, secret) as client:
         await client.capture_bulk(batch.body, batch.key)  # the server commits; we "crash" before settling
         report = await replay(ledger, client, SETTINGS)
@@ -132,7 +132,7 @@ async def test_401_stops_the_run_marks_nothing_failed_and_a_fixed_secret_deliver
 async def test_409_blocks_that_batch_only_and_the_others_are_delivered(sandbox, ledger):
     key, secret = sandbox.create_client(rate_limit=10_000)
     ledger.enqueue("src", "v1", [person(i) for i in range(60)], None)
-    poisoned = ledger.claim(batch_size=20, skip=set(), include_stalled=False)
+    poisoned = ledger.claim(Claim(20))
     async with client_for(sandbox, key, secret) as client:
         # Somebody used this batch's key with another body: the server must refuse ours.
         await client.capture_bulk([{"name": "Other", "email": "other@example.com"}], poisoned.key)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from connector.api import BulkCaptureResult
 from connector.delivery import match_bulk
-from connector.ledger import Ledger, Mapped, Member
+from connector.ledger import Claim, Ledger, Mapped, Member
 
 TRUTHS = ("captured", "duplicate", "failed", "omitted")
 SHAPES = ("index", "key", "echo", "bare")
@@ -94,7 +94,7 @@ def test_captured_and_duplicate_entries_are_never_sent_again(case):
             [Mapped(str(i), payload=json.dumps({"name": f"P {i}", "email": f"p{i}@example.com"}, separators=(",", ":"))) for i in range(n)],
             {"offset": n},
         )
-        batch = ledger.claim(batch_size=100, skip=set(), include_stalled=False)
+        batch = ledger.claim(Claim(100))
         assert batch is not None and len(batch.members) == n
         outcomes = match_bulk(batch.members, _result(list(batch.members), truths, shapes, rnd))
         ledger.settle(batch, outcomes, [])
@@ -103,7 +103,7 @@ def test_captured_and_duplicate_entries_are_never_sent_again(case):
         # Drain everything the ledger would still send, including failed ones requeued by replay.
         ledger.requeue_failed(before=float("inf"))
         resent: set[int] = set()
-        while (work := ledger.claim(batch_size=100, skip=set(), include_stalled=True)) is not None:
+        while (work := ledger.claim(Claim(100, include_stalled=True))) is not None:
             resent.update(m.entry_id for m in work.members)
             ledger.settle(work, [type(outcomes[0])(m.entry_id, "captured") for m in work.members], [])
         ledger.close()

@@ -53,7 +53,7 @@ def test_a_failed_enqueue_writes_neither_records_nor_cursor(ledger):
 def test_unchanged_records_are_skipped_and_changed_ones_get_new_keys(ledger):
     ledger.enqueue("crm", "m1", [person(1), person(2)], None)
     first = keys_of(ledger)
-    batch = ledger.claim(batch_size=100, skip=set(), include_stalled=False)
+    batch = ledger.claim(Claim(100))
     ledger.settle(batch, [Outcome(m.entry_id, "captured") for m in batch.members], [])
 
     again = ledger.enqueue("crm", "m1", [person(1), person(2, company="Acme")], None)
@@ -66,7 +66,7 @@ def test_content_that_returns_to_an_earlier_value_is_new_work_with_a_new_key(led
     keys = []
     for version in (person(1), person(1, company="Acme"), person(1)):
         ledger.enqueue("crm", "m1", [version], None)
-        batch = ledger.claim(batch_size=100, skip=set(), include_stalled=False)
+        batch = ledger.claim(Claim(100))
         keys.append(batch.members[0].key)
         ledger.settle(batch, [Outcome(batch.members[0].entry_id, "captured")], [])
     assert len(set(keys)) == 3
@@ -95,7 +95,7 @@ def test_rejections_are_kept_with_reasons_and_do_not_block_neighbours(ledger):
     [rejected] = ledger.list_entries("rejected")
     assert rejected.record_id == "2" and "email" in rejected.last_error
     assert rejected.payload["record"] == {"First": "Ann"}
-    batch = ledger.claim(batch_size=100, skip=set(), include_stalled=False)
+    batch = ledger.claim(Claim(100))
     assert [m.key for m in batch.members] == [keys_of(ledger)["1"], keys_of(ledger)["3"]]
 
 
@@ -103,14 +103,14 @@ def test_a_written_batch_survives_a_crash_with_its_key_and_exact_bytes(tmp_path)
     path = tmp_path / "ledger.sqlite3"
     with Ledger(path) as first:
         first.enqueue("crm", "m1", [person(i) for i in range(5)], None)
-        batch = first.claim(batch_size=3, skip=set(), include_stalled=False)
+        batch = first.claim(Claim(3))
     # The body is the documented bulk body for these members under their per-person keys.
     expected = encode_bulk(
         [{**json.loads(m.payload), "idempotency_key": m.key} for m in batch.members]
     )
     assert batch.body == expected
     with Ledger(path) as reopened:
-        again = reopened.claim(batch_size=3, skip=set(), include_stalled=False)
+        again = reopened.claim(Claim(3))
     assert (again.key, again.body) == (batch.key, batch.body)
 
 
@@ -118,48 +118,48 @@ def test_settle_can_claim_the_next_batch_in_the_same_commit(tmp_path):
     path = tmp_path / "ledger.sqlite3"
     with Ledger(path) as first:
         first.enqueue("crm", "m1", [person(i) for i in range(5)], None)
-        batch = first.claim(batch_size=2, skip=set(), include_stalled=False)
+        batch = first.claim(Claim(2))
         outcomes = [Outcome(m.entry_id, "captured") for m in batch.members]
-        following = first.settle(batch, outcomes, [], then=Claim(2, {batch.id}, False))
+        following = first.settle(batch, outcomes, [], then=Claim(2, skip={batch.id}))
         assert following is not None and following.key != batch.key
         assert [m.entry_id for m in following.members] == [m.entry_id + 2 for m in batch.members]
     # Both facts are on disk: the first batch settled, the second written ahead with its key and bytes.
     with Ledger(path) as reopened:
         assert nonzero(reopened.status().by_state) == {"captured": 2, "in_flight": 2, "pending": 1}
-        again = reopened.claim(batch_size=2, skip=set(), include_stalled=False)
+        again = reopened.claim(Claim(2))
         assert (again.key, again.body) == (following.key, following.body)
 
 
 def test_settle_claims_nothing_unless_asked_or_when_no_work_is_left(ledger):
     ledger.enqueue("crm", "m1", [person(1), person(2)], None)
-    batch = ledger.claim(batch_size=1, skip=set(), include_stalled=False)
+    batch = ledger.claim(Claim(1))
     assert ledger.settle(batch, [Outcome(batch.members[0].entry_id, "captured")], []) is None
     assert nonzero(ledger.status().by_state) == {"captured": 1, "pending": 1}
-    last = ledger.claim(batch_size=1, skip=set(), include_stalled=False)
-    assert ledger.settle(last, [Outcome(last.members[0].entry_id, "captured")], [], then=Claim(1, {last.id}, False)) is None
+    last = ledger.claim(Claim(1))
+    assert ledger.settle(last, [Outcome(last.members[0].entry_id, "captured")], [], then=Claim(1, skip={last.id})) is None
     assert nonzero(ledger.status().by_state) == {"captured": 2}
 
 
 def test_split_gives_halves_new_keys_and_block_parks_a_batch(ledger):
     ledger.enqueue("crm", "m1", [person(i) for i in range(4)], None)
-    batch = ledger.claim(batch_size=4, skip=set(), include_stalled=False)
+    batch = ledger.claim(Claim(4))
     left, right = ledger.split(batch, "400 invalid", [])
     assert len(left.members) == 2 and len(right.members) == 2
     assert len({batch.key, left.key, right.key}) == 3
     ledger.block(left, "409 conflict", [])
     assert ledger.blocked_count() == 2
     # A blocked batch is never claimed again automatically.
-    nxt = ledger.claim(batch_size=4, skip=set(), include_stalled=True)
+    nxt = ledger.claim(Claim(4, include_stalled=True))
     assert nxt.key == right.key
 
 
 def test_resolve_requeue_and_dismiss(ledger):
     ledger.enqueue("crm", "m1", [person(i) for i in range(4)], None)
-    batch = ledger.claim(batch_size=2, skip=set(), include_stalled=False)
+    batch = ledger.claim(Claim(2))
     ledger.block(batch, "409", [])
     assert ledger.resolve(batch.key, "requeue") == 2
     assert ledger.status().by_state["pending"] == 4
-    again = ledger.claim(batch_size=4, skip=set(), include_stalled=False)
+    again = ledger.claim(Claim(4))
     assert again.key != batch.key
     ledger.block(again, "409", [])
     one = again.members[0].key
@@ -171,7 +171,7 @@ def test_resolve_requeue_and_dismiss(ledger):
 
 def test_show_explains_an_entry_with_its_batches(ledger):
     ledger.enqueue("crm", "m1", [person(1)], None)
-    batch = ledger.claim(batch_size=10, skip=set(), include_stalled=False)
+    batch = ledger.claim(Claim(10))
     ledger.settle(batch, [Outcome(batch.members[0].entry_id, "captured", person_id="abc")], [])
     detail = ledger.show(batch.members[0].key)
     assert detail.entry.state == "captured" and detail.entry.person_id == "abc"
