@@ -19,6 +19,8 @@ class ValueProblem(Exception):
 
 
 def _check_unicode(text: str) -> str:
+    if text.isascii():  # no surrogates possible; isascii costs no copy, encode does
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -39,6 +41,8 @@ def _number_text(value: int | float | Decimal) -> str:
 
 def as_text(value: Any) -> str | None:
     """Text for a string field; None (absent) for null and for empty or blank text."""
+    if type(value) is str:  # nearly every value: skip the isinstance ladder
+        return _check_unicode(value) if value.strip() else None
     if value is None:
         return None
     if isinstance(value, bool):

@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from connector.api import BulkBody, BulkPersonInput, ErrorEnvelope, PersonInput, SuccessEnvelope, explain
+from connector.api import BulkBody, BulkPersonInput, ErrorEnvelope, PersonInput, SuccessEnvelope, encode_json, explain
 
 OK = {"name": "Ada", "email": "ada@example.test"}
 
@@ -126,3 +128,27 @@ def test_envelopes_check_success_flag() -> None:
         SuccessEnvelope[dict].model_validate({**base, "success": False, "data": {}})
     with pytest.raises(ValidationError):
         ErrorEnvelope.model_validate({**base, "success": True, "error": {"name": "n", "message": "m", "statusCode": 1}})
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+optional_text = st.none() | st.text(max_size=8)
+
+
+@given(
+    name=st.text(min_size=1, max_size=8), last_name=optional_text, phone=st.text(max_size=8),
+    company=optional_text, notes=optional_text,
+    custom_fields=st.none() | st.dictionaries(st.text(max_size=5), json_values, max_size=4),
+    key=st.none() | st.text(min_size=1, max_size=8),
+)
+def test_to_json_dict_is_model_dump_without_nones_in_field_order(name, last_name, phone, company, notes, custom_fields, key) -> None:
+    # Payload bytes decide content hashes and so idempotency keys: the fast path must not change them.
+    data = {"name": name, "last_name": last_name, "phone": phone, "company": company, "notes": notes,
+            "custom_fields": custom_fields, "idempotency_key": key}
+    person = BulkPersonInput.model_validate({k: v for k, v in data.items() if v is not None})
+    dumped = person.model_dump(exclude_none=True)
+    assert person.to_json_dict() == dumped and list(person.to_json_dict()) == list(dumped)
+    assert encode_json(person.to_json_dict()) == encode_json(dumped)
