@@ -14,7 +14,6 @@ HTTP exchange, asyncio, logging and start-up: the overhead benchmark's total les
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import tempfile
 import time
@@ -23,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import naive_post
 from csv_read import MAPPING, generate
 
 from connector.api import BulkCaptureResult, PersonInput, encode_json
@@ -42,19 +42,6 @@ def _cpu(fn: Callable[[], T]) -> tuple[T, float]:
     t0 = time.process_time()
     result = fn()
     return result, time.process_time() - t0
-
-
-def _naive_rows(path: Path) -> list[dict[str, Any]]:
-    """What benchmarks/naive_post.py does before posting: DictReader rows made into persons."""
-    with path.open(newline="", encoding="utf-8") as fh:
-        return [
-            {
-                "name": f"{row['First']} {row['Last']}", "first_name": row["First"], "last_name": row["Last"],
-                "email": row["Email"], "phone": row["Phone"], "company": row["Company"],
-                "custom_fields": {"plan": row["Plan"]},
-            }
-            for row in csv.DictReader(fh)
-        ]
 
 
 def _bulk_response(batch_keys: list[str]) -> BulkCaptureResult:
@@ -81,7 +68,7 @@ def run(records: int = 30_000) -> dict[str, Any]:
         csv_path = folder / "records.csv"
         generate(csv_path, records, messy=False)
 
-        naive = per_record("naive: read the CSV into persons", lambda: _naive_rows(csv_path))
+        naive = per_record("naive: read the CSV into persons", lambda: list(naive_post.persons(str(csv_path))))
         per_record(
             "naive: JSON bodies",
             lambda: [json.dumps({"persons": naive[i:i + BATCH]}).encode() for i in range(0, records, BATCH)],

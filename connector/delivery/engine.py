@@ -133,9 +133,9 @@ class _Delivery:
         self.ledger, self.client, self.settings, self.report = ledger, client, settings, report
         self.progress = progress
         self.stop = stop or asyncio.Event()
-        self.include_stalled = include_stalled
         self.halt = asyncio.Event()
         self.claimed: set[int] = set()
+        self.want = Claim(settings.batch_size, self.claimed, include_stalled)  # `claimed` grows in place
         self.attempts: dict[str | None, list[Attempt]] = defaultdict(list)
 
     async def run(self) -> None:
@@ -179,9 +179,7 @@ class _Delivery:
 
     def _wanted(self) -> Claim | None:
         """What to claim after the batch in hand; nothing once the run is halted or stopping."""
-        if self.halt.is_set() or self.stop.is_set():
-            return None
-        return Claim(self.settings.batch_size, self.claimed, self.include_stalled)
+        return None if self.halt.is_set() or self.stop.is_set() else self.want
 
     def _claim_next(self) -> BatchWork | None:
         want = self._wanted()
