@@ -1,7 +1,8 @@
 """Idempotency keys (design 2).
 
 Per-person keys are derived, never random: the same record with the same mapped content always gets
-the same key, so a re-read after a crash cannot become new work. They are hashes, so no record id
+the same key, so a re-read after a crash cannot become new work. Only content counts: the mapping's
+spelling is not part of a key, so a mapping edit that yields the same payload is no new work. They are hashes, so no record id
 or contact data ever appears in a key (keys do appear in logs). Batch keys are random: a batch is
 a write-ahead fact of the ledger, and its key is stored with its exact member list before use.
 """
@@ -16,9 +17,9 @@ def content_hash(payload_json: bytes) -> str:
     return hashlib.sha256(payload_json).hexdigest()
 
 
-def person_key(source: str, record_id: str, content: str, mapping_version: str, revision: int) -> str:
-    """Same source, record, content, mapping and revision -> same key; anything else -> new key."""
-    material = "\x1f".join((source, record_id, content, mapping_version, str(revision)))
+def person_key(source: str, record_id: str, content: str, revision: int) -> str:
+    """Same source, record, content and revision -> same key; anything else -> new key."""
+    material = "\x1f".join((source, record_id, content, str(revision)))
     return "p-" + hashlib.sha256(material.encode("utf-8")).hexdigest()[:40]
 
 

@@ -50,7 +50,10 @@ class ExitCode(IntEnum):
 EXIT_MEANING = {  # what a report's non-zero exit code asks the user to do
     ExitCode.AUTH: "authentication failed: check CAPTURE_API_KEY / CAPTURE_API_SECRET and that the client is active",
     ExitCode.UNSETTLED: "work remains unsettled (the API is unavailable?): run `capture-sync replay` later",
-    ExitCode.BLOCKED: "entries are blocked (409): see `capture-sync ledger list --state blocked`",
+    ExitCode.BLOCKED: (
+        "entries need a person's decision: see `capture-sync ledger list --state blocked` (a 409) and "
+        "`--state unknown` (results that could not be placed); `capture-sync status` says more"
+    ),
 }
 
 _CONFIG_OPTION = typer.Option(DEFAULT_PATH, "-c", "--config", envvar=ENV_CONFIG, help="The config file.")

@@ -104,7 +104,7 @@ def demo(
             actions = [c["action"] for c in server.store.captures() if c["at"] >= started]
             _summary(report, csv, created=actions.count("created"), merged=actions.count("updated"))
             out.print()
-            print_status(ledger)
+            print_status(ledger, config_path)
     return report.exit_code
 
 

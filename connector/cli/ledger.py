@@ -2,6 +2,7 @@
 
 import json
 from dataclasses import asdict
+from pathlib import Path
 
 import typer
 
@@ -77,6 +78,8 @@ def show(
                             ("last error", detail.last_error)):
             out.print(f"{name:>10}: {value or ''}", markup=False)
         _entries_table(f"{len(detail.members)} members", detail.members)
+        for line in _recovery(detail, cfg.path):
+            out.print(line, markup=False)
     attempts = table("Attempts", "started (UTC)", "operation", "status", "error", "retryable", "ms", "outcome", numeric=("status", "ms"))
     for a in detail.attempts:
         attempts.add_row(
@@ -88,6 +91,29 @@ def show(
     return 0
 
 
+def _recovery(batch: BatchDetail, config_path: Path) -> list[str]:
+    """For a batch that no automatic step will finish: its likely cause and the commands that recover it."""
+    c = f"-c {config_path}"
+    if batch.state == "blocked":
+        after_timeout = any(a.status_code is None for a in batch.attempts)
+        cause = (
+            "likely cause: the first request with this key timed out on our side while the server was still "
+            "running it, so the retry met a 409 (spec 4.4 rule 3: no automatic retry)"
+            if after_timeout else
+            "likely cause: the server has an earlier request with this key that needs manual recovery (spec 4.4 rule 3)"
+        )
+        return [
+            cause,
+            "check in the CRM whether these persons arrived, then either",
+            f"  capture-sync ledger resolve {c} {batch.key} --requeue   (send them again in a new batch; "
+            "their per-person keys let the server recognise any it already has)",
+            f"  capture-sync ledger resolve {c} {batch.key} --dismiss   (never send them again)",
+        ]
+    if batch.state == "stalled":
+        return [f"stopped by a non-retryable server error; `capture-sync replay {c}` re-sends it with the same key and body"]
+    return []
+
+
 @app.command()
 @command()
 def resolve(
@@ -96,7 +122,10 @@ def resolve(
     requeue: bool = typer.Option(False, "--requeue", help="Send it again (under a new batch key) on the next sync or replay."),
     dismiss: bool = typer.Option(False, "--dismiss", help="Give up on it; it is never sent again."),
 ) -> int:
-    """Resolve a blocked (or failed) entry or batch by hand: requeue it or dismiss it.
+    """Resolve a blocked, failed or unknown entry or batch by hand: requeue it or dismiss it.
+
+    A requeued entry that is no longer its record's newest version is superseded instead: the newer
+    version is sent, never the older one over it.
 
     Example: capture-sync ledger resolve -c capture-sync.toml b-8a72bd2b2c634831a8c7f4f21a11eaac --requeue
     """
@@ -107,6 +136,8 @@ def resolve(
             changed = ledger.resolve(key, "requeue" if requeue else "dismiss")
         except KeyError:
             fail(f"no entry or batch has the key {key!r}", ExitCode.USAGE)
+        except ValueError as exc:
+            fail(str(exc), ExitCode.USAGE)
     if requeue:
         out.print(f"requeued {changed} entries; `capture-sync replay` (or the daemon's next sweep) sends them")
     else:

@@ -321,7 +321,7 @@ def preview(ledger: Ledger, jobs: Sequence[SourceJob]) -> RunReport:
         for record in job.source.read(ledger.source_state(job.name)):
             report.read += 1
             item = to_mapped(job.mapping, record)
-            if ledger.is_unchanged(job.name, job.mapping.version, item):
+            if ledger.is_unchanged(job.name, item):
                 report.unchanged += 1
             elif item.payload is None:
                 report.rejected += 1

@@ -1,22 +1,12 @@
 """The SQLite ledger: records, cursors, write-ahead batches, attempts and runs (design 3)."""
 
+from ._types import BatchWork, Claim, EnqueueCounts, EntryState, Mapped, Member, Outcome
 from .schema import SCHEMA_VERSION, LedgerError
-from .store import (
-    UNSETTLED,
-    BatchWork,
-    Claim,
-    EnqueueCounts,
-    Ledger,
-    LedgerLocked,
-    Mapped,
-    Member,
-    Outcome,
-    build_body,
-)
-from .views import STATES, AttemptView, BatchDetail, EntryDetail, EntryView, RunView, StatusReport
+from .store import Ledger, LedgerLocked
+from .views import STATES, Attention, AttemptView, BatchDetail, EntryDetail, EntryView, RunView, StatusReport
 
 __all__ = [
-    "SCHEMA_VERSION", "LedgerError", "UNSETTLED", "BatchWork", "Claim", "EnqueueCounts", "Ledger",
-    "LedgerLocked", "Mapped", "Member", "Outcome", "build_body", "STATES", "AttemptView",
+    "SCHEMA_VERSION", "LedgerError", "BatchWork", "Claim", "EnqueueCounts", "EntryState", "Ledger",
+    "LedgerLocked", "Mapped", "Member", "Outcome", "STATES", "Attention", "AttemptView",
     "BatchDetail", "EntryDetail", "EntryView", "RunView", "StatusReport",
 ]

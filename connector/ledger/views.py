@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from ._batches import LIVE_MARKS, OLDER_LIVE
+
 STATES = (
     "pending", "in_flight", "captured", "duplicate", "failed", "rejected", "blocked", "unknown",
-    "dismissed",
+    "superseded", "dismissed",
 )
 
 
@@ -54,12 +56,33 @@ class RunView:
 
 
 @dataclass
+class Attention:
+    """What keeps the ledger from being settled beyond plain pending work, each needing its own step."""
+
+    blocked: int = 0     # entries of batches answered 409: `ledger resolve`
+    stalled: int = 0     # entries of batches stopped by a non-retryable error: `replay`
+    unknown: int = 0     # entries whose result could not be placed, to be re-offered alone
+    unresolved: int = 0  # unknown entries that a batch of their own could not place either: `ledger resolve`
+    waiting: int = 0     # pending versions waiting for an older version of their record to settle
+
+    @property
+    def any(self) -> bool:
+        return any((self.blocked, self.stalled, self.unknown, self.unresolved, self.waiting))
+
+
+@dataclass
 class StatusReport:
     by_state: dict[str, int]
     by_source: dict[str, dict[str, int]]
     runs: list[RunView]
     oldest_unsettled: str | None
     batches_by_state: dict[str, int] = field(default_factory=dict)
+    attention: Attention = field(default_factory=Attention)
+
+    @property
+    def settled(self) -> bool:
+        """Nothing pending, in flight, unknown, stalled, waiting or blocked."""
+        return self.oldest_unsettled is None and not self.attention.any
 
 
 @dataclass
@@ -110,7 +133,7 @@ def status(conn: sqlite3.Connection, runs: int = 10) -> StatusReport:
         by_state[state] = by_state.get(state, 0) + n
         by_source.setdefault(source, {})[state] = n
     oldest = conn.execute(
-        "SELECT min(created_at) FROM entries WHERE state IN ('pending', 'in_flight', 'unknown')"
+        f"SELECT min(created_at) FROM entries WHERE state IN ({LIVE_MARKS})"
     ).fetchone()[0]
     run_rows = conn.execute(
         f"SELECT id, kind, started_at, duration_s, exit_code, {', '.join(_RUN_COUNTS)} "
@@ -127,7 +150,23 @@ def status(conn: sqlite3.Connection, runs: int = 10) -> StatusReport:
         ],
         oldest_unsettled=_ts(oldest),
         batches_by_state=batches,
+        attention=attention(conn),
     )
+
+
+def attention(conn: sqlite3.Connection) -> Attention:
+    stalled = conn.execute(
+        "SELECT count(*) FROM batch_members m JOIN batches b ON b.id = m.batch_id "
+        "JOIN entries e ON e.id = m.entry_id WHERE b.state = 'stalled' AND e.state = 'in_flight'"
+    ).fetchone()[0]
+    unresolved = conn.execute(
+        "SELECT count(*) FROM entries e JOIN batches b ON b.id = e.batch_id WHERE e.state = 'unknown' AND b.size = 1"
+    ).fetchone()[0]
+    waiting = conn.execute(f"SELECT count(*) FROM entries e WHERE e.state = 'pending' AND {OLDER_LIVE}").fetchone()[0]
+    blocked, unknown = (
+        conn.execute(f"SELECT count(*) FROM entries WHERE state = '{state}'").fetchone()[0] for state in ("blocked", "unknown")
+    )
+    return Attention(blocked, stalled, unknown - unresolved, unresolved, waiting)
 
 
 def list_entries(

@@ -81,11 +81,15 @@ def test_keys_are_deterministic_and_carry_no_record_data(tmp_path):
         assert "p7@example.com" not in key and len(key) <= 512
 
 
-def test_a_pending_entry_that_changes_before_sending_is_replaced_not_doubled(ledger):
+def test_a_pending_entry_that_changes_before_sending_is_superseded_not_doubled(ledger):
     ledger.enqueue("crm", "m1", [person(1)], None)
-    ledger.enqueue("crm", "m1", [person(1, company="Acme")], None)
-    entries = ledger.list_entries(limit=10)
-    assert len(entries) == 1 and entries[0].payload["company"] == "Acme"
+    counts = ledger.enqueue("crm", "m1", [person(1, company="Acme")], None)
+    assert counts.superseded == 1
+    old, new = ledger.list_entries(limit=10)
+    assert (old.state, new.state) == ("superseded", "pending") and old.key != new.key
+    assert "company" not in old.payload  # kept as it was, for audit
+    batch = ledger.claim(Claim(100))
+    assert [m.key for m in batch.members] == [new.key]
 
 
 def test_rejections_are_kept_with_reasons_and_do_not_block_neighbours(ledger):

@@ -1,0 +1,102 @@
+"""Load's side of the ledger: claiming work as write-ahead batches, rebuilding them byte for byte.
+
+Every batch gets a fresh random key when it is written, and its members' (key, payload) pairs never
+change afterwards, so a key the server may have seen is only ever sent again with its first body.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Sequence
+
+from ..keys import batch_key, content_hash
+from ._types import LIVE, BatchWork, Claim, Member, Operation
+from .schema import LedgerError
+
+LIVE_MARKS = ",".join(f"'{s}'" for s in LIVE)
+
+# Whether entry `e` has an older version that is live. A pending entry is sendable only when it has
+# none: the newer one waits until the older settles, so that the newest data always lands last.
+OLDER_LIVE = (
+    "EXISTS (SELECT 1 FROM entries o WHERE o.source = e.source AND o.record_id = e.record_id "
+    f"AND o.id < e.id AND o.state IN ({LIVE_MARKS}))"
+)
+_SENDABLE = f"SELECT e.id, e.key, e.payload FROM entries e WHERE e.state = 'pending' AND NOT {OLDER_LIVE} ORDER BY e.id LIMIT ?"
+
+# An unknown entry is re-offered alone once; one that a batch of its own could not place either is
+# left for an operator (re-asking the same way cannot give a safer answer).
+_REOFFER = (
+    "SELECT e.id, e.key, e.payload FROM entries e WHERE e.state = 'unknown' AND NOT EXISTS ("
+    "SELECT 1 FROM batches b WHERE b.id = e.batch_id AND b.size = 1) ORDER BY e.id LIMIT 1"
+)
+
+
+def build_body(operation: Operation, members: Sequence[Member]) -> bytes:
+    """Deterministic from the stored payloads and keys, so a rebuilt body is byte-identical."""
+    if operation == "person":
+        return members[0].payload.encode("utf-8")
+    parts = [f'{m.payload[:-1]},"idempotency_key":"{m.key}"}}' for m in members]
+    return ('{"persons":[' + ",".join(parts) + "]}").encode("utf-8")
+
+
+def claim(db: sqlite3.Connection, want: Claim) -> BatchWork | None:
+    """Batches already written (their original key and body), then an unknown entry re-offered in a
+    one-person POST /persons/bulk under its own per-person key (so a person the first request did
+    capture comes back as a duplicate: keys are only assumed to hold within one operation), then
+    sendable pending entries in a new batch."""
+    states = ("open", "stalled") if want.include_stalled else ("open",)
+    marks = ",".join("?" * len(states))
+    for (batch_id,) in db.execute(f"SELECT id FROM batches WHERE state IN ({marks}) ORDER BY id", states).fetchall():
+        if batch_id not in want.skip:
+            return load_batch(db, batch_id)
+    unknown = db.execute(_REOFFER).fetchone()
+    if unknown is not None:
+        return new_batch(db, "bulk", [Member(*unknown)])
+    rows = db.execute(_SENDABLE, (want.batch_size,)).fetchall()
+    if not rows:
+        return None
+    return new_batch(db, "person" if want.batch_size == 1 else "bulk", [Member(*r) for r in rows])
+
+
+def new_batch(db: sqlite3.Connection, operation: Operation, members: Sequence[Member]) -> BatchWork:
+    body = build_body(operation, members)
+    now = time.time()
+    key = batch_key()
+    cur = db.execute(
+        "INSERT INTO batches (key, operation, state, body_hash, size, created_at, updated_at) "
+        "VALUES (?, ?, 'open', ?, ?, ?, ?)",
+        (key, operation, content_hash(body), len(members), now, now),
+    )
+    batch_id = cur.lastrowid
+    assert batch_id is not None
+    db.executemany(
+        "INSERT INTO batch_members (batch_id, position, entry_id) VALUES (?, ?, ?)",
+        [(batch_id, i, m.entry_id) for i, m in enumerate(members)],
+    )
+    db.executemany(
+        "UPDATE entries SET state = 'in_flight', batch_id = ?, updated_at = ? WHERE id = ?",
+        [(batch_id, now, m.entry_id) for m in members],
+    )
+    return BatchWork(batch_id, key, operation, tuple(members), body)
+
+
+def load_batch(db: sqlite3.Connection, batch_id: int) -> BatchWork:
+    key, operation, body_hash = db.execute(
+        "SELECT key, operation, body_hash FROM batches WHERE id = ?", (batch_id,)
+    ).fetchone()
+    members = [
+        Member(*row)
+        for row in db.execute(
+            "SELECT e.id, e.key, e.payload FROM batch_members m JOIN entries e ON e.id = m.entry_id "
+            "WHERE m.batch_id = ? ORDER BY m.position",
+            (batch_id,),
+        )
+    ]
+    body = build_body(operation, members)
+    if content_hash(body) != body_hash:
+        raise LedgerError(
+            f"batch {key} cannot be rebuilt byte-identically (ledger damaged?); "
+            "refusing to resend its key with another body"
+        )
+    return BatchWork(batch_id, key, operation, tuple(members), body)

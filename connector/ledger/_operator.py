@@ -1,0 +1,58 @@
+"""Operator repairs: `replay --include-failed` and `ledger resolve`. A requeued entry keeps its
+per-person key and body and travels in a new batch under a new batch key; an entry that is no longer
+its record's newest version is never sent again (that would overwrite newer data): it is superseded."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Literal
+
+_NEWEST = (
+    "id = (SELECT r.entry_id FROM records r WHERE r.source = entries.source AND r.record_id = entries.record_id)"
+)
+RESOLVABLE = ("blocked", "failed", "unknown", "in_flight")
+
+
+def requeue_failed(db: sqlite3.Connection, before: float, now: float) -> int:
+    """Failed entries from before `before` that are still their record's newest version."""
+    return db.execute(
+        f"UPDATE entries SET state = 'pending', batch_id = NULL, updated_at = ? "
+        f"WHERE state = 'failed' AND updated_at < ? AND {_NEWEST}",
+        (now, before),
+    ).rowcount
+
+
+def resolve(db: sqlite3.Connection, key: str, action: Literal["requeue", "dismiss"], now: float) -> int:
+    """Requeue or dismiss a batch's unsettled members (by batch key) or one entry (by its key).
+    Raises KeyError for an unknown key and ValueError when nothing there needs resolving."""
+    batch = db.execute("SELECT id, state FROM batches WHERE key = ?", (key,)).fetchone()
+    marks = ",".join("?" * len(RESOLVABLE))
+    if batch is not None:
+        if batch[1] in ("settled", "split", "requeued", "dismissed"):
+            raise ValueError(f"batch {key} is {batch[1]}: nothing in it needs resolving")
+        where, params = f"id IN (SELECT entry_id FROM batch_members WHERE batch_id = ?) AND state IN ({marks})", (batch[0], *RESOLVABLE)
+        db.execute(
+            "UPDATE batches SET state = ?, updated_at = ? WHERE id = ?",
+            ("requeued" if action == "requeue" else "dismissed", now, batch[0]),
+        )
+    else:
+        entry = db.execute("SELECT state FROM entries WHERE key = ?", (key,)).fetchone()
+        if entry is None:
+            raise KeyError(key)
+        if entry[0] not in ("blocked", "failed", "unknown"):
+            raise ValueError(f"entry {key} is {entry[0]}: only blocked, failed or unknown entries are resolved by hand")
+        where, params = "key = ?", (key,)
+    if action == "dismiss":
+        return db.execute(
+            f"UPDATE entries SET state = 'dismissed', batch_id = NULL, updated_at = ? WHERE {where}", (now, *params)
+        ).rowcount
+    requeued = db.execute(
+        f"UPDATE entries SET state = 'pending', batch_id = NULL, updated_at = ? WHERE {where} AND {_NEWEST}",
+        (now, *params),
+    ).rowcount
+    superseded = db.execute(
+        f"UPDATE entries SET state = 'superseded', batch_id = NULL, last_error = ?, updated_at = ? "
+        f"WHERE {where} AND NOT {_NEWEST}",
+        ("superseded: a newer version of the record is sent instead", now, *params),
+    ).rowcount
+    return requeued + superseded

@@ -1,0 +1,78 @@
+"""The values that cross the ledger's boundary: what goes in (Mapped), what comes out (BatchWork) and
+what is recorded of a response (Outcome). Plain frozen dataclasses: the ledger is on the hot path."""
+
+from __future__ import annotations
+
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from typing import Literal
+
+EntryState = Literal[
+    "pending", "in_flight", "captured", "duplicate", "failed", "rejected", "blocked", "unknown",
+    "superseded", "dismissed",
+]
+BatchState = Literal["open", "stalled", "settled", "blocked", "failed", "split", "requeued", "dismissed"]
+Operation = Literal["bulk", "person"]
+SettledState = Literal["captured", "duplicate", "failed", "unknown"]
+
+# A version in one of these states may still be sent (again): a newer version of the same record
+# waits until it leaves them, so the newest data always lands last (design 2, one live version).
+LIVE: tuple[EntryState, ...] = ("pending", "in_flight", "unknown", "blocked")
+
+
+@dataclass(frozen=True, slots=True)
+class Mapped:
+    """One source record after mapping: a valid payload, or the reasons it was rejected."""
+
+    record_id: str
+    payload: str | None = None        # JSON text of the PersonInput
+    raw: dict[str, str] | None = None  # the source record, kept with a rejection for diagnosis
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """An entry as sent: its (key, payload) pair never changes once written, so a batch that holds
+    it can always be rebuilt byte for byte."""
+
+    entry_id: int
+    key: str
+    payload: str
+
+
+@dataclass(frozen=True, slots=True)
+class BatchWork:
+    """A batch as written before sending: resending it means the same key and these same bytes."""
+
+    id: int
+    key: str
+    operation: Operation
+    members: tuple[Member, ...]
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What to claim next: `skip` holds the batches this run already has in hand or gave up on."""
+
+    batch_size: int
+    skip: AbstractSet[int] = frozenset()
+    include_stalled: bool = False  # also batches parked by a non-retryable error (replay)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one member's result says; for `unknown`, `error` says why it could not be placed."""
+
+    entry_id: int
+    state: SettledState
+    person_id: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class EnqueueCounts:
+    enqueued: int = 0
+    unchanged: int = 0
+    rejected: int = 0
+    superseded: int = 0  # older versions never sent, replaced by the newer one in this chunk
