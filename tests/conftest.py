@@ -4,8 +4,9 @@
         key, secret = sandbox.create_client(rate_limit=1000)
         httpx.get(sandbox.base_url + "/info", headers=sandbox.headers(key, secret))
 
-    def test_y(sandbox_factory):               # the same with faults or another rate window
-        box = sandbox_factory(faults=Faults(p_retryable_503=1.0), rate_window_s=1.0)
+    def test_y(sandbox_factory):               # the same with faults, another rate window or behaviour
+        box = sandbox_factory(faults=Faults(p_retryable_503=1.0), rate_window_s=1.0,
+                              behaviour=Behaviour(bulk_result_shape="bare"))
 
     def test_z(sandbox_process):               # a real process: kill it, restart on the same port/db
         proc = sandbox_process(p_commit_drop=0.2, seed=7)
@@ -21,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from connector.sandbox import Faults, SandboxServer, SandboxStore
+from connector.sandbox import Behaviour, Faults, SandboxServer, SandboxStore
 from connector.sandbox.process import SandboxProcess, spawn_sandbox
 
 
@@ -47,12 +48,15 @@ class RunningSandbox:
 
 @pytest.fixture
 def sandbox_factory(tmp_path: Path) -> Iterator[Callable[..., RunningSandbox]]:
-    """Start in-process sandboxes: factory(db_path=None, faults=None, rate_window_s=60.0)."""
+    """Start in-process sandboxes: factory(db_path=None, faults=None, rate_window_s=60.0, behaviour=None)."""
     started: list[SandboxServer] = []
 
-    def start(db_path: Path | None = None, faults: Faults | None = None, rate_window_s: float = 60.0) -> RunningSandbox:
+    def start(
+        db_path: Path | None = None, faults: Faults | None = None, rate_window_s: float = 60.0,
+        behaviour: Behaviour | None = None,
+    ) -> RunningSandbox:
         db = db_path or tmp_path / f"sandbox-{len(started)}.sqlite3"
-        server = SandboxServer(db, faults=faults, rate_window_s=rate_window_s)
+        server = SandboxServer(db, faults=faults, rate_window_s=rate_window_s, behaviour=behaviour)
         url = server.start()
         started.append(server)
         return RunningSandbox(server, url, server.store)

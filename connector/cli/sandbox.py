@@ -1,4 +1,9 @@
-"""`capture-sync sandbox`: run the local Capture API and manage its API clients."""
+"""`capture-sync sandbox`: run the local Capture API and manage its API clients.
+
+`serve`'s behaviour options pick the sandbox's answer where the spec is silent (spec 2.6 result
+objects, 4.3 invalid persons, 4.4 idempotency keys; see connector/sandbox/behaviour.py); its
+fault options inject the failures of spec 7 and per-person refusals (connector/sandbox/faults.py).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,8 @@ from pathlib import Path
 
 import typer
 
-from ..sandbox import Faults, SandboxStore, UnknownClient
+from ..sandbox import Behaviour, Faults, SandboxStore, UnknownClient
+from ..sandbox.behaviour import BulkResultShape, IdempotencyScope, InvalidPerson
 from ..sandbox.store import DEFAULT_RATE_LIMIT
 
 app = typer.Typer(help="The local Capture API (sandbox): serve it, manage its clients.", no_args_is_help=True)
@@ -31,19 +37,47 @@ def serve(
     ),
     p_latency_spike: float = typer.Option(0.0, min=0, max=1, help="Probability of a latency spike on a request."),
     spike_ms: int = typer.Option(0, min=0, help="Extra latency of a spike, milliseconds."),
+    p_person_fail: float = typer.Option(
+        0.0, min=0, max=1,
+        help="Probability of refusing a valid person (code person_refused): listed in `failed` of a bulk "
+        "request (not with --invalid-person reject-request), a 400 for POST /person.",
+    ),
     seed: int | None = typer.Option(None, help="Seed for the fault draws (repeatable runs)."),
+    bulk_result_shape: BulkResultShape = typer.Option(
+        "echo", "--bulk-result-shape",
+        help="The objects in successful, duplicates and failed (spec 2.6). echo: 0-based request index, "
+        "idempotency_key, email, phone, person_id; nested: {result: {id, action}, input} and {input, errors}; "
+        "index1: 1-based index and person_id (or error); array_index: index within its own array, listed in "
+        "reverse, upper-cased email; bare: person_id (or error) only.",
+    ),
+    invalid_person: InvalidPerson = typer.Option(
+        "failed", "--invalid-person",
+        help="A bulk person that fails validation (spec 4.3): listed in `failed` while the others are captured, "
+        "or reject-request: the whole request gets a 400 and nothing is captured.",
+    ),
+    idempotency_scope: IdempotencyScope = typer.Option(
+        "operation", "--idempotency-scope",
+        help="Keys per (client, operation), or shared: POST /person's Idempotency-Key and bulk persons' "
+        "idempotency_key are one namespace (a key captured by one is a replay or duplicate in the other; spec 4.4).",
+    ),
 ) -> None:
     """Serve the sandbox; prints its base URL as the first line, stops on SIGTERM or SIGINT."""
     from ..sandbox import SandboxServer  # FastAPI and uvicorn load only for the command that serves
 
     try:
-        faults = Faults(p_retryable_503, p_fatal_503, latency_ms / 1000, p_commit_drop, seed, p_latency_spike, spike_ms / 1000)
+        faults = Faults(
+            p_retryable_503, p_fatal_503, latency_ms / 1000, p_commit_drop, seed, p_latency_spike, spike_ms / 1000,
+            p_person_fail,
+        )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     stop_signals = {signal.SIGINT, signal.SIGTERM}
     # Blocked before the server thread exists, so it inherits the mask and this thread takes them.
     signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
-    with SandboxServer(db, host=host, port=port, faults=faults, rate_window_s=rate_window) as server:
+    behaviour = Behaviour(bulk_result_shape, invalid_person, idempotency_scope)
+    with SandboxServer(
+        db, host=host, port=port, faults=faults, rate_window_s=rate_window, behaviour=behaviour
+    ) as server:
         print(server.base_url, flush=True)
         signal.sigwait(stop_signals)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .behaviour import Behaviour
 from .faults import Faults
 from .process import SandboxProcess, spawn_sandbox
 from .store import Client, SandboxStore, UnknownClient, identity_of
@@ -30,6 +31,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "Client", "Faults", "SandboxProcess", "SandboxServer", "SandboxStore", "UnknownClient",
+    "Behaviour", "Client", "Faults", "SandboxProcess", "SandboxServer", "SandboxStore", "UnknownClient",
     "create_app", "identity_of", "spawn_sandbox",
 ]

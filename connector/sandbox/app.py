@@ -8,7 +8,10 @@ What is a whole-request 400 on POST /persons/bulk, and what is a per-person fail
 be JSON, an object with only `persons`, an array of 1 to 100 items, or the request is refused as a
 whole. Inside that array each person is processed independently: one that is not an object, has
 an unknown property, breaks rule A or B, has a bad email or an over-long idempotency_key is listed
-in `failed` with an error {code, message} and the others are captured.
+in `failed` with an error {code, message} and the others are captured (unless the behaviour's
+`invalid_person` is `reject-request`: then any such person refuses the whole request).
+Where the spec is silent the answer is a `Behaviour` (behaviour.py); the bulk result objects are
+shaped by results.py.
 """
 
 from __future__ import annotations
@@ -30,10 +33,14 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from ..api.models import MAX_KEY_LENGTH, BulkBody, BulkPersonInput, PersonInput, explain
+from .behaviour import Behaviour, BulkResultShape
 from .faults import Faults
 from .openapi import PREFIX, openapi_document
 from .ratelimit import SlidingWindow
-from .store import CaptureSession, Client, Operation, SandboxStore
+from .results import PersonOutcome, bulk_result
+from .store import Captured, CaptureSession, Client, Operation, SandboxStore
+
+Work = Callable[[CaptureSession], tuple[int, dict[str, Any]]]  # a request's (status, envelope)
 
 _NAMES = {
     400: "BadRequestError", 401: "UnauthorizedError", 404: "NotFoundError",
@@ -68,7 +75,7 @@ def _success(status: int, data: dict[str, Any], message: str) -> dict[str, Any]:
     return {"success": True, "statusCode": status, "timestamp": _now(), "message": message, "data": data}
 
 
-def error_response(err: ApiError) -> Response:
+def _error_envelope(err: ApiError) -> dict[str, Any]:
     error: dict[str, Any] = {
         "name": _NAMES.get(err.status, "Error"), "message": err.message,
         "statusCode": err.status, "code": err.code, "isOperational": True,
@@ -77,8 +84,11 @@ def error_response(err: ApiError) -> Response:
         error["retryable"] = err.retryable
     if err.details:
         error["details"] = err.details
-    envelope = {"success": False, "statusCode": err.status, "timestamp": _now(), "error": error}
-    return _json(err.status, envelope, err.headers)
+    return {"success": False, "statusCode": err.status, "timestamp": _now(), "error": error}
+
+
+def error_response(err: ApiError) -> Response:
+    return _json(err.status, _error_envelope(err), err.headers)
 
 
 def _code(err: dict[str, Any]) -> str:
@@ -164,20 +174,36 @@ class _QuietDrops(logging.Filter):
 _QUIET_DROPS = _QuietDrops()
 
 
-def _capture_one(session: CaptureSession, person: PersonInput) -> tuple[int, dict[str, Any]]:
-    done = session.capture(person)
-    return 201, {
+_REFUSED = ApiError(400, "person_refused", "the CRM refused this person")
+
+
+def _person_result(done: Captured) -> dict[str, Any]:
+    data = {
         "person_id": done.person_id, "status": "captured", "action": done.action,
         "duplicate_detected": done.action == "updated", "idempotent_replay": False,
     }
+    return _success(201, data, "person captured")
 
 
-def _bulk_persons(data: Any) -> list[BulkPersonInput | ApiError]:
-    """Each person validated on its own; a structural problem of the body refuses the whole request."""
+def _capture_one(
+    session: CaptureSession, person: PersonInput, person_key: str | None, refuse: Callable[[], bool]
+) -> tuple[int, dict[str, Any]]:
+    """POST /person; `person_key` (shared idempotency scope only) may name an earlier capture."""
+    earlier = session.earlier_capture(person_key) if person_key else None
+    if earlier is not None:
+        return 201, _replayed(_person_result(earlier))
+    if refuse():
+        return 400, _error_envelope(_REFUSED)
+    return 201, _person_result(session.capture(person, person_key))
+
+
+def _bulk_persons(data: Any, reject_invalid: bool) -> list[BulkPersonInput | ApiError]:
+    """Each person validated on its own; a structural problem of the body refuses the whole
+    request, and so does any invalid person when `reject_invalid`."""
     try:
         return list(BulkBody.model_validate(data).persons)
     except ValidationError as exc:
-        if not all(_is_per_person(e) for e in exc.errors()):
+        if reject_invalid or not all(_is_per_person(e) for e in exc.errors()):
             raise _invalid(exc) from None
     out: list[BulkPersonInput | ApiError] = []
     for raw in data["persons"]:
@@ -188,33 +214,42 @@ def _bulk_persons(data: Any) -> list[BulkPersonInput | ApiError]:
     return out
 
 
-def _capture_bulk(
-    session: CaptureSession, raw_persons: list[Any], persons: list[BulkPersonInput | ApiError]
-) -> tuple[int, dict[str, Any]]:
-    successful: list[dict[str, Any]] = []
-    duplicates: list[dict[str, Any]] = []
-    failed: list[dict[str, Any]] = []
-    for index, (raw, person) in enumerate(zip(raw_persons, persons, strict=True)):
-        echo: dict[str, Any] = {"index": index}
-        if isinstance(raw, dict):
-            echo.update({k: raw[k] for k in ("idempotency_key", "email", "phone") if isinstance(raw.get(k), str)})
-        if isinstance(person, ApiError):
-            failed.append({**echo, "person_id": None, "error": {"code": person.code, "message": person.message}})
-            continue
+def _bulk_outcome(
+    session: CaptureSession, index: int, raw: Any, person: BulkPersonInput | ApiError, refuse: Callable[[], bool]
+) -> PersonOutcome:
+    """One person of a bulk request: invalid, a duplicate of its key's earlier capture, refused, or captured."""
+    if not isinstance(person, ApiError):
         person_key = person.idempotency_key or None
         earlier = session.earlier_capture(person_key) if person_key else None
         if earlier is not None:
-            duplicates.append({**echo, "person_id": earlier, "reason": "idempotency_key already captured"})
-            continue
-        done = session.capture(person, person_key)
-        successful.append({
-            **echo, "person_id": done.person_id, "action": done.action,
-            "duplicate_detected": done.action == "updated",
-        })
-    return 200, {"successful": successful, "duplicates": duplicates, "failed": failed, "idempotent_replay": False}
+            return PersonOutcome("duplicates", index, raw, earlier.person_id, "duplicate")
+        if not refuse():
+            done = session.capture(person, person_key)
+            return PersonOutcome("successful", index, raw, done.person_id, done.action)
+        person = _REFUSED
+    return PersonOutcome("failed", index, raw, error={"code": person.code, "message": person.message})
+
+
+def _capture_bulk(
+    session: CaptureSession, raw_persons: list[Any], persons: list[BulkPersonInput | ApiError],
+    refuse: Callable[[], bool], shape: BulkResultShape,
+) -> tuple[int, dict[str, Any]]:
+    outcomes = [
+        _bulk_outcome(session, index, raw, person, refuse)
+        for index, (raw, person) in enumerate(zip(raw_persons, persons, strict=True))
+    ]
+    data = {**bulk_result(shape, outcomes), "idempotent_replay": False}
+    return 200, _success(200, data, "batch completed")
+
+
+def _never() -> bool:
+    return False
 
 
 def _replayed(envelope: dict[str, Any]) -> dict[str, Any]:
+    """A stored response sent again; an error envelope (a refused person) is sent as it was."""
+    if "data" not in envelope:
+        return envelope
     return {
         **envelope, "message": "idempotent replay of an earlier result", "idempotent_replay": True,
         "data": {**envelope["data"], "idempotent_replay": True},
@@ -225,10 +260,14 @@ def create_app(
     store_or_db_path: SandboxStore | str | Path,
     faults: Faults | None = None,
     rate_window_s: float = 60.0,
+    behaviour: Behaviour | None = None,
 ) -> FastAPI:
     """The sandbox API over `store_or_db_path`; claims left running by a dead server are dropped."""
     store = store_or_db_path if isinstance(store_or_db_path, SandboxStore) else SandboxStore(store_or_db_path)
     faults = faults or Faults()
+    behaviour = behaviour or Behaviour()
+    reject_invalid = behaviour.invalid_person == "reject-request"
+    shared_keys = behaviour.idempotency_scope == "shared"
     window = SlidingWindow(rate_window_s)
     store.release_all_running()
     if faults.p_commit_drop:
@@ -264,10 +303,7 @@ def create_app(
         if seconds:
             await asyncio.sleep(seconds)
 
-    async def once(
-        client: Client, operation: Operation, key: str, data: Any,
-        work: Callable[[CaptureSession], tuple[int, dict[str, Any]]], message: str,
-    ) -> Response:
+    async def once(client: Client, operation: Operation, key: str, data: Any, work: Work) -> Response:
         """Run `work` at most once per (client, operation, key); later calls get its stored response."""
         claim = store.claim(client.api_key, operation, key, _body_hash(data))
         if claim.state == "conflict":
@@ -280,8 +316,7 @@ def create_app(
         try:
             await delay()
             with store.capture_session(client, operation, key) as session:
-                status, result = work(session)
-                envelope = _success(status, result, message)
+                status, envelope = work(session)
                 session.finish(status, envelope)
         except BaseException:
             store.release(client.api_key, operation, key)
@@ -311,16 +346,21 @@ def create_app(
         key = _idempotency_key(request)
         data = _parse_json(await request.body())
         body: PersonInput = _validate(PersonInput, data)
-        return await once(client, "person", key, data, lambda s: _capture_one(s, body), "person captured")
+        person_key = key if shared_keys else None
+        return await once(
+            client, "person", key, data, lambda s: _capture_one(s, body, person_key, faults.refuse_person)
+        )
 
     @app.post(PREFIX + "/persons/bulk")
     async def bulk(request: Request) -> Response:
         client = authorised(request)
         key = _idempotency_key(request)
         data = _parse_json(await request.body())
-        persons = _bulk_persons(data)
+        persons = _bulk_persons(data, reject_invalid)
+        refuse = _never if reject_invalid else faults.refuse_person
         return await once(
-            client, "bulk", key, data, lambda s: _capture_bulk(s, data["persons"], persons), "batch completed"
+            client, "bulk", key, data,
+            lambda s: _capture_bulk(s, data["persons"], persons, refuse, behaviour.bulk_result_shape),
         )
 
     @app.exception_handler(ApiError)

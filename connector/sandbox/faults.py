@@ -1,4 +1,10 @@
-"""Seeded fault injection: the failures a real Capture API shows, on demand and reproducibly."""
+"""Seeded fault injection: the failures a real Capture API shows, on demand and reproducibly.
+
+503s (spec 7: retryable or not), latency, a response lost after its commit, and a person the CRM
+refuses although it is valid (`p_person_fail`): spec 4.3 processes each bulk person on its own,
+so that person is listed in `failed` and the others are captured; POST /person answers it with a
+400 (spec 7: "the person data is invalid"). Both use the error code `person_refused`.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,8 @@ from typing import Literal
 
 @dataclass
 class Faults:
-    """Probabilities are per request; all off by default. `seed` makes a run repeatable."""
+    """Probabilities are per request (p_person_fail: per person); all off by default. `seed` makes a
+    run repeatable: one generator draws every fault in the order the requests meet them."""
 
     p_retryable_503: float = 0.0
     p_fatal_503: float = 0.0
@@ -18,10 +25,11 @@ class Faults:
     seed: int | None = None
     p_latency_spike: float = 0.0
     spike_s: float = 0.0
+    p_person_fail: float = 0.0
     _rng: random.Random = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for name in ("p_retryable_503", "p_fatal_503", "p_commit_drop", "p_latency_spike"):
+        for name in ("p_retryable_503", "p_fatal_503", "p_commit_drop", "p_latency_spike", "p_person_fail"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1")
         if self.p_retryable_503 + self.p_fatal_503 > 1.0:
@@ -43,6 +51,12 @@ class Faults:
 
     def drop_after_commit(self) -> bool:
         return bool(self.p_commit_drop) and self._rng.random() < self.p_commit_drop
+
+    def refuse_person(self) -> bool:
+        """Whether the CRM refuses a valid person it would capture (a rule of its own, e.g. a
+        blocked domain): the error `person_refused`, stored with the request's result so a retry
+        under the same key meets the same refusal."""
+        return bool(self.p_person_fail) and self._rng.random() < self.p_person_fail
 
     def delay_s(self) -> float:
         """This request's added latency: `latency_s`, plus `spike_s` with probability p_latency_spike."""

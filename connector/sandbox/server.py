@@ -12,6 +12,7 @@ from typing import Any
 import uvicorn
 
 from .app import create_app
+from .behaviour import Behaviour
 from .faults import Faults
 from .openapi import PREFIX
 from .store import SandboxStore
@@ -57,10 +58,11 @@ class SandboxServer:
         port: int = 0,
         faults: Faults | None = None,
         rate_window_s: float = 60.0,
+        behaviour: Behaviour | None = None,
     ) -> None:
         self.host, self.port = host, port
         self.store = SandboxStore(db_path)
-        self.app = create_app(self.store, faults or Faults(), rate_window_s)
+        self.app = create_app(self.store, faults or Faults(), rate_window_s, behaviour)
         self.base_url: str | None = None
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None

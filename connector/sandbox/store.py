@@ -7,7 +7,10 @@ A capture, the response it produced and the completion of its idempotency record
 so a crash leaves either all of it or none. synchronous=NORMAL: a killed process loses nothing
 committed; only a power cut could, which a sandbox accepts.
 
-The sandbox is one company: every client captures into the same set of canonical persons.
+The sandbox is one company: every client captures into the same set of canonical persons. Each
+capture keeps the fields it wrote (`captures.data`), so tests can tell which version landed last;
+its `person_key` is the bulk person's idempotency_key, or, when the idempotency scope is shared
+(behaviour.py), POST /person's Idempotency-Key.
 """
 
 from __future__ import annotations
@@ -61,7 +64,8 @@ CREATE TABLE IF NOT EXISTS captures (
     person_id TEXT NOT NULL,
     identity TEXT NOT NULL,
     action TEXT NOT NULL,
-    at REAL NOT NULL
+    at REAL NOT NULL,
+    data TEXT
 );
 CREATE UNIQUE INDEX IF NOT EXISTS captures_person_key ON captures (client, person_key)
     WHERE person_key IS NOT NULL;
@@ -138,7 +142,15 @@ class SandboxStore:
         self._db.execute("PRAGMA synchronous=NORMAL")
         with self._lock:
             self._db.executescript(_SCHEMA)  # idempotent; executescript commits by itself
+        self._add_capture_data()
         self._secret_cache: dict[str, bytes] = {}
+
+    def _add_capture_data(self) -> None:
+        """Databases made before captures kept their fields get the `data` column (NULL in old rows)."""
+        with self._write() as db:
+            columns = {row["name"] for row in db.execute("PRAGMA table_info(captures)")}
+            if "data" not in columns:
+                db.execute("ALTER TABLE captures ADD COLUMN data TEXT")
 
     def close(self) -> None:
         with self._lock:
@@ -287,8 +299,10 @@ class SandboxStore:
         return [{**dict(r), "data": json.loads(r["data"])} for r in rows]
 
     def captures(self) -> list[dict[str, Any]]:
-        """Every capture that created or updated a person, in commit order."""
-        return [dict(r) for r in self._read("SELECT * FROM captures ORDER BY id")]
+        """Every capture that created or updated a person, in commit order, each with the fields it
+        wrote under `data` (None for captures older than that column): the last one is what landed."""
+        rows = self._read("SELECT * FROM captures ORDER BY id")
+        return [{**dict(r), "data": None if r["data"] is None else json.loads(r["data"])} for r in rows]
 
     def capture_counts_by_person_key(self) -> dict[tuple[str, str], int]:
         """(client, per-person idempotency key) -> how many captures used it (at most 1 by design)."""
@@ -315,13 +329,13 @@ class CaptureSession:
         self._operation = operation
         self._request_key = request_key
 
-    def earlier_capture(self, person_key: str) -> str | None:
-        """The person an earlier capture under this client's per-person key went to, if any."""
+    def earlier_capture(self, person_key: str) -> Captured | None:
+        """The earlier capture under this client's person key, if any."""
         row = self._db.execute(
-            "SELECT person_id FROM captures WHERE client = ? AND person_key = ?",
+            "SELECT person_id, action FROM captures WHERE client = ? AND person_key = ?",
             (self._client.api_key, person_key),
         ).fetchone()
-        return row["person_id"] if row else None
+        return Captured(row["person_id"], row["action"]) if row else None
 
     def capture(self, person: PersonInput, person_key: str | None = None) -> Captured:
         """Create the canonical person for this identity, or merge the given fields into it."""
@@ -344,10 +358,11 @@ class CaptureSession:
                 (json.dumps(merged), now, person_id),
             )
         self._db.execute(
-            "INSERT INTO captures (client, operation, request_key, person_key, person_id, identity, action, at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO captures "
+            "(client, operation, request_key, person_key, person_id, identity, action, at, data) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (self._client.api_key, self._operation, self._request_key, person_key, person_id,
-             identity, action, now),
+             identity, action, now, json.dumps(fields)),
         )
         return Captured(person_id, action)
 

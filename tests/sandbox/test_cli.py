@@ -75,8 +75,40 @@ def test_a_killed_server_restarts_on_the_same_port_with_its_data(tmp_path, sandb
     assert replay["idempotent_replay"] is True and replay["person_id"] == created["person_id"]
 
 
+def test_serve_takes_the_behaviour_options_and_the_person_refusal_fault(tmp_path, sandbox_process):
+    db = tmp_path / "box.sqlite3"
+    key, secret = json.loads(cli("create-client", "--db", str(db), "--name", "open")).values()
+    server = sandbox_process(
+        db=db, bulk_result_shape="bare", invalid_person="reject-request", idempotency_scope="shared",
+        p_person_fail=1,
+    )
+    with httpx.Client(base_url=server.base_url, headers={"X-API-Key": key, "X-API-Secret": secret}) as http:
+        def post(path: str, body: dict, idempotency_key: str) -> httpx.Response:
+            return http.post(path, json=body, headers={"Idempotency-Key": idempotency_key})
+
+        ada = {"name": "Ada", "email": "ada@example.org"}
+        rejected = post("/persons/bulk", {"persons": [ada, {"name": "No contact"}]}, "b-1")
+        captured = post("/persons/bulk", {"persons": [{**ada, "idempotency_key": "k-ada"}]}, "b-2")
+        replayed = post("/person", ada, "k-ada")
+        refused = post("/person", {"name": "Bob", "email": "bob@example.org"}, "k-bob")
+    assert rejected.status_code == 400                      # reject-request
+    [bare] = captured.json()["data"]["successful"]          # no refusals with reject-request
+    assert list(bare) == ["person_id"]                      # bare
+    assert replayed.json()["data"]["idempotent_replay"] is True  # shared
+    assert replayed.json()["data"]["person_id"] == bare["person_id"]
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "person_refused"
+
+
+def test_serve_help_documents_every_behaviour_option():
+    result = runner.invoke(app, ["sandbox", "serve", "--help"])
+    for option in ("--bulk-result-shape", "--invalid-person", "--idempotency-scope", "--p-person-fail"):
+        assert option in result.output
+
+
 @pytest.mark.parametrize("args", [
     ["--p-retryable-503", "2"], ["--p-retryable-503", "0.7", "--p-fatal-503", "0.7"], ["--p-latency-spike", "1.5"],
+    ["--p-person-fail", "1.5"], ["--bulk-result-shape", "flat"], ["--invalid-person", "ignore"],
+    ["--idempotency-scope", "global"],
 ])
 def test_impossible_fault_flags_are_usage_errors(tmp_path, args):
     result = runner.invoke(app, ["sandbox", "serve", "--db", str(tmp_path / "x.sqlite3"), *args])
