@@ -1,9 +1,11 @@
 """Matching bulk result objects to batch members (design 2).
 
-The spec leaves the objects in `successful`, `duplicates` and `failed` undocumented, so each is
-located by the strongest evidence it carries: an echoed per-person idempotency_key, an `index`, an
-echoed email or phone. Leftover objects settle leftover members by count only when that cannot be
-wrong about the state; everything else becomes `unknown`, to be asked again one by one.
+The spec leaves the objects in `successful`, `duplicates` and `failed` undocumented (2.6), so each
+is placed by the evidence it carries anywhere inside it: an echoed per-person idempotency_key, an
+echoed email or phone, an index. Evidence that fits several members is no evidence; pieces that
+disagree make the members they name `unknown`; indices count only when the response's numbering is
+consistent with everything else. Leftover objects settle leftover members by count only when that
+cannot be wrong about the state. Everything else is `unknown`, with the reason, to be asked again.
 """
 
 from __future__ import annotations
@@ -11,114 +13,291 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from ..api.models import BulkCaptureResult, PersonCaptureResult
 from ..ledger import Member, Outcome
 
-_CATEGORIES = (("captured", "successful"), ("duplicate", "duplicates"), ("failed", "failed"))
+Settled = Literal["captured", "duplicate", "failed"]
+_CATEGORIES: tuple[tuple[Settled, str], ...] = (
+    ("captured", "successful"), ("duplicate", "duplicates"), ("failed", "failed"),
+)
+_MAX_DEPTH = 4  # result objects are small; this bounds the walk through a hostile one
+_SKIPPED = frozenset({"custom_fields"})  # the person's own free-form data: no evidence in it
+_TEXT_FIELDS = {
+    "email": "email", "email_address": "email", "phone": "phone", "phone_number": "phone", "mobile": "phone",
+    "person_id": "person_id", "id": "id",
+}
+_INDEX_FIELDS = frozenset({"index", "idx", "input_index", "request_index", "person_index"})
+_ERROR_FIELDS = ("error", "errors", "message", "reason")
+_MIN_PHONE_SUFFIX = 8  # a national echo of an E.164 number keeps at least this many digits
 _NON_DIGITS = re.compile(r"\D")
+_FAILED = "the server listed this person as failed"
+_NO_REASON = f"{_FAILED} without a reason"
 
 
-class _EchoIndex:
-    """Email and phone of each member, parsed only when some object needs them."""
+@dataclass(slots=True, eq=False)
+class _Found:
+    """What one result object says, wherever in it, and where the judging placed it."""
+
+    state: Settled
+    array: str
+    slot: int  # position in its own array: what a per-array numbering would count
+    pieces: list[tuple[str, Any]]  # (kind, value) in document order, see _collect
+    named: set[int] = field(default_factory=set)  # members that single-member evidence points to
+    fits: list[set[int]] = field(default_factory=list)  # candidate sets of shared evidence
+    indices: set[int] = field(default_factory=set)
+    member: int | None = None
+
+    def values(self, kind: str) -> list[Any]:
+        return [value for k, value in self.pieces if k == kind]
+
+    def admits(self, pos: int) -> bool:
+        """Whether an index pointing at `pos` agrees with the object's other evidence."""
+        if self.named:
+            return pos in self.named if self.member is None else pos == self.member
+        return all(pos in fit for fit in self.fits)
+
+
+def _collect(node: dict[str, Any], depth: int, by_key: dict[str, int], in_error: bool,
+             out: list[tuple[str, Any]]) -> None:
+    """Every piece of evidence in `node`, `depth` levels down; `in_error` below an error field."""
+    for name, value in node.items():
+        if isinstance(value, str):
+            _text(name, value, by_key, out)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            if name in _INDEX_FIELDS:
+                out.append(("index", value))
+        elif depth < _MAX_DEPTH and name not in _SKIPPED and isinstance(value, (dict, list)):
+            for item in value if isinstance(value, list) else (value,):
+                if isinstance(item, dict):
+                    _collect(item, depth + 1, by_key, in_error or name in _ERROR_FIELDS, out)
+                elif isinstance(item, str):
+                    _text(name, item, by_key, out)
+        if name in _ERROR_FIELDS and not in_error:
+            out.append(("error", value))
+
+
+def _text(name: str, value: str, by_key: dict[str, int], out: list[tuple[str, Any]]) -> None:
+    """A string is a member's key wherever it stands; otherwise its field name says what it is."""
+    pos = by_key.get(value)
+    if pos is not None:
+        out.append(("key", pos))
+    elif value and name in _TEXT_FIELDS:
+        out.append((_TEXT_FIELDS[name], value))
+
+
+class _Identities:
+    """Members' emails and phones, parsed from the payloads only as far as some echo needs them."""
 
     def __init__(self, members: Sequence[Member]) -> None:
         self._members = members
+        self._own: dict[int, tuple[str, str]] = {}
         self._by: dict[tuple[str, str], list[int]] | None = None
 
-    def find(self, obj: dict[str, Any]) -> int | None:
+    def own(self, pos: int) -> tuple[str, str]:
+        """Member `pos`'s email and phone digits, normalised ("" when absent)."""
+        if pos not in self._own:
+            person = json.loads(self._members[pos].payload)
+            person = person if isinstance(person, dict) else {}
+            email = person.get("email")
+            self._own[pos] = (email.strip().lower() if isinstance(email, str) else "", _digits(person.get("phone")))
+        return self._own[pos]
+
+    def agrees(self, pos: int, kind: str, value: str) -> bool:
+        email, phone = self.own(pos)
+        return value == email if kind == "email" else _same_phone(phone, value)
+
+    def matching(self, kind: str, value: str) -> set[int]:
+        """Every member the echo fits; phones are indexed by their last digits, enough for a suffix."""
         if self._by is None:
             self._by = {}
-            for pos, m in enumerate(self._members):
-                payload = json.loads(m.payload)
-                for field, value in _identity(payload):
-                    self._by.setdefault((field, value), []).append(pos)
-        for field, value in _identity(obj):
-            hits = self._by.get((field, value), [])
-            if len(hits) == 1:
-                return hits[0]
+            for pos in range(len(self._members)):
+                email, phone = self.own(pos)
+                for key in (("email", email), ("phone", phone[-_MIN_PHONE_SUFFIX:])):
+                    if key[1]:
+                        self._by.setdefault(key, []).append(pos)
+        if kind == "email":
+            return set(self._by.get((kind, value), ()))
+        tail = self._by.get((kind, value[-_MIN_PHONE_SUFFIX:]), ())
+        return {pos for pos in tail if _same_phone(self.own(pos)[1], value)}
+
+
+def _digits(value: Any) -> str:
+    """Digits without leading zeros, so trunk (0) and international (00) prefixes drop out."""
+    return _NON_DIGITS.sub("", value).lstrip("0") if isinstance(value, str) else ""
+
+
+def _same_phone(mine: str, echo: str) -> bool:
+    """Same digits, or one ends in the other (a national echo) with enough digits to mean it."""
+    if not mine or not echo:
+        return False
+    return mine == echo or (
+        min(len(mine), len(echo)) >= _MIN_PHONE_SUFFIX and (mine.endswith(echo) or echo.endswith(mine))
+    )
+
+
+def _judge(found: _Found, identities: _Identities) -> None:
+    """Place an object by its key, email and phone echoes; shared echoes only cross-check."""
+    echoes = []
+    for kind, value in found.pieces:
+        if kind == "key":
+            found.named.add(value)
+        elif kind == "index":
+            found.indices.add(value)
+        elif kind == "email" and value.strip():
+            echoes.append((kind, value.strip().lower()))
+        elif kind == "phone" and (digits := _digits(value)):
+            echoes.append((kind, digits))
+    keyed = next(iter(found.named)) if len(found.named) == 1 else None
+    for kind, value in echoes:
+        if keyed is not None and identities.agrees(keyed, kind, value):
+            continue  # the keyed member's own: consistent, whoever else it would fit
+        hits = identities.matching(kind, value)
+        if len(hits) == 1:
+            found.named |= hits
+        elif hits:
+            found.fits.append(hits)
+    if len(found.named) == 1:
+        (pos,) = found.named
+        if all(pos in fit for fit in found.fits):
+            found.member = pos
+
+
+def _index_base(found: list[_Found], size: int) -> int | None:
+    """0 or 1 when the response's indices are a consistent numbering of the request, else None.
+
+    Consistent: one index per object, no repeats, in range, agreeing with every object's other
+    evidence, and either covering the whole batch or confirmed by at least one object. Indices that
+    equal each object's position in its own array are refused: a per-array numbering reads the same.
+    """
+    pairs = [(f, next(iter(f.indices))) for f in found if f.indices]
+    values = [v for _, v in pairs]
+    if not pairs or any(len(f.indices) > 1 for f, _ in pairs) or len(set(values)) != len(values):
         return None
-
-
-def _identity(data: dict[str, Any]) -> list[tuple[str, str]]:
-    out = []
-    if isinstance(data.get("email"), str) and data["email"]:
-        out.append(("email", data["email"].strip().lower()))
-    if isinstance(data.get("phone"), str):
-        digits = _NON_DIGITS.sub("", data["phone"])
-        if digits:
-            out.append(("phone", digits))
-    return out
-
-
-def _locate(obj: Any, members: Sequence[Member], by_key: dict[str, int], echo: _EchoIndex) -> int | None:
-    if not isinstance(obj, dict):
+    if len({v - f.slot for f, v in pairs}) == 1 and values[0] - pairs[0][0].slot in (0, 1):
         return None
-    key = obj.get("idempotency_key")
-    if isinstance(key, str) and key in by_key:
-        return by_key[key]
-    index = obj.get("index")
-    if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(members):
-        return index
-    return echo.find(obj)
+    bases = [
+        base for base in (0, 1)
+        if all(base <= v < size + base and f.admits(v - base) for f, v in pairs)
+        and (len(pairs) == size or any(f.member == v - base for f, v in pairs))
+    ]
+    return bases[0] if len(bases) == 1 else None
 
 
-def _person_id(obj: dict[str, Any]) -> str | None:
-    value = obj.get("person_id", obj.get("id"))
-    return value if isinstance(value, str) and value else None
+def _person_id(found: _Found) -> str | None:
+    """The object's `person_id`, else its `id`; none when it carries two different ones."""
+    for values in (found.values("person_id"), found.values("id")):
+        if values:
+            return values[0] if len(set(values)) == 1 else None
+    return None
 
 
-def _error(obj: dict[str, Any]) -> str:
-    err = obj.get("error")
-    if isinstance(err, dict):
-        parts = [str(err[k]) for k in ("code", "message") if err.get(k)]
-        if parts:
-            return ": ".join(parts)
-    if isinstance(err, str) and err:
-        return err
-    return "the server listed this person as failed without a reason"
+def _texts(value: Any, depth: int = 0) -> list[str]:
+    if isinstance(value, str):
+        return [value.strip()] if value.strip() else []
+    if depth >= _MAX_DEPTH:
+        return []
+    if isinstance(value, dict):
+        head = [str(value[k]) for k in ("code", "message") if value.get(k) not in (None, "")]
+        if head:
+            return [": ".join(head)]
+        return [t for k in _ERROR_FIELDS if k in value for t in _texts(value[k], depth + 1)]
+    if isinstance(value, list):
+        return [t for item in value for t in _texts(item, depth + 1)]
+    return []
 
 
-def _outcome(member: Member, state: str, obj: dict[str, Any] | None) -> Outcome:
-    obj = obj if isinstance(obj, dict) else {}
-    if state == "failed":
-        return Outcome(member.entry_id, "failed", error=_error(obj))
-    return Outcome(member.entry_id, state, person_id=_person_id(obj))  # type: ignore[arg-type]
+def _error(found: _Found) -> str:
+    return "; ".join(dict.fromkeys(t for v in found.values("error") for t in _texts(v))) or _NO_REASON
+
+
+def _settle(member: Member, found: _Found) -> Outcome:
+    if found.state == "failed":
+        return Outcome(member.entry_id, "failed", error=_error(found))
+    return Outcome(member.entry_id, found.state, person_id=_person_id(found))
+
+
+def _scan(members: Sequence[Member], result: BulkCaptureResult) -> list[_Found]:
+    by_key = {m.key: pos for pos, m in enumerate(members)}
+    identities = _Identities(members)
+    found = []
+    for state, array in _CATEGORIES:
+        for slot, obj in enumerate(getattr(result, array)):
+            f = _Found(state, array, slot, [])
+            if isinstance(obj, dict):
+                _collect(obj, 0, by_key, False, f.pieces)
+            _judge(f, identities)
+            found.append(f)
+    return found
+
+
+def _contested(found: list[_Found], size: int) -> dict[int, str]:
+    """Members that two objects claim, or that one object names together with another member."""
+    reasons: dict[int, str] = {}
+    claims: dict[int, list[_Found]] = {}
+    for f in found:
+        if f.member is not None:
+            claims.setdefault(f.member, []).append(f)
+        elif f.named:
+            names = ", ".join(f"#{p + 1}" for p in sorted(f.named))
+            for pos in f.named:
+                reasons[pos] = f"one object in {f.array} carries contradictory evidence (persons {names} of {size})"
+    for pos, fs in claims.items():
+        if len(fs) > 1:
+            reasons[pos] = f"{len(fs)} result objects name this person ({', '.join(f.array for f in fs)})"
+    return reasons
+
+
+def _by_count(leftovers: list[_Found], open_: list[int], contested: dict[int, str]) -> _Found | str:
+    """A stand-in object (the shared state, no person_id) for every open member, or why not.
+
+    Each listed person is one object, so when all leftovers sit in one array and match the open
+    members in number, each open member's state is that array's, whichever object is whose.
+    """
+    if not leftovers:
+        return "the server listed no result object for this person"
+    arrays = sorted({f.array for f in leftovers}, key=[a for _, a in _CATEGORIES].index)
+    open_set = set(open_)
+    if contested:
+        why = "other members of the batch are contested"
+    elif len(leftovers) != len(open_):
+        why = f"{len(leftovers)} unplaced result object(s) for {len(open_)} unplaced person(s)"
+    elif len(arrays) > 1:
+        why = f"the unplaced objects are spread over {' and '.join(arrays)}"
+    elif any(not fit & open_set for f in leftovers for fit in f.fits):
+        why = "an unplaced object echoes only persons placed elsewhere"
+    else:
+        errors = sorted({_error(f) for f in leftovers})
+        reason = errors[0] if len(errors) == 1 else f"{_FAILED}; its reason is one of: {'; '.join(errors)}"
+        return _Found(leftovers[0].state, arrays[0], -1, [("error", reason)])
+    return f"no result object carries evidence for this person and the leftovers cannot settle by count: {why}"
 
 
 def match_bulk(members: Sequence[Member], result: BulkCaptureResult) -> list[Outcome]:
-    """One outcome per member, in member order; every member ends in exactly one state."""
-    by_key = {m.key: pos for pos, m in enumerate(members)}
-    echo = _EchoIndex(members)
-    assigned: dict[int, tuple[str, Any]] = {}
-    contested: set[int] = set()
-    leftovers: list[tuple[str, Any]] = []
-    for state, attr in _CATEGORIES:
-        for obj in getattr(result, attr):
-            pos = _locate(obj, members, by_key, echo)
-            if pos is None:
-                leftovers.append((state, obj))
-            elif pos in assigned or pos in contested:
-                contested.add(pos)
-            else:
-                assigned[pos] = (state, obj)
-    for pos in contested:
-        assigned.pop(pos, None)
-    open_positions = [p for p in range(len(members)) if p not in assigned and p not in contested]
-    leftover_states = {state for state, _ in leftovers}
-    if open_positions and len(leftovers) == len(open_positions) and len(leftover_states) == 1 and not contested:
-        # Unambiguous by count: the state is certain, but which object is whose is not, so no
-        # person_id is attributed; failures keep a reason only when all of them share it.
-        (state,) = leftover_states
-        errors = {_error(obj) for _, obj in leftovers if isinstance(obj, dict)}
-        shared = {"error": errors.pop()} if len(errors) == 1 else {}
-        for pos in open_positions:
-            assigned[pos] = (state, shared)
-    return [
-        _outcome(m, *assigned[pos]) if pos in assigned else Outcome(m.entry_id, "unknown")
-        for pos, m in enumerate(members)
-    ]
+    """One outcome per member, in member order: a settled state only where the server gave it."""
+    found = _scan(members, result)
+    base = _index_base(found, len(members))
+    if base is not None:
+        for f in found:
+            if f.member is None and not f.named and f.indices:
+                f.member = next(iter(f.indices)) - base
+    reasons = _contested(found, len(members))
+    placed = {pos: f for f in found if (pos := f.member) is not None and pos not in reasons}
+    open_ = [pos for pos in range(len(members)) if pos not in placed and pos not in reasons]
+    rest = _by_count([f for f in found if f.member is None and not f.named], open_, reasons) if open_ else ""
+    outcomes = []
+    for pos, m in enumerate(members):
+        if pos in placed:
+            outcomes.append(_settle(m, placed[pos]))
+        elif pos in reasons:
+            outcomes.append(Outcome(m.entry_id, "unknown", error=reasons[pos]))
+        elif isinstance(rest, _Found):
+            outcomes.append(_settle(m, rest))
+        else:
+            outcomes.append(Outcome(m.entry_id, "unknown", error=rest))
+    return outcomes
 
 
 def person_outcome(member: Member, result: PersonCaptureResult) -> Outcome:
