@@ -73,10 +73,13 @@ class CsvSource(FileSource):
                 raise SourceError(f"{lines.where()}: {exc}") from None
             if not row:
                 continue
-            if not lines.terminated and len(row) < width:
-                return  # a last line still being written: read it once it is complete
-            if (lines.line > first_line or not lines.terminated) and _inside_quotes_at_end("".join(taken), delimiter):
-                return  # the same, cut inside a quoted field (which may hold line breaks)
+            # A row ends with a newline outside quotes; one that does not is the file's last, maybe still being written
+            # (the lenient reader closes a quoted field at the end of the data, so only the last row can be inside one).
+            open_quote = lines.at_end and _inside_quotes_at_end("".join(taken), delimiter)
+            if (open_quote or not lines.terminated) and lines.hold_back():
+                return
+            if open_quote:
+                raise SourceError(f"{lines.where()}: the file ends inside a quoted field")
             data: dict[str, Any] = dict(zip(header, row, strict=False))
             if len(row) > width:
                 data["_extra"] = row[width:]

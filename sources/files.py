@@ -1,13 +1,21 @@
 """What the csv and jsonl sources share: a file or a glob of files, read as a stream of lines with
 the byte offset after each record, incremental by a cursor column or by new rows and new files.
 
-Files are read in name order. Without a cursor the state is `{"file", "offset", "line", "tail"}` of
-the last record: rows appended to that file and files whose names sort after it are new (so name
-new files so that they sort last, e.g. by date). `tail` is the length and CRC-32 of the line that
-ends at the offset: when those bytes differ on the next read, the file was replaced (rewritten,
-rotated, regenerated) and is read again from its start instead of from the middle of a line (with
-a cursor, rows of that file already taken in an interrupted pass may then come again; the ledger
-sees their content unchanged).
+Files are read in natural name order (`export-9` before `export-10`), or by modification time with
+`order = "mtime"`. Without a cursor the state is `{"file", "offset", "line", "tail", "order"}` of the
+last record (with `"mtime"` in mtime order): rows appended to that file and files that come after it
+are new (in name order, name new files so that they sort last, e.g. by date; in mtime order, a file
+changed after it was read is read again from its start). `tail` is the length and CRC-32 of the line
+that ends at the offset: when those bytes differ on the next read, the file was replaced (rewritten,
+rotated, regenerated) and is read again from its start instead of from the middle of a line (with a
+cursor, rows of that file already taken in an interrupted pass may then come again; the ledger sees
+their content unchanged). A saved position is compared in the order it was saved in, and positions
+saved before `order` existed compare names as plain strings, so a changed order may repeat a file
+(which the ledger finds unchanged) but never skips one.
+
+A last line without its newline may be a line still being written: it is held back (with a warning)
+while the file was modified within `settle_s`, and taken once the file has been quiet that long, so
+an export without a final newline still delivers its last record.
 """
 
 from __future__ import annotations
@@ -15,17 +23,24 @@ from __future__ import annotations
 import codecs
 import glob
 import os
+import re
+import time
 import zlib
 from abc import abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, ClassVar
+from typing import Any, BinaryIO, ClassVar, Literal, NamedTuple
 
+import structlog
 from pydantic import Field, field_validator, model_validator
 
 from connector.source import ConfigPath, Record, Source, SourceError, SourceOptions
 
-from .incremental import CursorType, Row, cursor_key, read_incremental
+from .incremental import CursorType, Lookback, Row, check_lookback, cursor_key, lookback_amount, read_incremental
+
+log = structlog.get_logger("capture_sync.sources")
+
+FileOrder = Literal["name", "mtime"]
 
 
 class FileOptions(SourceOptions):
@@ -35,9 +50,18 @@ class FileOptions(SourceOptions):
         None, description="Field holding a stable record id; default: file name and line number."
     )
     cursor: str | None = Field(
-        None, description="Field to read incrementally by (needs primary_key); default: new rows and files."
+        None,
+        description="Field to read incrementally by (needs primary_key): each pass reads the rows at or above the "
+        "last pass's highest value, that value included; default: new rows and files.",
     )
     cursor_type: CursorType = Field("string", description="How cursor values compare: string, number or datetime.")
+    lookback: Lookback = None
+    order: FileOrder = Field(
+        "name", description="Order of the files of a glob: name (natural: export-9 before export-10) or mtime (oldest first)."
+    )
+    settle_s: float = Field(
+        60.0, ge=0, description="A last line without its newline is held back until the file has been unmodified this long."
+    )
 
     @field_validator("encoding")
     @classmethod
@@ -54,15 +78,18 @@ class FileOptions(SourceOptions):
     def _cursor_needs_key(self) -> FileOptions:
         if self.cursor is not None and self.primary_key is None:
             raise ValueError("`cursor` needs `primary_key`: rows sharing a cursor value are told apart by their id")
+        check_lookback(self.lookback, self.cursor_type if self.cursor else None)
         return self
 
 
 class LineReader:
     """Decoded lines of a binary file, counting the bytes and lines consumed so far."""
 
-    def __init__(self, fh: BinaryIO, name: str, encoding: str, offset: int, line: int) -> None:
+    def __init__(self, fh: BinaryIO, name: str, encoding: str, offset: int, line: int, settled: bool = True) -> None:
         self.fh, self.name, self.encoding = fh, name, encoding
         self.offset, self.line = offset, line
+        self.settled = settled  # whether the file has been unmodified for settle_s
+        self.size = os.fstat(fh.fileno()).st_size  # at open: a line ending at or past it may be unfinished
         self.tail = (0, 0)  # length and CRC-32 of the last line read
         self.terminated = True  # whether the last line read ended with a newline
         self._strip_bom = offset == 0 and codecs.lookup(encoding).name.startswith("utf-8")
@@ -81,8 +108,22 @@ class LineReader:
             except UnicodeDecodeError as exc:
                 raise SourceError(f"{self.where()}: not valid {self.encoding} ({exc.reason})") from None
 
+    @property
+    def at_end(self) -> bool:
+        """Whether the last line read reached the end the file had when opened."""
+        return self.offset >= self.size
+
     def where(self) -> str:
         return f"{self.name} line {self.line}"
+
+    def hold_back(self) -> bool:
+        """For a last record with no end yet: whether to leave it for a later read. Yes while the file
+        is still being written to (its end may follow); no once it has settled (an export without a
+        final newline), so that last record is never held back for good."""
+        if self.settled:
+            return False
+        log.warning("source.line_held_back", file=self.name, line=self.line, reason="no newline yet; read once complete or settled")
+        return True
 
 
 def _glob_base(pattern: str) -> str:
@@ -91,6 +132,31 @@ def _glob_base(pattern: str) -> str:
     parts = Path(pattern).parts
     first_magic = next((i for i, p in enumerate(parts) if glob.has_magic(p)), len(parts) - 1)
     return str(Path(*parts[:first_magic])) if first_magic else "."
+
+
+class Match(NamedTuple):
+    rel: str  # name relative to the glob's base
+    path: str
+    mtime_ns: int
+
+
+def _natural(name: str) -> tuple[Any, ...]:
+    """Name order for people: digit runs compare as numbers (`export-9` before `export-10`); the
+    name itself breaks ties (`01` and `1`)."""
+    parts = re.split(r"(\d+)", name)
+    return (tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), name)
+
+
+def _after(match: Match, position: dict[str, Any]) -> bool:
+    """Whether a file comes after the saved one, in the order the position was saved in. In mtime
+    order an equal time counts as after: a coarse clock can give a file changed after it was read
+    the saved time, and reading it again is safe where skipping it is not."""
+    order = position.get("order")
+    if order == "mtime":
+        return match.mtime_ns >= position["mtime"]
+    if order == "name":
+        return _natural(match.rel) > _natural(position["file"])
+    return match.rel > position["file"]  # saved before natural order
 
 
 def _same_tail(fh: BinaryIO, position: dict[str, Any]) -> bool:
@@ -111,44 +177,56 @@ class FileSource(Source[FileOptions]):
     Options: ClassVar[type[FileOptions]] = FileOptions
 
     def read(self, state: Any | None) -> Iterator[Record]:
-        key = cursor_key(self.options.cursor_type) if self.options.cursor else None
-        return read_incremental(state, self._scan, key=key)
+        opts = self.options
+        key = cursor_key(opts.cursor_type) if opts.cursor else None
+        return read_incremental(state, self._scan, key=key, lookback=lookback_amount(opts.lookback))
 
     def check(self) -> None:
         files = self.files()
         if not files:
             raise SourceError(f"no file matches {self.options.path!r}")
-        for rel, path in files:
-            if not os.access(path, os.R_OK):
-                raise SourceError(f"{rel} is not readable")
+        for match in files:
+            if not os.access(match.path, os.R_OK):
+                raise SourceError(f"{match.rel} is not readable")
 
-    def files(self) -> list[tuple[str, str]]:
-        """(name relative to the glob's base, path) of every matching file, in name order."""
+    def files(self) -> list[Match]:
+        """Every matching file, in the configured order."""
         base = _glob_base(self.options.path)
-        matches = glob.glob(self.options.path, recursive=True)
-        return sorted((os.path.relpath(m, base), m) for m in matches if os.path.isfile(m))
+        found = []
+        for path in glob.glob(self.options.path, recursive=True):
+            try:
+                stat = os.stat(path)
+            except OSError:
+                continue  # removed since the glob
+            if os.path.isfile(path):
+                found.append(Match(os.path.relpath(path, base), path, stat.st_mtime_ns))
+        if self.options.order == "mtime":
+            return sorted(found, key=lambda m: (m.mtime_ns, _natural(m.rel)))
+        return sorted(found, key=lambda m: _natural(m.rel))
 
     @abstractmethod
     def records(self, fh: BinaryIO, lines: LineReader) -> Iterator[tuple[int, dict[str, Any]]]:
         """(first line, fields) of each record from `lines`; `fh` is the open file."""
 
     def _scan(self, position: dict[str, Any] | None, since: Any) -> Iterator[Row]:
-        for rel, path in self.files():
-            if position is None or rel > position["file"]:
-                yield from self._scan_file(rel, path, None)
-            elif rel == position["file"]:
-                yield from self._scan_file(rel, path, position)
+        for match in self.files():
+            if position is not None and match.rel == position["file"]:
+                yield from self._scan_file(match, position)
+            elif position is None or _after(match, position):
+                yield from self._scan_file(match, None)
 
-    def _scan_file(self, rel: str, path: str, position: dict[str, Any] | None) -> Iterator[Row]:
-        opts = self.options
+    def _scan_file(self, match: Match, position: dict[str, Any] | None) -> Iterator[Row]:
+        opts, rel = self.options, match.rel
         try:
-            fh = open(path, "rb")  # noqa: SIM115 - closed by the with below, across yields
+            fh = open(match.path, "rb")  # noqa: SIM115 - closed by the with below, across yields
         except OSError as exc:
             raise SourceError(f"cannot open {rel}: {exc.strerror}") from None
         with fh:
             offset, line = (position["offset"], position["line"]) if position and _same_tail(fh, position) else (0, 0)
             fh.seek(offset)
-            lines = LineReader(fh, rel, opts.encoding, offset, line)
+            settled = time.time() - os.fstat(fh.fileno()).st_mtime >= opts.settle_s
+            lines = LineReader(fh, rel, opts.encoding, offset, line, settled)
+            order: dict[str, Any] = {"order": "mtime", "mtime": match.mtime_ns} if opts.order == "mtime" else {"order": "name"}
             for first_line, data in self.records(fh, lines):
                 if opts.primary_key is None:
                     record_id = f"{rel}:{first_line}"
@@ -158,5 +236,5 @@ class FileSource(Source[FileOptions]):
                         raise SourceError(f"{rel} line {first_line}: no value in primary key {opts.primary_key!r}")
                     record_id = str(value)
                 cursor = data.get(opts.cursor) if opts.cursor else None
-                position = {"file": rel, "offset": lines.offset, "line": lines.line, "tail": lines.tail}
+                position = {"file": rel, "offset": lines.offset, "line": lines.line, "tail": lines.tail, **order}
                 yield Row(record_id, data, position, cursor)

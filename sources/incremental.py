@@ -1,21 +1,29 @@
-"""Incremental reading shared by the built-in sources: positions, cursor columns, closed starts.
+"""Incremental reading shared by the built-in sources: positions, cursor passes, lookback.
 
 A source supplies `scan(position, since)`: the rows after `position` (None: from the start), each with
 the position after it. Without a cursor, the state is simply that position (new rows, new files).
 
-With a cursor, each read is a *pass* over the rows whose cursor is >= the last committed value (a
-closed start), skipping the ids already seen at exactly that value, so rows sharing the boundary
-value are never lost. Inside a pass the state is the position plus the pass's filter and the
-highest value so far; the pass's last record (found by looking one row ahead) gets the compact
-end-of-pass state `{"cursor": value, "seen": [ids at value]}` that starts the next pass.
+With a cursor, each read is a *pass* over the rows whose cursor is >= the last pass's highest value
+(minus the `lookback`): the boundary value is read again, so a row edited without moving its cursor
+(in the same second, or the same day for a date) is not lost; the ledger drops what did not change.
+Inside a pass a record's state is `{"pass": start, "max": highest so far, "at": position}`, so a pass
+cut short resumes exactly after it; the pass's last record (found by looking one row ahead) gets the
+end-of-pass state `{"cursor": highest value}` that starts the next pass. States saved when passes
+skipped the ids seen at the boundary carry `seen` lists: they are ignored, which re-reads that value.
+
+A scan that filters and orders in its own store (the sql source) does not come here: it compares
+values as the database does, and only shares `end_of_pass`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, Literal
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field
 
 from connector.source import Record, SourceError
 
@@ -31,6 +39,54 @@ class Row:
 
 
 Scan = Callable[[Any | None, Any | None], Iterator[Row]]
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d)")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def lookback_amount(raw: str | float | None) -> timedelta | float | None:
+    """A `lookback` option as an amount: `"10m"`-style durations (s, m, h, d) or a plain number."""
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        match = _DURATION.fullmatch(raw.strip())
+        if match is None:
+            raise ValueError(f'{raw!r} is not a duration such as "30s", "10m", "2h" or "1d"')
+        return timedelta(seconds=float(match[1]) * _UNIT_S[match[2]])
+    if isinstance(raw, bool) or raw < 0:
+        raise ValueError("must be a duration or a number >= 0")
+    return float(raw)
+
+
+def _valid_lookback(raw: str | float | None) -> str | float | None:
+    lookback_amount(raw)
+    return raw
+
+
+Lookback = Annotated[
+    str | float | None,
+    AfterValidator(_valid_lookback),
+    Field(
+        description='Start each pass this far before the last cursor value, for rows committed late: a duration '
+        '("30s", "10m", "2h", "1d") for a datetime cursor, a number for a number cursor; not for string cursors.'
+    ),
+]
+
+
+def check_lookback(raw: str | float | None, cursor_type: CursorType | None) -> None:
+    """Refuse a lookback the cursor cannot subtract: none without a cursor, none for strings, a
+    duration only for datetimes and a number only for numbers. ValueError says which."""
+    amount = lookback_amount(raw)
+    if amount is None:
+        return
+    if cursor_type is None:
+        raise ValueError("`lookback` needs a cursor: without one only new rows are read")
+    if cursor_type == "string":
+        raise ValueError("`lookback` needs cursor_type datetime or number: a string has no distance to look back by")
+    if cursor_type == "datetime" and not isinstance(amount, timedelta):
+        raise ValueError('a datetime cursor looks back by a duration such as "10m"')
+    if cursor_type == "number" and isinstance(amount, timedelta):
+        raise ValueError("a number cursor looks back by a plain number")
 
 
 def cursor_key(cursor_type: CursorType) -> Callable[[Any], Any]:
@@ -60,82 +116,55 @@ def _datetime(value: Any) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-class _Boundary:
-    """The highest (or, for ordered scans, the latest) cursor value and the ids seen at it.
-
-    Its snapshot is taken for every record, so the ids live in frozen blocks shared between
-    snapshots: a snapshot copies at most one block however many ids share the value."""
-
-    BLOCK = 64
-
-    def __init__(self, raw: Any, key: Any, ids: list[str]) -> None:
-        self.raw, self.key = raw, key
-        self._blocks = tuple(tuple(ids[i : i + self.BLOCK]) for i in range(0, len(ids), self.BLOCK))
-        self._tail: list[str] = []
-
-    def add(self, record_id: str) -> None:
-        self._tail.append(record_id)
-        if len(self._tail) == self.BLOCK:
-            self._blocks = (*self._blocks, tuple(self._tail))
-            self._tail = []
-
-    def snapshot(self) -> dict[str, Any]:
-        return {"cursor": self.raw, "seen": [self._blocks, tuple(self._tail)]}
-
-    def final(self) -> dict[str, Any]:
-        return {"cursor": self.raw, "seen": [i for block in self._blocks for i in block] + self._tail}
-
-
-def _unblock(seen: list[Any]) -> list[str]:
-    blocks, tail = seen
-    return [i for block in blocks for i in block] + list(tail)
+def end_of_pass(rows: Iterable[tuple[Row, Any]], end: Callable[[Row], Any]) -> Iterator[Record]:
+    """Each row as a record with its state, except the last, which gets `end(row)`: the state that
+    starts the next pass. Found by looking one row ahead, so every earlier state stays exact."""
+    pending: tuple[Row, Any] | None = None
+    for row, state in rows:
+        if pending is not None:
+            yield Record(pending[0].id, pending[0].data, pending[1])
+        pending = (row, state)
+    if pending is not None:
+        yield Record(pending[0].id, pending[0].data, end(pending[0]))
 
 
 def read_incremental(
-    state: Any | None, scan: Scan, *, key: Callable[[Any], Any] | None, ordered: bool = False
+    state: Any | None, scan: Scan, *, key: Callable[[Any], Any] | None, lookback: timedelta | float | None = None
 ) -> Iterator[Record]:
     """Records after `state`. `key` orders cursor values (None: no cursor, state = position);
-    `ordered` says the scan yields rows in cursor order, so the latest value is the boundary."""
+    `lookback` (an amount `key`'s values can subtract) starts each new pass that much earlier."""
     if key is None:
-        for row in scan(state, None):
-            yield Record(row.id, row.data, row.position)
-        return
-    yield from _cursor_pass(state, scan, key, ordered)
+        return (Record(row.id, row.data, row.position) for row in scan(state, None))
+    return _cursor_pass(state, scan, key, lookback)
 
 
-def _cursor_pass(state: Any | None, scan: Scan, key: Callable[[Any], Any], ordered: bool) -> Iterator[Record]:
+def _cursor_pass(
+    state: Any | None, scan: Scan, key: Callable[[Any], Any], lookback: timedelta | float | None
+) -> Iterator[Record]:
     if state is None:
-        pass_filter, position, top = None, None, None
-    elif "at" in state:  # an interrupted pass
-        pass_filter, position = state["pass"], state["at"]
-        top = (state["max"]["cursor"], _unblock(state["max"]["seen"]))
-    else:
-        pass_filter, position, top = state, None, (state["cursor"], state["seen"])
+        start, top, position = None, None, None
+    elif "at" in state:  # a pass cut short
+        start, top, position = state["pass"], state["max"]["cursor"], state["at"]
+    else:  # the end of the last pass
+        start, top, position = {"cursor": state["cursor"]}, state["cursor"], None
+    since = None if start is None else _key(key, start["cursor"], "the saved cursor")
+    if since is not None and lookback:
+        since -= lookback
+    best = [top, None if top is None else _key(key, top, "the saved cursor")]  # raw and key of the highest value
 
-    since = since_key = None
-    seen: set[str] = set()
-    if pass_filter is not None:
-        since, seen = pass_filter["cursor"], set(pass_filter["seen"])
-        since_key = _key(key, since, "the saved cursor")
-    boundary = None if top is None else _Boundary(top[0], _key(key, top[0], "the saved cursor"), top[1])
+    def rows() -> Iterator[tuple[Row, Any]]:
+        for row in scan(position, None if start is None else start["cursor"]):
+            row_key = _key(key, row.cursor, f"record {row.id!r}")
+            try:
+                if since is not None and row_key < since:
+                    continue
+                if best[1] is None or row_key > best[1]:
+                    best[:] = [row.cursor, row_key]
+            except TypeError as exc:
+                raise SourceError(f"record {row.id!r}: cursor values of different types cannot be compared") from exc
+            yield row, {"pass": start, "max": {"cursor": best[0]}, "at": row.position}
 
-    pending: tuple[Row, dict[str, Any]] | None = None
-    for row in scan(position, since):
-        row_key = _key(key, row.cursor, f"record {row.id!r}")
-        try:
-            if since_key is not None and (row_key < since_key or (row_key == since_key and row.id in seen)):
-                continue
-            if boundary is None or row_key > boundary.key or (ordered and row_key != boundary.key):
-                boundary = _Boundary(row.cursor, row_key, [])
-            if row_key == boundary.key:
-                boundary.add(row.id)
-        except TypeError as exc:
-            raise SourceError(f"record {row.id!r}: cursor values of different types cannot be compared") from exc
-        if pending is not None:
-            yield Record(pending[0].id, pending[0].data, pending[1])
-        pending = (row, {"pass": pass_filter, "max": boundary.snapshot(), "at": row.position})
-    if pending is not None and boundary is not None:
-        yield Record(pending[0].id, pending[0].data, boundary.final())
+    return end_of_pass(rows(), lambda _: {"cursor": best[0]})
 
 
 def _key(key: Callable[[Any], Any], raw: Any, what: str) -> Any:

@@ -27,11 +27,11 @@ class JsonlSource(FileSource):
         for text in lines:
             if not text.strip():
                 continue
+            if not lines.terminated and lines.hold_back():
+                return
             try:
                 data = json.loads(text, parse_int=_parse_int)
             except ValueError as exc:
-                if not lines.terminated:
-                    return  # a last line still being written: read it once it is complete
                 raise SourceError(f"{lines.where()}: not valid JSON ({exc})") from None
             if not isinstance(data, dict):
                 raise SourceError(f"{lines.where()}: not a JSON object")

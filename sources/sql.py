@@ -1,11 +1,22 @@
 """The built-in `sql` source: a table or a query in any SQLAlchemy database, read in keyset pages
-ordered by (cursor, primary key), so every page is an index range scan however large the table."""
+ordered by (cursor, primary key), so every page is an index range scan however large the table.
+
+The database does every comparison and the ordering, by its own collation: a pass starts at
+`cursor >= :since`, pages continue at `(cursor, key) > (:c, :k)`, and the end of a pass is the last
+row the database returned. Comparing in Python instead would skip rows wherever its order differs
+from the database's (a case-insensitive or locale collation on a text cursor or key).
+
+States: `{"at": {"cursor", "key"}}` after a row (inside a pass; always, without a cursor, which reads
+new rows by the primary key) and `{"cursor": value}` after a pass's last row, so the next pass reads
+that value again (edits that did not move the cursor). Older states, `{"cursor", "seen"}` and
+`{"pass", "max", "at"}`, read as the same.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from datetime import date, datetime, time
+from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 from uuid import UUID
@@ -16,7 +27,7 @@ from pydantic import Field, model_validator
 from connector.logs import register_secret
 from connector.source import Record, Source, SourceError, SourceOptions
 
-from .incremental import Row, read_incremental
+from .incremental import Lookback, Row, end_of_pass, lookback_amount
 
 
 class SqlOptions(SourceOptions):
@@ -26,8 +37,11 @@ class SqlOptions(SourceOptions):
     query: str | None = Field(None, description="A SELECT to read instead of a table.")
     primary_key: str = Field(description="Column with a unique, stable id.")
     cursor: str | None = Field(
-        None, description="Column to read incrementally by (e.g. updated_at); default: the primary key (new rows)."
+        None,
+        description="Column to read incrementally by (e.g. updated_at): each pass reads the rows at or above the last "
+        "pass's highest value, that value included; default: the primary key (new rows).",
     )
+    lookback: Lookback = None
     page_size: int = Field(1000, ge=1, le=100_000, description="Rows per query.")
 
     @model_validator(mode="after")
@@ -36,6 +50,8 @@ class SqlOptions(SourceOptions):
             raise ValueError("set exactly one of `url` and `url_env`")
         if (self.table is None) == (self.query is None):
             raise ValueError("set exactly one of `table` and `query`")
+        if self.lookback is not None and self.cursor is None:
+            raise ValueError("`lookback` needs `cursor`: without one only new rows are read, by the primary key")
         return self
 
 
@@ -117,17 +133,43 @@ class SqlSource(Source[SqlOptions]):
                 raise SourceError(f"cannot read {self.options.table or 'the query'}: {_reason(exc)}") from None
 
     def read(self, state: Any | None) -> Iterator[Record]:
-        return read_incremental(state, self._scan, key=decode, ordered=True)
+        since, after = None, None
+        if state is not None and "at" in state:
+            after = state["at"]
+        elif state is not None:
+            since = self._pass_start(decode(state["cursor"]))
+        rows = ((row, {"at": row.position}) for row in self._scan(since, after))
+        if self.options.cursor is None:
+            return (Record(row.id, row.data, at) for row, at in rows)
+        return end_of_pass(rows, lambda row: {"cursor": row.position["cursor"]})
 
-    def _scan(self, position: dict[str, Any] | None, since: Any) -> Iterator[Row]:
+    def _pass_start(self, last: Any) -> Any:
+        """Where a new pass starts: the last pass's value, moved back by `lookback` in the column's own
+        type (SQLite hands datetimes back as ISO text, which moves back as text of the same shape)."""
+        amount = lookback_amount(self.options.lookback)
+        if not amount:
+            return last
+        if isinstance(amount, timedelta):
+            if isinstance(last, date):
+                return last - amount
+            if isinstance(last, str) and (moved := _iso_minus(last, amount)) is not None:
+                return moved
+        elif isinstance(last, int | float):
+            return last - amount
+        elif isinstance(last, Decimal):
+            return last - Decimal(str(amount))
+        kind = "a duration" if isinstance(amount, timedelta) else "a number"
+        raise SourceError(f"`lookback` is {kind}, which cannot move back {self.options.cursor!r} value {last!r}")
+
+    def _scan(self, since: Any, after: dict[str, Any] | None) -> Iterator[Row]:
         rel, cursor, key = self._relation()
         same = cursor is key
         order = (key,) if same else (cursor, key)
         base: sa.Select[Any] = sa.select(sa.literal_column("*")).select_from(rel).order_by(*order).limit(self.options.page_size)
-        if position is not None:
-            where = self._after(cursor, key, position, same)
+        if after is not None:
+            where = self._after(cursor, key, after, same)
         elif since is not None:
-            where = cursor >= decode(since)
+            where = cursor >= since
         else:
             where = cursor.is_not(None)
         with self._connect() as conn:
@@ -140,11 +182,11 @@ class SqlSource(Source[SqlOptions]):
                     c, k = row[self.options.cursor or self.options.primary_key], row[self.options.primary_key]
                     if k is None:
                         raise SourceError(f"a row has no value in primary key {self.options.primary_key!r}")
-                    position = {"cursor": encode(c), "key": encode(k)}
-                    yield Row(str(k), {str(n): _plain(v) for n, v in row.items()}, position, encode(c))
-                if len(page) < self.options.page_size or position is None:
+                    after = {"cursor": encode(c), "key": encode(k)}
+                    yield Row(str(k), {str(n): _plain(v) for n, v in row.items()}, after)
+                if len(page) < self.options.page_size or after is None:
                     return
-                where = self._after(cursor, key, position, same)
+                where = self._after(cursor, key, after, same)
 
     @staticmethod
     def _after(cursor: Any, key: Any, position: dict[str, Any], same: bool) -> Any:
@@ -155,6 +197,14 @@ class SqlSource(Source[SqlOptions]):
         if self._engine is not None:
             self._engine.dispose()
             self._engine = None
+
+
+def _iso_minus(text: str, amount: timedelta) -> str | None:
+    try:
+        moved = datetime.fromisoformat(text) - amount
+    except ValueError:
+        return None
+    return moved.isoformat(sep=text[10] if len(text) > 10 else "T")
 
 
 def _reason(exc: sa.exc.SQLAlchemyError) -> str:

@@ -1,5 +1,5 @@
-"""Fixtures shared by the source tests: a real PostgreSQL server the tests start themselves, and the
-example plugin installed into the venv."""
+"""Fixtures shared by the source tests: a real PostgreSQL server the tests start themselves, the
+example plugin installed into the venv, and the CLI tests' `kit` for end-to-end syncs."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from ..cli.conftest import kit  # noqa: F401 - a fixture, shared with the end-to-end tests here
 
 
 def _pg_bindir() -> str | None:

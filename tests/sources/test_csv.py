@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import codecs
+import os
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from connector.plugins import build_source
 from connector.source import SourceError
@@ -15,6 +18,12 @@ from connector.testing import SourceContract
 
 def read(options: dict[str, Any], state: Any = None) -> list:
     return list(build_source("signups", "csv", options).read(state))
+
+
+def age(path: Path, seconds: float) -> None:
+    """Make the file look last modified `seconds` ago (its writer long gone)."""
+    then = time.time() - seconds
+    os.utime(path, (then, then))
 
 
 class TestCsvNewRowsAndFiles(SourceContract):
@@ -39,6 +48,9 @@ class TestCsvNewRowsAndFiles(SourceContract):
             {**options, "encoding": "no-such-codec"},
             {**options, "cursor": "name"},  # a cursor needs a primary key
             {"delimiter": ","},  # path is required
+            {**options, "lookback": "10m"},  # nothing to look back by without a cursor
+            {**options, "order": "size"},
+            {**options, "settle_s": -1},
         ]
 
     def broken_options(self, options: dict[str, Any]) -> dict[str, Any]:
@@ -61,19 +73,37 @@ class TestCsvCursorColumn(SourceContract):
         # Regenerated: a new row sharing the last cursor value (must not be lost), a later one first.
         Path(options["path"]).write_text(self.header + "7,2024-01-04T00:00:00,Gus\n" + self.rows + "6,2024-01-03T08:00:00,Flo\n")
 
+    def invalid_options(self, options: dict[str, Any]) -> list[dict[str, Any]]:
+        return [
+            {**options, "lookback": 5},  # a datetime cursor looks back by a duration
+            {**options, "lookback": "ten minutes"},
+            {**options, "cursor_type": "string", "lookback": "10m"},
+        ]
+
     def broken_options(self, options: dict[str, Any]) -> dict[str, Any]:
         return {**options, "path": options["path"] + ".gone"}
 
 
-def test_rows_with_the_boundary_value_are_read_once_each(tmp_path: Path) -> None:
+def test_the_next_pass_reads_the_last_value_again_so_an_edit_that_kept_it_is_read(tmp_path: Path) -> None:
     export = tmp_path / "export.csv"
-    export.write_text("id,n\n1,5\n2,10\n")
+    export.write_text("id,n,name\n1,5,Ann\n2,10,Bo\n")
     options = {"path": str(export), "primary_key": "id", "cursor": "n", "cursor_type": "number"}
     first = read(options)
     assert [r.id for r in first] == ["1", "2"]
-    # As numbers 9 < 10 (as strings it would sort after): only the rows at or above 10 are new.
-    export.write_text("id,n\n1,5\n2,10\n3,10\n4,9\n5,11\n")
-    assert [r.id for r in read(options, first[-1].state)] == ["3", "5"]
+    # Bo edited without moving n; as numbers 9 < 10 (as strings it would sort after).
+    export.write_text("id,n,name\n1,5,Ann\n2,10,Bob\n3,10,Cy\n4,9,Di\n5,11,Ed\n")
+    assert [(r.id, r.data["name"]) for r in read(options, first[-1].state)] == [("2", "Bob"), ("3", "Cy"), ("5", "Ed")]
+    # A lookback of 1 also reads what was committed late just below the last value.
+    assert [r.id for r in read({**options, "lookback": 1}, first[-1].state)] == ["2", "3", "4", "5"]
+
+
+def test_a_datetime_cursor_looks_back_by_a_duration(tmp_path: Path) -> None:
+    export = tmp_path / "export.csv"
+    export.write_text("id,at\n1,2024-01-02T10:00:00\n")
+    options = {"path": str(export), "primary_key": "id", "cursor": "at", "cursor_type": "datetime", "lookback": "10m"}
+    state = read(options)[-1].state
+    export.write_text("id,at\n1,2024-01-02T10:00:00\n2,2024-01-02T09:51:00\n3,2024-01-02T09:49:00\n")
+    assert [r.id for r in read(options, state)] == ["1", "2"]
 
 
 def test_encoding_and_delimiter_are_configurable(tmp_path: Path) -> None:
@@ -118,10 +148,69 @@ def test_a_last_row_cut_inside_a_quoted_field_waits_for_the_rest(tmp_path: Path,
     assert [(r.id, r.data["notes"]) for r in rest] == [("3", cut.split('"', 1)[1] + " and more")]
 
 
-def test_an_unterminated_complete_last_row_is_read(tmp_path: Path) -> None:
+def test_a_last_line_with_every_column_but_no_newline_waits_for_its_end(tmp_path: Path) -> None:
+    path = tmp_path / "live.csv"
+    path.write_text("id,name,email\n1,Ann,ann@example.com\n2,Bo,bob@example.co")
+    options = {"path": str(path), "primary_key": "id"}
+    with capture_logs() as logs:
+        first = read(options)
+    assert [r.id for r in first] == ["1"]
+    assert [(e["event"], e["file"], e["line"]) for e in logs] == [("source.line_held_back", "live.csv", 3)]
+    with open(path, "a") as fh:
+        fh.write("m\n")
+    assert [(r.id, r.data["email"]) for r in read(options, first[-1].state)] == [("2", "bob@example.com")]
+
+
+def test_an_export_without_a_final_newline_gives_its_last_row_once_the_file_has_settled(tmp_path: Path) -> None:
     path = tmp_path / "excel.csv"
     path.write_text("id,name\r\n1,Ann\r\n2,Bo")
+    age(path, 61)
     assert [r.data["name"] for r in read({"path": str(path)})] == ["Ann", "Bo"]
+    path.write_text("id,name\r\n1,Ann\r\n2,Bo")
+    age(path, 5)
+    assert [r.data["name"] for r in read({"path": str(path), "settle_s": 5})] == ["Ann", "Bo"]
+    assert [r.data["name"] for r in read({"path": str(path), "settle_s": 30})] == ["Ann"]
+
+
+def test_a_settled_file_that_ends_inside_a_quoted_field_is_an_error_not_a_silent_gap(tmp_path: Path) -> None:
+    path = tmp_path / "broken.csv"
+    path.write_text('id,notes\n1,ok\n2,"never closed\n')
+    age(path, 3600)
+    with pytest.raises(SourceError, match=r"broken.csv line 3: the file ends inside a quoted field"):
+        read({"path": str(path)})
+
+
+def test_files_are_taken_in_natural_name_order_and_resume_in_it(tmp_path: Path) -> None:
+    for n in (10, 9, 1):
+        (tmp_path / f"export-{n}.csv").write_text(f"id\n{n}\n")
+    options = {"path": str(tmp_path / "export-*.csv")}
+    records = read(options)
+    assert [r.data["id"] for r in records] == ["1", "9", "10"]
+    (tmp_path / "export-11.csv").write_text("id\n11\n")
+    assert [r.data["id"] for r in read(options, records[1].state)] == ["10", "11"]
+
+
+def test_a_position_saved_in_plain_string_order_skips_no_file(tmp_path: Path) -> None:
+    for n in (1, 10, 2):
+        (tmp_path / f"export-{n}.csv").write_text(f"id\n{n}\n")
+    options = {"path": str(tmp_path / "export-*.csv")}
+    # Saved by an older version after export-10, which plain string order read before export-2.
+    old = {"file": "export-10.csv", "offset": 6, "line": 2}
+    assert [r.data["id"] for r in read(options, old)] == ["2"]
+
+
+def test_files_can_be_taken_oldest_first_and_a_changed_one_is_read_again(tmp_path: Path) -> None:
+    for name, seconds in (("b.csv", 300), ("a.csv", 200), ("c.csv", 100)):
+        (tmp_path / name).write_text(f"id\n{name}\n")
+        age(tmp_path / name, seconds)
+    options = {"path": str(tmp_path / "*.csv"), "order": "mtime", "primary_key": "id"}
+    records = read(options)
+    assert [r.id for r in records] == ["b.csv", "a.csv", "c.csv"]
+    with open(tmp_path / "b.csv", "a") as fh:
+        fh.write("b2\n")  # now the newest: read again from its start (the ledger finds b.csv unchanged)
+    (tmp_path / "d.csv").write_text("id\nd.csv\n")
+    age(tmp_path / "d.csv", 50)
+    assert [r.id for r in read(options, records[-1].state)] == ["d.csv", "b.csv", "b2"]
 
 
 @pytest.mark.parametrize("replacement", ["id,name\n9,Zed\n", "id,name\n7,Gus Longname\n8,Hal\n9,Ida\n"])

@@ -183,14 +183,15 @@ def test_a_refused_credential_stops_the_read_without_showing_it(contacts: tuple[
         build_source("crm", "http", {"url": base + "/pages", **AUTH}).check()
 
 
-def test_since_is_sent_from_the_last_value_and_the_boundary_ids_are_skipped(contacts: tuple[ContactsApi, str]) -> None:
+def test_since_is_sent_from_the_last_value_and_the_boundary_is_read_again(contacts: tuple[ContactsApi, str]) -> None:
     state, base = contacts
     options = {"url": base + "/linked", "records_path": "items", "pagination": "next_link", "since_param": "since", "since_field": "updated", **AUTH}
     first = list(build_source("crm", "http", options).read(None))
+    state.contacts[4] = {**contact(5, "2024-01-03"), "name": "edited the same day"}  # its cursor did not move
     state.add(contact(6, "2024-01-03"))
     state.requests.clear()
     again = list(build_source("crm", "http", options).read(first[-1].state))
-    assert [r.id for r in again] == ["6"]
+    assert [(r.id, r.data["name"]) for r in again] == [("5", "edited the same day"), ("6", "Person 6")]
     assert state.requests == ["/linked?since=2024-01-03"]
 
 

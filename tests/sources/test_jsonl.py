@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +67,21 @@ def test_a_partly_written_last_line_waits_and_a_broken_line_stops_with_its_numbe
     with open(path, "a") as fh:
         fh.write('me": "Bo"}\n{"id": 3\n')
     with pytest.raises(SourceError, match=r"live.jsonl line 3: not valid JSON"):
+        read(options, first[-1].state)
+
+
+def test_a_last_line_without_its_newline_waits_until_complete_or_settled(tmp_path: Path) -> None:
+    path = tmp_path / "live.jsonl"
+    path.write_text(lines({"id": 1}) + '{"id": 2}')  # parses, but the writer may not be done with the line
+    options = {"path": str(path), "primary_key": "id"}
+    first = read(options)
+    assert [r.id for r in first] == ["1"]
+    then = time.time() - 61
+    os.utime(path, (then, then))  # the writer is gone: an export without a final newline
+    assert [r.id for r in read(options, first[-1].state)] == ["2"]
+    path.write_text(lines({"id": 1}) + '{"id": 2, "na')
+    os.utime(path, (then, then))
+    with pytest.raises(SourceError, match=r"live.jsonl line 2: not valid JSON"):
         read(options, first[-1].state)
 
 

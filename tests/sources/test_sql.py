@@ -1,9 +1,10 @@
 """The sql source: the plugin kit on SQLite and on a real PostgreSQL server, keyset pages of 2 rows
-so that every page boundary (and rows sharing a cursor value across one) is exercised."""
+so that every page boundary (and rows sharing a cursor value across one) is exercised; then the kit
+again on text cursors and keys under collations that order unlike Python (SQLite NOCASE, ICU)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,8 @@ class SqlContract(SourceContract):
             {**options, "url_env": "X"},  # both url and url_env
             {**options, "page_size": 0},
             {k: v for k, v in options.items() if k != "primary_key"},
+            {k: v for k, v in options.items() if k != "cursor"} | {"lookback": "10m"},  # new rows only: no lookback
+            {**options, "lookback": "a while"},
         ]
 
     def broken_options(self, options: dict[str, Any]) -> dict[str, Any]:
@@ -87,6 +90,96 @@ class TestPostgresTableByCursor(SqlContract):
     def source_options(self, postgres_url: str) -> dict[str, Any]:
         create_contacts(postgres_url, ROWS)
         return {"url": postgres_url, "table": "public.contacts", "primary_key": "id", "cursor": "updated_at", "page_size": 2}
+
+
+# Handles and tags whose order under the collations below is not Python's: ann/a, Bo/B, cy/b, Di/C, ed/d.
+PEOPLE = [("cy", "b"), ("Di", "C"), ("ann", "a"), ("ed", "d"), ("Bo", "B")]
+
+
+def create_people(url: str, rows: list[tuple[str, str]], *, collation: str | None = None, drop: bool = True) -> None:
+    """`people`: a text primary key and a text cursor, both in `collation` (kept from the first call)."""
+    engine = sa.create_engine(url)
+    meta = sa.MetaData()
+    text = sa.String(collation=collation)
+    table = sa.Table(
+        "people", meta, sa.Column("handle", text, primary_key=True), sa.Column("tag", text), sa.Column("email", sa.String)
+    )
+    with engine.begin() as conn:
+        if drop:
+            meta.drop_all(conn)
+            meta.create_all(conn)
+        conn.execute(table.insert(), [{"handle": h, "tag": t, "email": f"{h.lower()}@example.com"} for h, t in rows])
+    engine.dispose()
+
+
+class CollatedContract(SqlContract):
+    """The kit on a text cursor and a text key compared by the database's collation, not by Python's."""
+
+    def add_records(self, options: dict[str, Any]) -> None:
+        # A late row at the last value with a key Python sorts first, and one beyond; in Python's order both are below "d".
+        create_people(options["url"], [("Al", "d"), ("fi", "E")], drop=False)
+
+    def test_a_lookback_on_a_text_column_is_a_clear_error(self, source_options: dict[str, Any], records: list) -> None:
+        source = self.build({**source_options, "lookback": 5})  # the column's type is only known once read
+        with pytest.raises(SourceError, match="`lookback` is a number, which cannot move back 'tag' value 'd'"):
+            list(source.read(records[-1].state))
+
+
+class TestSqliteNocase(CollatedContract):
+    @pytest.fixture
+    def source_options(self, tmp_path: Path) -> dict[str, Any]:
+        url = f"sqlite:///{tmp_path / 'crm.db'}"
+        create_people(url, PEOPLE, collation="NOCASE")
+        return {"url": url, "table": "people", "primary_key": "handle", "cursor": "tag", "page_size": 2}
+
+
+class TestPostgresIcuCollation(CollatedContract):
+    @pytest.fixture
+    def source_options(self, postgres_url: str) -> dict[str, Any]:
+        create_people(postgres_url, PEOPLE, collation="und-x-icu")
+        return {"url": postgres_url, "table": "people", "primary_key": "handle", "cursor": "tag", "page_size": 2}
+
+
+@pytest.mark.parametrize("collation", ["NOCASE", "und-x-icu"])
+def test_rows_above_the_last_value_in_the_databases_order_are_all_read(
+    collation: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = f"sqlite:///{tmp_path / 'crm.db'}" if collation == "NOCASE" else request.getfixturevalue("postgres_url")
+    create_people(url, [("ann", "a"), ("bo", "b")], collation=collation)
+    options = {"url": url, "table": "people", "primary_key": "handle", "cursor": "tag", "page_size": 2}
+    first = list(build_source("crm", "sql", options).read(None))
+    assert [r.id for r in first] == ["ann", "bo"]
+    create_people(url, [("cy", "C"), ("di", "d")], drop=False)  # in Python's order "C" < "b": it used to be lost
+    assert [r.id for r in build_source("crm", "sql", options).read(first[-1].state)] == ["bo", "cy", "di"]
+
+
+def test_a_pass_reads_its_last_value_again_and_lookback_reaches_rows_committed_late(postgres_url: str) -> None:
+    create_contacts(postgres_url, ROWS)
+    options = {"url": postgres_url, "table": "contacts", "primary_key": "id", "cursor": "updated_at", "page_size": 2}
+    end = list(build_source("crm", "sql", options).read(None))[-1].state
+    late = ROWS[-1][1] - timedelta(minutes=5)  # committed after the pass, with an earlier timestamp
+    create_contacts(postgres_url, [(7, late, "late@example.com")], drop=False)
+    assert [r.id for r in build_source("crm", "sql", options).read(end)] == ["5"]
+    assert [r.id for r in build_source("crm", "sql", {**options, "lookback": "10m"}).read(end)] == ["7", "5"]
+
+
+def test_sqlite_datetimes_stored_as_text_look_back_as_text(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'crm.db'}"
+    create_contacts(url, ROWS)
+    options = {"url": url, "table": "contacts", "primary_key": "id", "cursor": "updated_at", "lookback": "1d"}
+    end = list(build_source("crm", "sql", options).read(None))[-1].state
+    assert [r.id for r in build_source("crm", "sql", options).read(end)] == ["2", "3", "4", "5"]
+
+
+def test_states_saved_with_seen_ids_read_their_boundary_again_or_resume_their_pass(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'crm.db'}"
+    create_contacts(url, ROWS)
+    options = {"url": url, "table": "contacts", "primary_key": "id", "cursor": "updated_at", "page_size": 2}
+    t0 = [r for r in build_source("crm", "sql", options).read(None) if r.id == "2"][0].data["updated_at"]
+    source = build_source("crm", "sql", options)
+    assert [r.id for r in source.read({"cursor": t0, "seen": ["2", "3", "4"]})] == ["2", "3", "4", "5"]
+    cut = {"pass": None, "max": {"cursor": t0, "seen": [[["2", "3"]], []]}, "at": {"cursor": t0, "key": 3}}
+    assert [r.id for r in source.read(cut)] == ["4", "5"]
 
 
 def test_postgres_values_reach_the_mapper_as_plain_json(postgres_url: str) -> None:
