@@ -9,10 +9,11 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 import structlog
+from structlog.typing import EventDict, Processor
 
 MASK = "**********"
 _secrets: set[str] = set()
@@ -44,7 +45,7 @@ def _scrub(value: Any, fn: Callable[[str], str]) -> Any:
     return fn(repr(value))
 
 
-def _scrub_event(event: dict[str, Any], fn: Callable[[str], str]) -> dict[str, Any]:
+def _scrub_event(event: Mapping[str, Any], fn: Callable[[str], str]) -> dict[str, Any]:
     """Scrub every field but structlog's private ones (`_record`, which the formatter still needs)."""
     return {k: v if k.startswith("_") else _scrub(v, fn) for k, v in event.items()}
 
@@ -60,11 +61,11 @@ def mask_pii(text: str) -> str:
     return _PHONE.sub("<phone>", _EMAIL.sub("<email>", text))
 
 
-def redact_secrets(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+def redact_secrets(_logger: Any, _method: str, event: EventDict) -> EventDict:
     return _scrub_event(event, mask_secrets) if _secrets else event
 
 
-def redact_pii(_logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+def redact_pii(_logger: Any, method: str, event: EventDict) -> EventDict:
     if method == "debug" or event.get("level") == "debug":
         return event
     out = _scrub_event(event, mask_pii)
@@ -77,7 +78,7 @@ def configure(level: str | int = "INFO", *, json: bool | None = None, stream: Te
     stream = stream or sys.stderr
     if json is None:
         json = not stream.isatty()
-    shared = [
+    shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,

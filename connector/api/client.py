@@ -17,7 +17,7 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import httpx
 import structlog
@@ -323,11 +323,17 @@ class CaptureClient:
                     await maybe
 
 
+def _envelope(result_model: type[R]) -> type[SuccessEnvelope[R]]:
+    """`SuccessEnvelope[result_model]`, spelt so mypy accepts a runtime type argument (it is the
+    same class pydantic caches for that subscript)."""
+    return cast("type[SuccessEnvelope[R]]", SuccessEnvelope.__class_getitem__(result_model))
+
+
 def _parse(response: httpx.Response, result_model: type[R], operation: str) -> R:
     status = response.status_code
     if 200 <= status < 300:
         try:
-            envelope = SuccessEnvelope[result_model].model_validate_json(response.content)
+            envelope = _envelope(result_model).model_validate_json(response.content)
         except ValidationError:
             # The server acted but we cannot read what it did: resending the same key replays it.
             raise OutcomeUnknown(
@@ -335,6 +341,9 @@ def _parse(response: httpx.Response, result_model: type[R], operation: str) -> R
             ) from None
         return envelope.data
     err = _error_body(response.content)
+    name: str | None
+    code: str | None
+    retryable: bool | None
     if err is not None:
         # A server that echoes request headers must not carry the secret into our exceptions.
         message, name, code, retryable = mask_secrets(err.message), err.name, err.code, err.retryable

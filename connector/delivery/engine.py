@@ -21,9 +21,11 @@ from .. import failpoints
 from ..api import (
     Attempt,
     BadRequest,
+    BulkCaptureResult,
     CaptureClient,
     CaptureError,
     IdempotencyConflict,
+    PersonCaptureResult,
     PersonInput,
     Unauthorized,
     encode_json,
@@ -192,6 +194,7 @@ class _Delivery:
         size = len(work.members)
         t0 = time.perf_counter()
         failpoints.hit("after-batch-write")
+        result: BulkCaptureResult | PersonCaptureResult
         try:
             if work.operation == "bulk":
                 result = await self.client.capture_bulk(work.body, work.key)
@@ -202,8 +205,9 @@ class _Delivery:
             return self._claim_next() if claim_next else None
         failpoints.hit("after-response")
         attempts = self.attempts.pop(work.key, [])
+        # capture_bulk's result exactly when work.operation == "bulk"; isinstance lets mypy see it
         outcomes = (
-            match_bulk(work.members, result) if work.operation == "bulk"
+            match_bulk(work.members, result) if isinstance(result, BulkCaptureResult)
             else [person_outcome(work.members[0], result)]
         )
         following = self.ledger.settle(work, outcomes, attempts, then=self._wanted() if claim_next else None)
@@ -315,7 +319,8 @@ def preview(ledger: Ledger, jobs: Sequence[SourceJob]) -> RunReport:
     """--dry-run: map and validate what a sync would read, and count what it would send, without
     sending, committing a cursor or changing any entry. Whether the CRM would create or update a
     person cannot be known without asking it, so the preview does not guess."""
-    report = RunReport(kind="dry_run", dry_run_preview=[])
+    shown: list[dict[str, Any]] = []
+    report = RunReport(kind="dry_run", dry_run_preview=shown)
     t0 = time.monotonic()
     for job in jobs:
         for record in job.source.read(ledger.source_state(job.name)):
@@ -328,8 +333,8 @@ def preview(ledger: Ledger, jobs: Sequence[SourceJob]) -> RunReport:
                 report.rejection_reasons.update(item.reasons)
             else:
                 report.enqueued += 1
-                if len(report.dry_run_preview) < PREVIEW_LIMIT:
-                    report.dry_run_preview.append({"source": job.name, "record_id": record.id, **json.loads(item.payload)})
+                if len(shown) < PREVIEW_LIMIT:
+                    shown.append({"source": job.name, "record_id": record.id, **json.loads(item.payload)})
     report.unsettled = ledger.unsettled_count()
     report.duration_s = time.monotonic() - t0
     return report

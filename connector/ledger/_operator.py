@@ -7,10 +7,12 @@ from __future__ import annotations
 import sqlite3
 from typing import Literal
 
+from ._types import EntryState
+
 _NEWEST = (
     "id = (SELECT r.entry_id FROM records r WHERE r.source = entries.source AND r.record_id = entries.record_id)"
 )
-RESOLVABLE = ("blocked", "failed", "unknown", "in_flight")
+RESOLVABLE: tuple[EntryState, ...] = ("blocked", "failed", "unknown", "in_flight")
 
 
 def requeue_failed(db: sqlite3.Connection, before: float, now: float) -> int:
@@ -27,6 +29,7 @@ def resolve(db: sqlite3.Connection, key: str, action: Literal["requeue", "dismis
     Raises KeyError for an unknown key and ValueError when nothing there needs resolving."""
     batch = db.execute("SELECT id, state FROM batches WHERE key = ?", (key,)).fetchone()
     marks = ",".join("?" * len(RESOLVABLE))
+    params: tuple[object, ...]
     if batch is not None:
         if batch[1] in ("settled", "split", "requeued", "dismissed"):
             raise ValueError(f"batch {key} is {batch[1]}: nothing in it needs resolving")

@@ -22,8 +22,8 @@ class LedgerError(Exception):
 
 
 def _v1(db: sqlite_utils.Database) -> None:
-    db["source_state"].create({"source": str, "state": str, "updated_at": float}, pk="source")
-    db["entries"].create(
+    db.table("source_state").create({"source": str, "state": str, "updated_at": float}, pk="source")
+    db.table("entries").create(
         {
             "id": int, "key": str, "source": str, "record_id": str, "state": str,
             "payload": str, "content_hash": str, "mapping_version": str, "revision": int,
@@ -33,13 +33,13 @@ def _v1(db: sqlite_utils.Database) -> None:
         pk="id",
         not_null={"key", "source", "record_id", "state", "content_hash", "mapping_version", "revision"},
     )
-    db["entries"].create_index(["key"], unique=True)
-    db["entries"].create_index(["state", "id"])
-    db["entries"].create_index(["source", "record_id", "content_hash"])
-    db["records"].create(
+    db.table("entries").create_index(["key"], unique=True)
+    db.table("entries").create_index(["state", "id"])
+    db.table("entries").create_index(["source", "record_id", "content_hash"])
+    db.table("records").create(
         {"source": str, "record_id": str, "entry_id": int}, pk=("source", "record_id")
     )
-    db["batches"].create(
+    db.table("batches").create(
         {
             "id": int, "key": str, "operation": str, "state": str, "body_hash": str,
             "size": int, "last_error": str, "created_at": float, "updated_at": float,
@@ -47,13 +47,13 @@ def _v1(db: sqlite_utils.Database) -> None:
         pk="id",
         not_null={"key", "operation", "state", "body_hash", "size"},
     )
-    db["batches"].create_index(["key"], unique=True)
-    db["batches"].create_index(["state"])
-    db["batch_members"].create(
+    db.table("batches").create_index(["key"], unique=True)
+    db.table("batches").create_index(["state"])
+    db.table("batch_members").create(
         {"batch_id": int, "position": int, "entry_id": int}, pk=("batch_id", "position")
     )
-    db["batch_members"].create_index(["entry_id"])
-    db["attempts"].create(
+    db.table("batch_members").create_index(["entry_id"])
+    db.table("attempts").create(
         {
             "id": int, "batch_id": int, "key": str, "operation": str, "started_at": float,
             "latency_ms": float, "status_code": int, "error_name": str, "error_code": str,
@@ -61,8 +61,8 @@ def _v1(db: sqlite_utils.Database) -> None:
         },
         pk="id",
     )
-    db["attempts"].create_index(["batch_id"])
-    db["runs"].create(
+    db.table("attempts").create_index(["batch_id"])
+    db.table("runs").create(
         {
             "id": int, "kind": str, "started_at": float, "finished_at": float, "duration_s": float,
             "read": int, "enqueued": int, "unchanged": int, "rejected": int, "sent": int,

@@ -191,7 +191,7 @@ class Ledger:
             self._insert_attempts(db, batch, attempts)
 
     def _close_batch(
-        self, db: sqlite3.Connection, batch: BatchWork, state: str, error: str | None,
+        self, db: sqlite3.Connection, batch: BatchWork, state: BatchState, error: str | None,
         attempts: Sequence[Attempt], now: float,
     ) -> None:
         db.execute(
@@ -236,9 +236,11 @@ class Ledger:
 
     def start_run(self, kind: str) -> int:
         with self._write() as db:
-            return db.execute(
+            run_id = db.execute(
                 "INSERT INTO runs (kind, started_at) VALUES (?, ?)", (kind, time.time())
             ).lastrowid
+        assert run_id is not None  # an INSERT always sets it
+        return run_id
 
     def finish_run(self, run_id: int, counts: dict[str, int], duration_s: float, exit_code: int) -> None:
         cols = ("read", "enqueued", "unchanged", "rejected", "sent", "captured", "duplicate", "failed", "blocked")

@@ -108,12 +108,14 @@ _RUN_COUNTS = ("read", "enqueued", "unchanged", "rejected", "sent", "captured", 
 
 
 def _entry(row: tuple) -> EntryView:
-    *head, updated_at, payload = row
+    key, source, record_id, state, person_id, last_error, updated_at, payload = row
     try:
         parsed = json.loads(payload) if payload else None
     except ValueError:
         parsed = None
-    return EntryView(*head, updated_at=_ts(updated_at), payload=parsed)
+    return EntryView(
+        key, source, record_id, state, person_id, last_error, updated_at=_ts(updated_at), payload=parsed
+    )
 
 
 def _attempt(row: tuple) -> AttemptView:

@@ -20,7 +20,7 @@ import asyncio
 import hashlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -54,7 +55,7 @@ class ApiError(Exception):
 
     def __init__(
         self, status: int, code: str, message: str, *, retryable: bool | None = None,
-        headers: dict[str, str] | None = None, details: list[str] | None = None,
+        headers: Mapping[str, str] | None = None, details: list[str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
@@ -65,7 +66,7 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _json(status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
+def _json(status: int, payload: dict[str, Any], headers: Mapping[str, str] | None = None) -> Response:
     # ASCII escapes: any string the client sent (even a lone surrogate) can be sent back.
     body = json.dumps(payload, separators=(",", ":")).encode("ascii")
     return Response(body, status_code=status, media_type="application/json", headers=headers)
@@ -91,7 +92,7 @@ def error_response(err: ApiError) -> Response:
     return _json(err.status, _error_envelope(err), err.headers)
 
 
-def _code(err: dict[str, Any]) -> str:
+def _code(err: ErrorDetails) -> str:
     """The error.code of one pydantic error (the first problem names the request's code)."""
     kind = err["type"]
     if kind == "rules":
@@ -107,7 +108,7 @@ def _code(err: dict[str, Any]) -> str:
     }.get(kind, "invalid_field")
 
 
-def _is_per_person(err: dict[str, Any]) -> bool:
+def _is_per_person(err: ErrorDetails) -> bool:
     return len(err["loc"]) > 1 and err["loc"][0] == "persons"
 
 

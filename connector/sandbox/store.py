@@ -33,6 +33,7 @@ from typing import Any, Literal
 from ..api.models import PersonInput
 
 Operation = Literal["person", "bulk"]
+CaptureAction = Literal["created", "updated"]
 DEFAULT_RATE_LIMIT = 600
 
 _SCHEMA = """
@@ -112,7 +113,7 @@ class Claim:
 @dataclass(frozen=True, slots=True)
 class Captured:
     person_id: str
-    action: Literal["created", "updated"]
+    action: CaptureAction
 
 
 def identity_of(person: PersonInput) -> str:
@@ -343,6 +344,7 @@ class CaptureSession:
         now = time.time()
         fields = person.model_dump(exclude_none=True, exclude={"idempotency_key"})
         row = self._db.execute("SELECT id, data FROM persons WHERE identity = ?", (identity,)).fetchone()
+        action: CaptureAction
         if row is None:
             person_id, action = str(uuid.uuid4()), "created"
             self._db.execute(
