@@ -19,7 +19,9 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/capture-sync demo
 
+# mypy first (connector and sources, from pyproject.toml's [tool.mypy]): a type error fails the target.
 test: $(STAMP)
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
