@@ -56,7 +56,19 @@ def claim(db: sqlite3.Connection, want: Claim) -> BatchWork | None:
     rows = db.execute(_SENDABLE, (want.batch_size,)).fetchall()
     if not rows:
         return None
-    return new_batch(db, "person" if want.batch_size == 1 else "bulk", [Member(*r) for r in rows])
+    members = [Member(*r) for r in rows]
+    single = want.batch_size == 1 and not _offered_in_bulk(db, members[0].entry_id)
+    return new_batch(db, "person" if single else "bulk", members)
+
+
+def _offered_in_bulk(db: sqlite3.Connection, entry_id: int) -> bool:
+    """A person once offered in POST /persons/bulk is only re-offered there, under its per-person key:
+    nothing says POST /person would recognise that key (a requeue after batch_size became 1)."""
+    return db.execute(
+        "SELECT 1 FROM batch_members m JOIN batches b ON b.id = m.batch_id "
+        "WHERE m.entry_id = ? AND b.operation = 'bulk' LIMIT 1",
+        (entry_id,),
+    ).fetchone() is not None
 
 
 def new_batch(db: sqlite3.Connection, operation: Operation, members: Sequence[Member]) -> BatchWork:

@@ -130,6 +130,20 @@ def test_an_unknown_member_is_reoffered_once_alone_under_a_new_batch_key(ledger)
     assert unknown.last_error == "still no evidence"
 
 
+def test_a_person_once_offered_in_bulk_is_never_re_offered_with_post_person(ledger):
+    ledger.enqueue("crm", "m", [version(1), version(2)], None)
+    bulk = ledger.claim(Claim(10))
+    ledger.block(bulk, "409", [])
+    ledger.resolve(bulk.key, "requeue")
+    ledger.enqueue("crm", "m", [version(3)], None)
+    sends: list = []
+    for _ in range(3):  # batch_size is now 1
+        sends.append(ledger.claim(Claim(1, skip={b.id for b in sends})))
+    assert [(b.operation, b.members[0].key) for b in sends] == [
+        ("bulk", bulk.members[0].key), ("bulk", bulk.members[1].key), ("person", sends[2].members[0].key),
+    ]
+
+
 def test_status_is_not_settled_while_anything_is_blocked_stalled_or_unknown(ledger):
     ledger.enqueue("crm", "m", [version(1), version(2), version(3)], None)
     assert not ledger.status().settled
