@@ -27,11 +27,13 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
 from connector.failpoints import ENV as FAILPOINTS_ENV
+
+from .upstream import CONTACT_MAPPING, contact
 
 SCRIPT = Path(sys.executable).with_name("capture-sync")
 CLI_TIMEOUT_S = 120
@@ -83,31 +85,25 @@ class Figures:
 
 def write_contacts(path: Path, records: int, rng: random.Random) -> Population:
     """`records` rows; about 10% invalid (no email nor phone, or a malformed email)."""
-    valid = invalid = 0
+    rows = [contact(i, rng) for i in range(records)]
     with path.open("w", newline="", encoding="utf-8") as fh:
-        out = csv.writer(fh)
-        out.writerow(["id", "First", "Last", "Email", "Phone"])
-        for i in range(records):
-            kind = rng.random()
-            if kind < 0.05:
-                out.writerow([i, "Nomail", f"N{i}", "", ""])
-                invalid += 1
-            elif kind < 0.10:
-                out.writerow([i, "Bad", f"B{i}", f"bad{i}-at-example.com", ""])
-                invalid += 1
-            else:
-                out.writerow([i, "Valid", f"V{i}", f"valid{i}@example.com", f"+1202555{i % 10_000:04d}"])
-                valid += 1
-    return Population(path, valid, invalid)
+        out = csv.DictWriter(fh, ["id", "First", "Last", "Email", "Phone"])
+        out.writeheader()
+        out.writerows(rows)
+    valid = sum(row["First"] == "Valid" for row in rows)
+    return Population(path, valid, records - valid)
 
 
 def write_config(
     folder: Path, base_url: str, contacts: Path, *, batch_size: int = 20, concurrency: int = 3,
     timeout_s: float = 5, rate_window_s: float = 60.0, max_attempts: int = 12, max_elapsed_s: float = 60,
-    ledger: str = "ledger.sqlite3",
+    ledger: str = "ledger.sqlite3", mapping: dict[str, str] = CONTACT_MAPPING, cursor: str | None = None,
 ) -> Path:
-    """A config with one csv source `contacts`; credentials come from the environment."""
+    """A config with one csv source `contacts` (`mapping`: person field -> column; `cursor`: a number
+    column to read changed rows by); credentials come from the environment."""
     config = folder / "capture-sync.toml"
+    incremental = f'cursor = "{cursor}"\ncursor_type = "number"\n' if cursor else ""
+    fields = "".join(f'{name} = "{column}"\n' for name, column in mapping.items())
     config.write_text(
         f"""[capture]
 base_url = "{base_url}"
@@ -130,13 +126,9 @@ name = "contacts"
 type = "csv"
 path = "{contacts}"
 primary_key = "id"
-
+{incremental}
 [sources.mapping]
-first_name = "First"
-last_name = "Last"
-email = "Email"
-phone = "Phone"
-""",
+{fields}""",
         encoding="utf-8",
     )
     return config
@@ -153,6 +145,50 @@ def count(ledger: Path, sql: str) -> int:
         return 0
     finally:
         db.close()
+
+
+# The work a run has done, in its ledger writes: batches written, requests recorded (at settle).
+WORK_DONE = "SELECT (SELECT count(*) FROM batches) + (SELECT count(*) FROM attempts)"
+
+
+class Churn(Protocol):
+    """What changes around the connector while the kill loop runs: upstream edits, the API's
+    behaviour. Called until the kills are done and nothing is `pending`; then the world stands
+    still, so the loop can end on it."""
+
+    def pending(self) -> list[str]:
+        """What the churn has yet to show (empty when done)."""
+        ...
+
+    def before_run(self, round_no: int) -> None: ...
+
+    def during_run(self, round_no: int) -> None: ...
+
+
+def kill_during_work(
+    proc: subprocess.Popen[bytes], ledger: Path, rng: random.Random, max_work: int, jitter_s: float
+) -> None:
+    """SIGKILL `proc` after 0 to `max_work` more ledger writes and up to `jitter_s` more, unless it ends first."""
+    target = count(ledger, WORK_DONE) + rng.randint(0, max_work)
+    while proc.poll() is None and count(ledger, WORK_DONE) < target:
+        time.sleep(0.01)
+    try:
+        proc.wait(timeout=rng.uniform(0.0, jitter_s))
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGKILL)
+
+
+def recorded_exit(ledger: Path, runs_before: int, killed: int) -> int:
+    """The exit code the run after the first `runs_before` recorded at its end; `killed` when it
+    never got there (the kill cut it short)."""
+    db = sqlite3.connect(ledger, timeout=5)
+    try:
+        row = db.execute(
+            "SELECT finished_at IS NOT NULL, exit_code FROM runs ORDER BY id LIMIT 1 OFFSET ?", (runs_before,)
+        ).fetchone()
+    finally:
+        db.close()
+    return row[1] if row is not None and row[0] else killed
 
 
 def running_claims(sandbox_db: Path) -> int:
@@ -274,38 +310,56 @@ class ReliabilityKit:
 
     def until_settled(
         self, config: Path, env: dict[str, str], rng: random.Random, *, kills: int,
-        failpoints: tuple[str, ...] = (), sandbox_db: Path | None = None, max_wait_s: float = 1.2,
-        log_level: str = "WARNING",
+        failpoints: tuple[str, ...] = (), max_hit: int = 3, sandbox_db: Path | None = None,
+        churn: Churn | None = None, max_work: int = 4, jitter_s: float = 0.1, log_level: str = "WARNING",
     ) -> Survived:
-        """Alternate `sync` and `replay` until a replay exits 0, killing `kills` runs first: every
-        other kill by a failpoint of `failpoints` (in turn, on its 1st to 3rd hit), the others by
-        the test's SIGKILL at a random moment of a started run. After each kill the sandbox is
-        left to finish the requests the dead process had in hand (its `running` claims), as a
-        restarted daemon finds them finished."""
+        """Alternate `sync` and `replay`, killing `kills` runs, until a replay exits 0 after a sync
+        has read the source whole since it last changed.
+
+        Every other kill is by a failpoint of `failpoints` (in turn, on its 1st to `max_hit`th
+        hit), the others by the test's SIGKILL at a random moment of the run's own work: after 0 to
+        `max_work` more ledger writes (batches written, requests recorded), then up to `jitter_s`.
+        (A kill timed by the clock alone mostly meets runs with nothing left to do once the work is
+        delivered, or processes already past the end of their run, so it cannot promise `kills`
+        real kills.) A kill counts only if it cut a run short; one that came after the run recorded
+        its end gives that run's recorded exit code. After each kill the sandbox is left to finish
+        the requests the dead process had in hand (its `running` claims), as a restarted daemon
+        finds them finished. `churn` changes the world before and during each run until the kills
+        and the churn are done. Exit 5 fails the test: the engine left entries blocked, or unknown
+        after asking alone, that it could not settle by itself."""
         ledger = self.tmp / "ledger.sqlite3"
         survived = Survived()
+        synced = False  # a sync has read the source to its end since the last churn
         with (self.tmp / "runs.log").open("ab") as log:
             for round_no in range(kills * 4 + 40):
                 survived.rounds += 1
                 kind = "sync" if round_no % 2 == 0 else "replay"
+                churning = churn is not None and (survived.kills < kills or bool(churn.pending()))
+                if churn is not None and churning:
+                    churn.before_run(round_no)
+                    synced = False
                 run_env, point = env, None
                 if survived.kills < kills and failpoints and survived.kills % 2 == 1:
                     point = failpoints[(survived.kills // 2) % len(failpoints)]
-                    run_env = {**env, FAILPOINTS_ENV: f"{point}={rng.randint(1, 3)}"}
+                    run_env = {**env, FAILPOINTS_ENV: f"{point}={rng.randint(1, max_hit)}"}
                 runs_before = count(ledger, "SELECT count(*) FROM runs")
+                log.write(f"== round {round_no}: {kind} {point or ''}\n".encode())
+                log.flush()
                 proc = subprocess.Popen(
                     self.command(kind, "-c", str(config), "--log-level", log_level),
                     env=run_env, stdout=log, stderr=log, cwd=self.tmp,
                 )
+                # Churn and kills meet the run itself, not the interpreter's start-up.
+                while proc.poll() is None and count(ledger, "SELECT count(*) FROM runs") == runs_before:
+                    time.sleep(0.01)
+                if churn is not None and churning:
+                    churn.during_run(round_no)
                 if survived.kills < kills and point is None:
-                    # Kill at a random moment of the run itself, not of the interpreter's start-up.
-                    while proc.poll() is None and count(ledger, "SELECT count(*) FROM runs") == runs_before:
-                        time.sleep(0.01)
-                    try:
-                        proc.wait(timeout=rng.uniform(0.0, max_wait_s))
-                    except subprocess.TimeoutExpired:
-                        proc.send_signal(signal.SIGKILL)
+                    kill_during_work(proc, ledger, rng, max_work, jitter_s)
                 code = proc.wait(timeout=SETTLE_TIMEOUT_S)
+                if code == -signal.SIGKILL and point is None:
+                    code = recorded_exit(ledger, runs_before, code)
+                log.write(f"== round {round_no}: exit {code}\n".encode())
                 if code == -signal.SIGKILL:
                     if point is None:
                         survived.timer_kills += 1
@@ -314,10 +368,19 @@ class ReliabilityKit:
                     while sandbox_db is not None and running_claims(sandbox_db):
                         time.sleep(0.05)
                     continue
+                if code == 5:
+                    raise AssertionError(
+                        f"{kind} exited 5: the engine left entries blocked, or unknown after asking alone, that "
+                        f"it could not settle by itself; ledger {ledger_states(ledger)}; see {self.tmp / 'runs.log'}"
+                    )
                 assert code in (0, 4), f"{kind} exited {code}; see {self.tmp / 'runs.log'}"
-                if survived.kills >= kills and code == 0 and kind == "replay":
+                synced = synced or (kind == "sync" and not churning)
+                if survived.kills >= kills and code == 0 and kind == "replay" and synced:
                     return survived
-        raise AssertionError(f"never settled after {survived}; see {self.tmp / 'runs.log'}")
+        shown = "" if churn is None else f", churn still to show {churn.pending()}"
+        raise AssertionError(
+            f"never settled after {survived} (ledger {ledger_states(ledger)}{shown}); see {self.tmp / 'runs.log'}"
+        )
 
 
 @pytest.fixture
