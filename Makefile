@@ -27,8 +27,9 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
-# The reliability suite's chaos test at 20,000 records and 50 kills, and a 30 s API outage;
-# prints "kills survived, records, lost, doubled".
+# The reliability suite's chaos test at 20,000 records (edited and added to as it runs) and 50 kills,
+# and a 30 s API outage; prints kills survived, records, versions, captured once, refused, lost,
+# doubled, stale (~5 min).
 soak: $(STAMP)
 	SOAK_RECORDS=20000 SOAK_KILLS=50 SOAK_OUTAGE_S=30 $(BIN)/python -m pytest tests/reliability/test_chaos.py tests/reliability/test_outage.py -s -q -p no:cacheprovider
 
