@@ -23,8 +23,10 @@ agrees (nothing pending, in flight, unknown or blocked; older versions final).
 from __future__ import annotations
 
 import random
+import sqlite3
 from collections import Counter
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
@@ -48,15 +50,18 @@ SHOWN = {
     "a refused version": "SELECT count(*) FROM entries WHERE state = 'failed'",
 }
 TWICE = "SELECT count(*) FROM (SELECT identity FROM captures GROUP BY identity HAVING count(*) > 1)"
+# Records whose versions may be on their way to the CRM: the riskiest ones to change.
+IN_HAND = "SELECT DISTINCT record_id FROM entries WHERE state IN ('in_flight', 'unknown')"
 
 
 @dataclass
 class World:
     """The churn of the kill loop: before each run the sandbox restarts on its database with the
     result shape that has answered fewest requests so far (the config follows it to its new port)
-    and the CSV changes; during a run the CSV changes again, half the time. It goes on until every
-    shape has answered, every fault and kind of version in SHOWN is in the ledger, and some record
-    has had a newer version captured over an older one."""
+    and the CSV changes, half of the changed rows being records the ledger has in flight or
+    unknown; during a run the CSV changes again, half the time. It goes on until every shape has
+    answered, every fault and kind of version in SHOWN is in the ledger, and some record has had a
+    newer version captured over an older one."""
 
     rel: Any
     start_sandbox: Callable[..., Any]
@@ -90,12 +95,19 @@ class World:
     def before_run(self, round_no: int) -> None:
         served = self.served()
         self.restart(min(SHAPES, key=served.__getitem__))
-        self.upstream.edit(self.changed)
+        self.edit()
 
     def during_run(self, round_no: int) -> None:
         if self.rng.random() < 0.5:
-            self.upstream.edit(self.changed)
+            self.edit()
             self.edits_during_runs += 1
+
+    def edit(self) -> None:
+        in_hand: list[str] = []
+        if self.ledger.exists():
+            with closing(sqlite3.connect(self.ledger, timeout=5)) as db:
+                in_hand = [r for (r,) in db.execute(IN_HAND)]
+        self.upstream.edit(self.changed, focus=in_hand)
 
     def served(self) -> Counter[str]:
         """Requests recorded in the ledger while each shape served."""

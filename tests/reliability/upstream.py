@@ -19,6 +19,7 @@ import os
 import random
 import sqlite3
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,9 +65,13 @@ class Upstream:
         upstream._write()
         return upstream
 
-    def edit(self, share: float = 0.03) -> None:
-        """Change `share` of the rows (at least one) and add a third as many new ones, in one rewrite."""
-        changed = self.rng.sample(sorted(self.rows), max(1, round(len(self.rows) * share)))
+    def edit(self, share: float = 0.03, focus: Sequence[str] = ()) -> None:
+        """Change `share` of the rows (at least one), half of them from `focus` when it has enough,
+        and add a third as many new ones, in one rewrite."""
+        n = max(1, round(len(self.rows) * share))
+        candidates = sorted(self.rows.keys() & set(focus))
+        aimed = self.rng.sample(candidates, min(n // 2, len(candidates)))
+        changed = aimed + self.rng.sample(sorted(self.rows.keys() - set(aimed)), n - len(aimed))
         for record_id in changed:
             row = self.rows[record_id]
             row["Company"] = self.rng.choice(COMPANIES)
