@@ -1,4 +1,4 @@
-"""The source plugin interface (design 7): an options model, `read(state)` and two optional hooks.
+"""The source plugin interface (design 7): an options model, `read(state)` and three optional hooks.
 
 A source yields `Record`s; each carries the state to resume *after* it. The engine commits a
 record's state in the same transaction as the record, so a source never needs its own bookkeeping.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
@@ -20,6 +20,19 @@ class Record:
     id: str  # stable record id, unique within the source
     data: dict[str, Any]  # the raw fields
     state: Any  # JSON-serialisable; read(state) yields exactly the records after this one
+
+
+@dataclass(frozen=True, slots=True)
+class BadRecord:
+    """A record the source could not make sense of (an undecodable line, malformed JSON, no id, a
+    value its own conversion refused). Yield it instead of raising: the ledger keeps it as
+    `rejected` with `reason` and `where`, the records around it go on, and the cursor moves past it."""
+
+    where: str  # its position, for a person to find it: "signups.csv line 12", "row id=42"
+    reason: str
+    state: Any  # the state after it, as for a Record
+    id: str | None = None  # its record id, when the source knows it
+    raw: dict[str, Any] | None = None  # what could be read of it, for diagnosis
 
 
 class SourceError(Exception):
@@ -57,8 +70,16 @@ class Source(ABC, Generic[OptionsT]):
         self.options = options
 
     @abstractmethod
-    def read(self, state: Any | None) -> Iterator[Record]:
-        """Yield the records after `state` (None: from the beginning), in a stable order."""
+    def read(self, state: Any | None) -> Iterator[Record | BadRecord]:
+        """Yield the records after `state` (None: from the beginning), in a stable order; a record
+        that cannot be read is yielded as a BadRecord, never raised (raise SourceError only when the
+        source itself cannot be read: the records yielded before it are kept)."""
+
+    def columns(self) -> Sequence[str] | None:
+        """The fields every record has, when the source can know them before reading (a csv header,
+        a query's columns, a plugin's declared fields); None when it cannot. The mapping's columns
+        are checked against them before anything is sent."""
+        return None
 
     def check(self) -> None:  # noqa: B027 - optional hook
         """Test the connection or the files; raise SourceError with a clear message."""

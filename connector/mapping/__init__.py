@@ -96,6 +96,10 @@ class Mapping:
         digest = hashlib.sha256(json.dumps(table, sort_keys=True, default=str).encode()).hexdigest()
         return cls(rules, hook, digest[:12])
 
+    def columns(self) -> dict[str, tuple[str, ...]]:
+        """Mapping field -> the source fields it reads (a hook may read more: it is not known here)."""
+        return {rule.target: rule.columns for rule in self.rules if rule.columns}
+
     def map(self, data: dict[str, Any]) -> PersonInput | Rejection:
         """Never raises: a problem with any field becomes a reason naming that field."""
         reasons: list[str] = []

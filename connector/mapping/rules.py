@@ -38,6 +38,7 @@ class FieldRule:
     get: Callable[[dict[str, Any]], Any]
     transforms: tuple[tf.Transform, ...] = ()
     default: Scalar | None = None
+    columns: tuple[str, ...] = ()  # the source fields it reads: checked against what a source has
 
     def value(self, data: dict[str, Any]) -> Any:
         """The mapped value (None: absent); raises ValueProblem."""
@@ -52,12 +53,12 @@ class FieldRule:
         return self.default if value is None else value
 
 
-def _template(text: str) -> tuple[Callable[[dict[str, Any]], Any], list[str]]:
+def _template(text: str) -> tuple[Callable[[dict[str, Any]], Any], list[str], tuple[str, ...]]:
     """A `{Field} {Other}` renderer looking fields up by their whole name (spaces and dots allowed)."""
     try:
         pieces = list(string.Formatter().parse(text))
     except ValueError as exc:
-        return _nothing, [f"template: not a valid template ({exc})"]
+        return _nothing, [f"template: not a valid template ({exc})"], ()
     problems = [
         f"template: {{{name}}} has a format spec or conversion, which are not supported"
         for _, name, spec, conv in pieces if name is not None and (spec or conv)
@@ -79,7 +80,7 @@ def _template(text: str) -> tuple[Callable[[dict[str, Any]], Any], list[str]]:
                 out.append(value or "")
         return "".join(out).strip() if found else None
 
-    return render, problems
+    return render, problems, tuple(dict.fromkeys(names))
 
 
 def _nothing(data: dict[str, Any]) -> None:
@@ -125,12 +126,13 @@ def compile_field(target: str, spec: Any, where: str, load: Callable[[str], Any]
     if len(sources) != 1:
         return None, [f"{at}: needs exactly one of `field`, `template` or `constant`" + (f" (has {', '.join(sources)})" if sources else "")]
     problems: list[str] = []
+    columns: tuple[str, ...] = ()
     if parsed.field is not None:
         name = parsed.field
         get: Callable[[dict[str, Any]], Any] = lambda data: data.get(name)  # noqa: E731
-        origin = f"`{name}`"
+        origin, columns = f"`{name}`", (name,)
     elif parsed.template is not None:
-        get, template_problems = _template(parsed.template)
+        get, template_problems, columns = _template(parsed.template)
         problems += template_problems
         origin = "the template"
     else:
@@ -140,7 +142,7 @@ def compile_field(target: str, spec: Any, where: str, load: Callable[[str], Any]
     problems += transform_problems
     if problems:
         return None, [f"{at}.{p}" for p in problems]
-    return FieldRule(target, origin, get, tuple(transforms), parsed.default), []
+    return FieldRule(target, origin, get, tuple(transforms), parsed.default, columns), []
 
 
 TEXT_FIELDS = tuple(f for f in PERSON_FIELDS if f != "custom_fields")
