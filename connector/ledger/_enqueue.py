@@ -66,7 +66,7 @@ def enqueue_one(
         (
             person_key(source, item.record_id, digest, revision), source, item.record_id,
             "pending" if valid else "rejected", body, digest, mapping_version, revision,
-            None if valid else "; ".join(item.reasons), now, now,
+            "; ".join(item.reasons) or None, now, now,
         ),
     )
     db.execute(

@@ -22,7 +22,8 @@ LIVE: tuple[EntryState, ...] = ("pending", "in_flight", "unknown", "blocked")
 
 @dataclass(frozen=True, slots=True)
 class Mapped:
-    """One source record after mapping: a valid payload, or the reasons it was rejected."""
+    """One source record after mapping: a valid payload, or the reasons it was rejected. With a
+    payload, `reasons` are notes kept beside it (a bad field dropped by `on_error = "drop"`)."""
 
     record_id: str
     payload: str | None = None        # JSON text of the PersonInput

@@ -199,3 +199,11 @@ def test_a_version_1_ledger_migrates_without_resending_what_was_captured(tmp_pat
         assert counts.unchanged == 1 and ledger.claim(Claim(10)) is None
         ledger.enqueue("crm", "new-mapping", [version(1, "Acme")], None)
         assert [json.loads(m.payload).get("company") for m in ledger.claim(Claim(10)).members] == ["Acme"]
+
+
+def test_notes_beside_a_valid_payload_are_kept_and_change_nothing(ledger):
+    noted = Mapped("1", payload=version(1).payload, reasons=("phone (from `Phone`): dropped: not a valid number",))
+    ledger.enqueue("crm", "m", [noted], None)
+    [entry] = ledger.list_entries("pending")
+    assert entry.last_error == noted.reasons[0]
+    assert ledger.enqueue("crm", "m", [version(1)], None).unchanged == 1
