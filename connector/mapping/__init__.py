@@ -6,9 +6,11 @@ raises, whatever the record holds (the property tests in tests/mapping prove it)
 Each key is a person field (or `custom_fields.<name>`), and its value is a source field name or a
 table with exactly one of `field`, `template` ("{First} {Last}") or `constant`, plus optionally
 `transform` (one or a list, applied in order: strip, lower, upper, e164 with `region`, first_name,
-last_name, or "package.module:function") and `default` (used when the value is absent). Empty or
-blank text is absent. A top-level `hook = "package.module:function"` gets (record, person fields)
-after the rules and returns the person fields; an exception it raises rejects the record.
+last_name, or "package.module:function"), `default` (used when the value is absent) and
+`on_error`: "reject" (the default) rejects the record when the field's value cannot be used,
+"drop" leaves the field out and notes why. Empty or blank text is absent. A top-level
+`hook = "package.module:function"` gets (record, person fields) after the rules and returns the
+person fields; an exception it raises rejects the record.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -53,6 +55,7 @@ class Mapping:
 
     def __init__(self, rules: list[FieldRule], hook: tuple[str, Hook] | None, version: str) -> None:
         self.rules, self.hook, self.version = rules, hook, version
+        self.targets = {rule.target: rule for rule in rules}
 
     @classmethod
     def from_config(cls, table: dict[str, Any], *, where: str) -> Mapping:
@@ -101,17 +104,21 @@ class Mapping:
         return {rule.target: rule.columns for rule in self.rules if rule.columns}
 
     def map(self, data: dict[str, Any]) -> PersonInput | Rejection:
-        """Never raises: a problem with any field becomes a reason naming that field."""
-        reasons: list[str] = []
+        """`map_noting` without the notes."""
+        return self.map_noting(data)[0]
+
+    def map_noting(self, data: dict[str, Any]) -> tuple[PersonInput | Rejection, tuple[str, ...]]:
+        """The person or the rejection, and the notes on fields dropped by `on_error = "drop"`
+        (kept beside the payload). Never raises: a problem with any field becomes a reason naming
+        that field; a rejection's reasons include the drops, and its notes are empty."""
+        problems = _Problems(self.targets)
         person: dict[str, Any] = {}
-        origins: dict[str, str] = {}
         for rule in self.rules:
             try:
                 value = rule.value(data)
             except ValueProblem as exc:
-                reasons.append(f"{rule.target} (from {rule.origin}): {exc}")
+                problems.add(rule.target, str(exc))
                 continue
-            origins[rule.target] = rule.origin
             if rule.target.startswith("custom_fields."):
                 person.setdefault("custom_fields", {})[rule.target.removeprefix("custom_fields.")] = value
             else:
@@ -121,33 +128,55 @@ class Mapping:
             try:
                 person = fn(dict(data), person)
             except Exception as exc:
-                return Rejection([*reasons, f"hook {ref} failed: {type(exc).__name__}: {exc}"])
+                return problems.rejection(f"hook {ref} failed: {type(exc).__name__}: {exc}"), ()
             if not isinstance(person, dict):
-                return Rejection([*reasons, f"hook {ref} returned {type(person).__name__}, not a dict of person fields"])
-        clean = _clean(person, origins, reasons)
-        try:
-            valid = PersonInput.model_validate(clean)
-        except ValidationError as exc:
-            return Rejection(reasons + _explained(exc, origins))
-        return Rejection(reasons) if reasons else valid
+                return problems.rejection(f"hook {ref} returned {type(person).__name__}, not a dict of person fields"), ()
+        valid = _validated(_clean(person, problems), problems)
+        if valid is None or problems.reasons:
+            return problems.rejection(), ()
+        return valid, tuple(problems.notes)
 
 
-def _origin(origins: dict[str, str], target: str) -> str:
-    return f" (from {origins[target]})" if target in origins else ""
+@dataclass
+class _Problems:
+    """The reasons that reject a record and the notes on dropped fields, each naming its field."""
+
+    rules: dict[str, FieldRule]
+    reasons: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, target: str, problem: str) -> None:
+        rule = self.rules.get(target)
+        where = f"{target} (from {rule.origin})" if rule else target
+        if rule is not None and rule.drop:
+            self.notes.append(f"{where}: dropped: {problem}")
+        else:
+            self.reasons.append(f"{where}: {problem}")
+
+    def drops(self, target: str) -> bool:
+        rule = self.rules.get(target)
+        return rule is not None and rule.drop
+
+    def refused(self, target: str, message: str) -> None:
+        """A refusal by the API model, whose message names the field already."""
+        rule = self.rules.get(target)
+        self.reasons.append(f"{message} (from {rule.origin})" if rule else message)
+
+    def rejection(self, *more: str) -> Rejection:
+        return Rejection([*self.notes, *self.reasons, *more])
 
 
-def _clean(person: dict[str, Any], origins: dict[str, str], reasons: list[str]) -> dict[str, Any]:
-    """Coerce every value to what the API takes; absent ones are dropped, bad ones become reasons."""
+def _clean(person: dict[str, Any], problems: _Problems) -> dict[str, Any]:
+    """Coerce every value to what the API takes; absent ones are left out, bad ones are problems."""
     clean: dict[str, Any] = {}
     for key, value in person.items():
         if key == "custom_fields" and isinstance(value, dict):
             fields = {}
             for name, item in value.items():
-                target = f"custom_fields.{name}"
                 try:
                     item = as_json(item)
                 except ValueProblem as exc:
-                    reasons.append(f"{target}{_origin(origins, target)}: {exc}")
+                    problems.add(f"custom_fields.{name}", str(exc))
                     continue
                 if item is not None:
                     fields[str(name)] = item
@@ -157,20 +186,53 @@ def _clean(person: dict[str, Any], origins: dict[str, str], reasons: list[str]) 
         try:
             value = as_text(value) if key in TEXT_FIELDS else value
         except ValueProblem as exc:
-            reasons.append(f"{key}{_origin(origins, key)}: {exc}")
+            problems.add(str(key), str(exc))
             continue
         if value is not None:
             clean[str(key)] = value
     return clean
 
 
-def _explained(exc: ValidationError, origins: dict[str, str]) -> list[str]:
-    """The API model's messages, each with the source field its value came from."""
-    out = []
-    for err, message in zip(exc.errors(include_url=False), explain(exc), strict=True):
-        target = ".".join(str(p) for p in err["loc"][:2]) if err["loc"][:1] == ("custom_fields",) else (str(err["loc"][0]) if err["loc"] else "")
-        out.append(message + _origin(origins, target))
-    return out
+def _validated(clean: dict[str, Any], problems: _Problems) -> PersonInput | None:
+    """The API model's verdict; a field it refuses whose rule drops is left out and the rest checked
+    again (dropping can break rule A or B, which rejects), any other refusal rejects."""
+    while True:
+        try:
+            return PersonInput.model_validate(clean)
+        except ValidationError as exc:
+            refused = list(zip(_targets(exc), explain(exc), strict=True))
+        rejected = False
+        for target, message in refused:
+            if problems.drops(target) and _pop(clean, target):
+                problems.add(target, message)
+            else:
+                problems.refused(target, message)
+                rejected = True
+        if rejected:
+            return None
+
+
+def _targets(exc: ValidationError) -> list[str]:
+    """The mapping field each of the API model's errors is about ("" for the whole person)."""
+    return [
+        ".".join(str(p) for p in err["loc"][:2]) if err["loc"][:1] == ("custom_fields",) else (str(err["loc"][0]) if err["loc"] else "")
+        for err in exc.errors(include_url=False)
+    ]
+
+
+def _pop(clean: dict[str, Any], target: str) -> bool:
+    """Leave the field out; False when it is not there to leave out."""
+    if target in clean:
+        del clean[target]
+        return True
+    fields = clean.get("custom_fields")
+    name = target.removeprefix("custom_fields.")
+    if name == target or not isinstance(fields, dict) or name not in fields:
+        return False
+    del fields[name]
+    if not fields:
+        del clean["custom_fields"]
+    return True
 
 
 __all__ = ["Mapping", "Rejection"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import string
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import phonenumbers
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -29,6 +29,7 @@ class FieldSpec(BaseModel):
     transform: str | list[str] = []
     region: str | None = None
     default: Scalar | None = None
+    on_error: Literal["reject", "drop"] = "reject"
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class FieldRule:
     transforms: tuple[tf.Transform, ...] = ()
     default: Scalar | None = None
     columns: tuple[str, ...] = ()  # the source fields it reads: checked against what a source has
+    drop: bool = False  # on_error = "drop": a value that cannot be used is left out, not the record
 
     def value(self, data: dict[str, Any]) -> Any:
         """The mapped value (None: absent); raises ValueProblem."""
@@ -142,7 +144,7 @@ def compile_field(target: str, spec: Any, where: str, load: Callable[[str], Any]
     problems += transform_problems
     if problems:
         return None, [f"{at}.{p}" for p in problems]
-    return FieldRule(target, origin, get, tuple(transforms), parsed.default, columns), []
+    return FieldRule(target, origin, get, tuple(transforms), parsed.default, columns, parsed.on_error == "drop"), []
 
 
 TEXT_FIELDS = tuple(f for f in PERSON_FIELDS if f != "custom_fields")
