@@ -7,12 +7,12 @@ import inspect
 import logging
 import os
 import re
+import shlex
 import sys
 import traceback
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from enum import IntEnum
 from pathlib import Path
 from typing import Any, NoReturn, TextIO, TypeVar, cast
 
@@ -25,6 +25,8 @@ from .. import logs
 from ..api import CaptureClient, CaptureError, Unauthorized
 from ..config import DEFAULT_PATH, ENV_CONFIG, Config, load_config
 from ..delivery import RunReport
+from ..delivery.report import ExitCode as ExitCode  # the commands take it from here
+from ..delivery.report import exit_code_for
 from ..ledger import Ledger, LedgerError, LedgerLocked
 from ..problems import ConfigProblem
 from ..scheduler import stop_on_signals
@@ -38,21 +40,16 @@ out = Console(highlight=False, width=_WIDTH)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-class ExitCode(IntEnum):
-    OK = 0
-    UNEXPECTED = 1
-    USAGE = 2
-    AUTH = 3
-    UNSETTLED = 4
-    BLOCKED = 5
-
-
 EXIT_MEANING = {  # what a report's non-zero exit code asks the user to do
     ExitCode.AUTH: "authentication failed: check CAPTURE_API_KEY / CAPTURE_API_SECRET and that the client is active",
     ExitCode.UNSETTLED: "work remains unsettled (the API is unavailable?): run `capture-sync replay` later",
     ExitCode.BLOCKED: (
         "entries need a person's decision: see `capture-sync ledger list --state blocked` (a 409) and "
         "`--state unknown` (results that could not be placed); `capture-sync status` says more"
+    ),
+    ExitCode.SOURCE_FAILED: (
+        "a source failed while being read: the records it gave before were kept and delivered, and the "
+        "other sources were read and delivered; fix it and run sync again to continue where it stopped"
     ),
 }
 
@@ -132,6 +129,8 @@ def _configure_logging(level: str, verbose: bool) -> None:
 
 @contextmanager
 def _exit_codes() -> Iterator[None]:
+    """One line per failure (every problem of a config), with the code of `exit_code_for`: the same
+    code the run record holds."""
     try:
         yield
     except (typer.Exit, typer.Abort, SystemExit):
@@ -140,21 +139,25 @@ def _exit_codes() -> Iterator[None]:
         err.print(f"error: the configuration has {len(exc.problems)} problem(s):", markup=False)
         for problem in exc.problems:
             err.print(f"  - {logs.mask_secrets(problem)}", markup=False)
-        raise typer.Exit(int(ExitCode.USAGE)) from None
-    except LedgerLocked as exc:
-        fail(f"{exc} (one process at a time may drive a ledger; stop the other one or wait for it)", ExitCode.USAGE)
-    except LedgerError as exc:
-        fail(f"ledger: {exc}", ExitCode.UNEXPECTED)
-    except Unauthorized as exc:
-        fail(f"{exc}: {EXIT_MEANING[ExitCode.AUTH]}", ExitCode.AUTH)
-    except CaptureError as exc:
-        fail(f"the Capture API did not answer: {exc}", ExitCode.UNSETTLED)
-    except SourceError as exc:
-        fail(f"source: {exc}", ExitCode.UNEXPECTED)
+        raise typer.Exit(int(exit_code_for(exc))) from None
     except Exception as exc:
-        if _verbose:
-            err.print(logs.mask_secrets(traceback.format_exc()), markup=False)
-        fail(f"{type(exc).__name__}: {exc}" + ("" if _verbose else " (run with -v for details)"), ExitCode.UNEXPECTED)
+        fail(_one_line(exc), exit_code_for(exc))
+
+
+def _one_line(exc: Exception) -> str:
+    if isinstance(exc, LedgerLocked):
+        return f"{exc} (one process at a time may drive a ledger; stop the other one or wait for it)"
+    if isinstance(exc, LedgerError):
+        return f"ledger: {exc}"
+    if isinstance(exc, Unauthorized):
+        return f"{exc}: {EXIT_MEANING[ExitCode.AUTH]}"
+    if isinstance(exc, CaptureError):
+        return f"the Capture API did not answer: {exc}"
+    if isinstance(exc, SourceError):
+        return f"source: {exc}"
+    if _verbose:
+        err.print(logs.mask_secrets(traceback.format_exc()), markup=False)
+    return f"{type(exc).__name__}: {exc}" + ("" if _verbose else " (run with -v for details)")
 
 
 def api_client(cfg: Config) -> CaptureClient:
@@ -220,18 +223,42 @@ def print_reasons(report: RunReport) -> None:
             out.print(f"  {count:>5}  {reason}", markup=False)
 
 
-def print_report(report: RunReport, title: str) -> None:
-    """The counts of one sync or replay, then what its exit code means."""
+def print_report(report: RunReport, title: str, config: Path | None = None) -> None:
+    """The counts of one sync or replay, then what it set aside and what its exit code means."""
     t = table(title, "", "count", numeric=("count",))
     for name, value in report.counts().items():
         t.add_row(name, str(value))
     t.add_row("unsettled", str(report.unsettled))
     out.print(t)
     print_reasons(report)
+    print_outcome(report, config)
+
+
+def print_outcome(report: RunReport, config: Path | None = None) -> None:
+    """What a person should know after a run: rejected records and where to read them, sources not
+    read or cut short, an early end, and the exit code's meaning. `config` goes into the commands shown."""
+    code = report.exit_code
+    if report.rejected and report.kind != "dry_run":
+        where = f" -c {shlex.quote(str(config))}" if config is not None else ""
+        out.print(
+            f"{report.rejected} record(s) rejected, never sent: "
+            f"capture-sync ledger list{where} --state rejected", markup=False,
+        )
+    for reason in report.unavailable.values():
+        err.print(f"not read: {logs.mask_secrets(reason)}", markup=False)
+    for failure in report.source_failures.values():
+        err.print(f"source failed: {logs.mask_secrets(failure)}", markup=False)
     if report.halted_by:
         out.print(f"delivery stopped early: {logs.mask_secrets(report.halted_by)}", markup=False)
-    if report.stopped:
-        out.print("stopped on request; what was in hand is recorded")
-    code = ExitCode(report.exit_code)
-    if code is not ExitCode.OK:
-        err.print(f"exit {int(code)}: {EXIT_MEANING[code]}", markup=False)
+    stopped = f"stopped; run {report.kind} again to continue"
+    if report.stopped and code is not ExitCode.UNSETTLED:
+        out.print(stopped, markup=False)
+    if code is ExitCode.USAGE:
+        meaning = f"not read: {', '.join(report.unavailable)}; the other sources were read and delivered"
+    elif code is ExitCode.UNSETTLED and report.stopped:
+        meaning = stopped
+    elif code is not ExitCode.OK:
+        meaning = EXIT_MEANING[code]
+    else:
+        return
+    err.print(f"exit {int(code)}: {meaning}", markup=False)

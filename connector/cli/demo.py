@@ -15,7 +15,9 @@ import typer
 from .. import delivery
 from ..config import ENV_API_KEY, ENV_API_SECRET, ENV_BASE_URL, load_config
 from ..progress import progress_for
-from ._common import ExitCode, api_client, command, fail, open_ledger, out, print_reasons, run_until_signal, table
+from ._common import (
+    ExitCode, api_client, command, fail, open_ledger, out, print_outcome, print_reasons, run_until_signal, table,
+)
 from .status import print_status
 
 if TYPE_CHECKING:
@@ -103,6 +105,7 @@ def demo(
             report = run_until_signal(go)
             actions = [c["action"] for c in server.store.captures() if c["at"] >= started]
             _summary(report, csv, created=actions.count("created"), merged=actions.count("updated"))
+            print_outcome(report, config_path)
             out.print()
             print_status(ledger, config_path)
     return report.exit_code

@@ -20,6 +20,11 @@ def sync(
 ) -> int:
     """One pass over the sources, then deliver everything the ledger holds unsettled.
 
+    The setup is checked first: a mapped column a source lacks stops before anything is read (exit 2).
+    A source that cannot be read is skipped (exit 2) and one that fails mid-read keeps what it gave
+    (exit 6); the other sources are read and everything is delivered all the same. Rejected records
+    are set aside in the ledger and do not change the exit code.
+
     Example: capture-sync sync -c capture-sync.toml --source signups
     """
     jobs = cfg.jobs(source)
@@ -28,8 +33,8 @@ def sync(
             report = delivery.preview(ledger, jobs)
         for person in report.dry_run_preview or []:
             out.print(json.dumps(person, ensure_ascii=False), markup=False)
-        print_report(report, "Dry run: nothing was sent")
-        return 0
+        print_report(report, "Dry run: nothing was sent", cfg.path)
+        return report.exit_code
 
     async def go(stop):
         async with api_client(cfg) as client:
@@ -38,7 +43,7 @@ def sync(
 
     with open_ledger(cfg, exclusive=True) as ledger:
         report = run_until_signal(go)
-    print_report(report, "Sync")
+    print_report(report, "Sync", cfg.path)
     return report.exit_code
 
 
@@ -63,5 +68,5 @@ def replay(
 
     with open_ledger(cfg, exclusive=True) as ledger:
         report = run_until_signal(go)
-    print_report(report, "Replay")
+    print_report(report, "Replay", cfg.path)
     return report.exit_code

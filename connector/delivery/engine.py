@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -32,6 +34,8 @@ from ..api import (
     is_retryable,
 )
 from ..ledger import BatchWork, Claim, Ledger, Mapped
+from ..problems import ConfigProblem
+from ..source import BadRecord, SourceError
 from .ratelimit import AdaptiveRateLimiter
 from .report import RunReport
 from .settle import match_bulk, person_outcome
@@ -78,11 +82,14 @@ class _NoProgress:
 
 
 def to_mapped(mapping: Mapping, record: Record) -> Mapped:
-    result = mapping.map(record.data)
+    result, notes = mapping.map_noting(record.data)
     if isinstance(result, PersonInput):
-        return Mapped(record.id, payload=encode_json(result.to_json_dict()).decode("utf-8"))
-    raw = {str(k): _shown(v) for k, v in record.data.items()}
-    return Mapped(record.id, raw=raw, reasons=tuple(result.reasons))
+        return Mapped(record.id, payload=encode_json(result.to_json_dict()).decode("utf-8"), reasons=notes)
+    return Mapped(record.id, raw=_shown_record(record.data), reasons=tuple(result.reasons))
+
+
+def _shown_record(data: dict[str, Any]) -> dict[str, str]:
+    return {str(k): _shown(v) for k, v in data.items()}
 
 
 def _shown(value: object) -> str:
@@ -93,12 +100,58 @@ def _shown(value: object) -> str:
         return f"<{type(value).__name__} too large to show>"
 
 
+def _entry(mapping: Mapping, item: Record | BadRecord, report: RunReport) -> Mapped:
+    """A record as the ledger keeps it; a rejection's reasons are counted for the summary (a bad
+    record's without its position, so that alike ones add up)."""
+    if isinstance(item, BadRecord):
+        report.rejection_reasons[item.reason] += 1
+        raw = None if item.raw is None else _shown_record(item.raw)
+        # Without an id, its position names it: the same bad line read again is the same entry.
+        return Mapped(item.id or f"@{item.where}", raw=raw, reasons=(f"{item.where}: {item.reason}",))
+    mapped = to_mapped(mapping, item)
+    if mapped.payload is None:
+        report.rejection_reasons.update(mapped.reasons)
+    return mapped
+
+
+def _read(ledger: Ledger, job: SourceJob, report: RunReport) -> Iterator[Record | BadRecord]:
+    """The source's records from its committed cursor until it ends or raises. A raise ends only
+    this source's read: it is reported, and what came before is kept (design 2: a bad record is a
+    rejection; a source that breaks mid-read must not cost the records it already gave)."""
+    count = 0
+    try:
+        for item in job.source.read(ledger.source_state(job.name)):
+            count += 1
+            yield item
+    except Exception as exc:  # a plugin may raise anything; KeyboardInterrupt and stops are not this
+        detail = str(exc) if isinstance(exc, SourceError) else f"{type(exc).__name__}: {exc}"
+        message = f"sources.{job.name}: the read failed after {count} record(s): {detail}"
+        report.source_failures[job.name] = message
+        log.error("source.failed", source=job.name, records=count, error=detail, exc_info=log.isEnabledFor(logging.DEBUG))
+
+
+def _readable(jobs: Sequence[SourceJob], report: RunReport) -> list[SourceJob]:
+    """Check the setup before anything is read or sent: a config problem stops the run (all of
+    them reported at once); a source that cannot be read now is skipped and reported, the others go on."""
+    from ..preflight import preflight  # preflight imports SourceJob from this package
+
+    found = preflight(jobs)
+    if found.config_problems:
+        raise ConfigProblem(found.config_problems)
+    for name, reason in found.unavailable.items():
+        report.unavailable[name] = reason
+        log.error("source.unavailable", source=name, reason=reason)
+    return [job for job in jobs if job.name not in found.unavailable]
+
+
 def extract(
     ledger: Ledger, job: SourceJob, chunk_size: int, report: RunReport, progress: Progress,
     stop: asyncio.Event | None = None,
 ) -> None:
     """Read the source from its committed cursor; each chunk and its cursor commit together, so a
-    stop between chunks (or a crash anywhere) resumes exactly after the last committed chunk."""
+    stop between chunks (or a crash anywhere) resumes exactly after the last committed chunk. A bad
+    record is a rejected entry and the cursor moves past it; a source that raises keeps the
+    records before it, its cursor at the last of them."""
     chunk: list[Mapped] = []
     last_state: Any = None
 
@@ -107,14 +160,12 @@ def extract(
         report.enqueued += counts.enqueued
         report.unchanged += counts.unchanged
         report.rejected += counts.rejected
-        for item in chunk:
-            report.rejection_reasons.update(item.reasons)
         progress.advance("read", len(chunk))
         chunk.clear()
 
-    for record in job.source.read(ledger.source_state(job.name)):
-        chunk.append(to_mapped(job.mapping, record))
-        last_state = record.state
+    for item in _read(ledger, job, report):
+        chunk.append(_entry(job.mapping, item, report))
+        last_state = item.state
         report.read += 1
         if len(chunk) >= chunk_size:
             flush()
@@ -258,30 +309,40 @@ async def _deliver(
     await delivery.run()
 
 
-def _finish(ledger: Ledger, run_id: int, report: RunReport, t0: float) -> RunReport:
-    report.unsettled = ledger.unsettled_count()
-    report.blocked_total = ledger.blocked_count()
-    report.duration_s = time.monotonic() - t0
-    ledger.finish_run(run_id, report.counts(), report.duration_s, report.exit_code)
-    log.info(
-        "run.finished", kind=report.kind, duration_s=round(report.duration_s, 3), unsettled=report.unsettled,
-        exit_code=report.exit_code, **report.counts(),
-    )
-    return report
+@contextmanager
+def _recorded(ledger: Ledger, report: RunReport) -> Iterator[None]:
+    """Record the run in the ledger with the exit code the command returns, however it ends."""
+    t0 = time.monotonic()
+    run_id = ledger.start_run(report.kind)
+    try:
+        yield
+    except BaseException as exc:
+        report.end_with(exc)
+        raise
+    finally:
+        report.unsettled = ledger.unsettled_count()
+        report.blocked_total = ledger.blocked_count()
+        report.duration_s = time.monotonic() - t0
+        ledger.finish_run(run_id, report.counts(), report.duration_s, int(report.exit_code))
+        log.info(
+            "run.finished", kind=report.kind, duration_s=round(report.duration_s, 3), unsettled=report.unsettled,
+            exit_code=int(report.exit_code), **report.counts(),
+        )
 
 
 async def sync(
     ledger: Ledger, client: CaptureClient, jobs: Sequence[SourceJob], settings: DeliverySettings, *,
     dry_run: bool = False, progress: Progress | None = None, stop: asyncio.Event | None = None,
 ) -> RunReport:
-    """One pass over the sources, then drain the ledger (design 5 `sync`)."""
+    """One pass over the sources, then drain the ledger (design 5 `sync`). The setup is checked
+    first (a config problem raises ConfigProblem before anything is read). A source that cannot be
+    read, or fails mid-read, is in the report's `unavailable` or `source_failures`; the other
+    sources are read and everything the ledger holds is delivered all the same."""
     if dry_run:
         return await asyncio.to_thread(preview, ledger, jobs)
     report = RunReport(kind="sync")
-    t0 = time.monotonic()
-    run_id = ledger.start_run("sync")
-    try:
-        for job in jobs:
+    with _recorded(ledger, report):
+        for job in await asyncio.to_thread(_readable, jobs, report):
             if stop is not None and stop.is_set():
                 report.stopped = True
                 break
@@ -290,8 +351,6 @@ async def sync(
             )
         if not report.stopped:
             await _deliver(ledger, client, settings, report, progress, stop, include_stalled=False)
-    finally:
-        _finish(ledger, run_id, report, t0)
     return report
 
 
@@ -302,39 +361,35 @@ async def replay(
     """Re-send what the ledger holds unsettled: written batches first with their original key and
     body, then unknown and pending entries; then, if asked, failed ones under new batch keys."""
     report = RunReport(kind="replay")
-    t0 = time.monotonic()
-    run_id = ledger.start_run("replay")
     started = time.time()
-    try:
+    with _recorded(ledger, report):
         await _deliver(ledger, client, settings, report, progress, stop, include_stalled=True)
         if include_failed and not (report.halted_by or report.stopped):
             if ledger.requeue_failed(before=started):
                 await _deliver(ledger, client, settings, report, progress, stop, include_stalled=False)
-    finally:
-        _finish(ledger, run_id, report, t0)
     return report
 
 
 def preview(ledger: Ledger, jobs: Sequence[SourceJob]) -> RunReport:
     """--dry-run: map and validate what a sync would read, and count what it would send, without
     sending, committing a cursor or changing any entry. Whether the CRM would create or update a
-    person cannot be known without asking it, so the preview does not guess."""
+    person cannot be known without asking it, so the preview does not guess. The setup is checked
+    as by `sync`."""
     shown: list[dict[str, Any]] = []
     report = RunReport(kind="dry_run", dry_run_preview=shown)
     t0 = time.monotonic()
-    for job in jobs:
-        for record in job.source.read(ledger.source_state(job.name)):
+    for job in _readable(jobs, report):
+        for found in _read(ledger, job, report):
             report.read += 1
-            item = to_mapped(job.mapping, record)
+            item = _entry(job.mapping, found, report)
             if ledger.is_unchanged(job.name, item):
                 report.unchanged += 1
             elif item.payload is None:
                 report.rejected += 1
-                report.rejection_reasons.update(item.reasons)
             else:
                 report.enqueued += 1
                 if len(shown) < PREVIEW_LIMIT:
-                    shown.append({"source": job.name, "record_id": record.id, **json.loads(item.payload)})
+                    shown.append({"source": job.name, "record_id": item.record_id, **json.loads(item.payload)})
     report.unsettled = ledger.unsettled_count()
     report.duration_s = time.monotonic() - t0
     return report

@@ -2,11 +2,43 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Any
 
+from ..api import CaptureError, Unauthorized
+from ..ledger import LedgerLocked
+from ..problems import ConfigProblem
+
 COUNTS = ("read", "enqueued", "unchanged", "rejected", "sent", "captured", "duplicate", "failed", "blocked")
+
+
+class ExitCode(IntEnum):
+    """The exit codes of every command that talks to the API (README "Exit codes")."""
+
+    OK = 0
+    UNEXPECTED = 1
+    USAGE = 2          # usage or config error, the ledger held by another process, a source not readable
+    AUTH = 3
+    UNSETTLED = 4      # work remains unsettled (outage), or a stop signal ended the run early
+    BLOCKED = 5
+    SOURCE_FAILED = 6  # a source raised mid-read: what it yielded before was kept and delivered
+    INTERRUPTED = 130  # KeyboardInterrupt outside the stop handler (typer's code)
+
+
+def exit_code_for(exc: BaseException) -> ExitCode:
+    """The code a command exits with when `exc` ends it: one table for the CLI and the run record."""
+    if isinstance(exc, (ConfigProblem, LedgerLocked)):
+        return ExitCode.USAGE
+    if isinstance(exc, Unauthorized):
+        return ExitCode.AUTH
+    if isinstance(exc, CaptureError):
+        return ExitCode.UNSETTLED
+    if isinstance(exc, KeyboardInterrupt):
+        return ExitCode.INTERRUPTED
+    return ExitCode.UNEXPECTED
 
 
 @dataclass
@@ -27,6 +59,9 @@ class RunReport:
     auth_failed: bool = False
     stopped: bool = False         # a stop signal ended the run early
     halted_by: str | None = None  # the error that ended delivery early (outage, auth)
+    unavailable: dict[str, str] = field(default_factory=dict)      # source -> why it was not read (preflight)
+    source_failures: dict[str, str] = field(default_factory=dict)  # source -> why its read ended early
+    ended_by: ExitCode | None = None  # an exception ended the run: the code the command exits with
     rejection_reasons: Counter[str] = field(default_factory=Counter)
     duration_s: float = 0.0
     dry_run_preview: list[dict[str, Any]] | None = None
@@ -37,13 +72,31 @@ class RunReport:
     def add_outcome(self, state: str, n: int = 1) -> None:
         setattr(self, state, getattr(self, state) + n)
 
+    def end_with(self, exc: BaseException) -> None:
+        """Note what ended the run early, so that its record holds the code the process returns.
+        A cancelled task (the daemon shutting down) is a stop, not an error."""
+        if isinstance(exc, asyncio.CancelledError):
+            self.stopped = True
+        else:
+            self.ended_by = exit_code_for(exc)
+
     @property
-    def exit_code(self) -> int:
-        """3 authentication failed; 5 entries blocked; 4 work unsettled; 0 all settled."""
+    def exit_code(self) -> ExitCode:
+        """Highest first: an error that ended the run; 3 authentication failed; 2 a source not
+        readable; 6 a source failed mid-read; 5 entries blocked; 4 work unsettled or stopped; 0.
+        Rejected records do not count: they are settled, set aside for a person to read."""
+        if self.ended_by is not None:
+            return self.ended_by
         if self.auth_failed:
-            return 3
+            return ExitCode.AUTH
+        if self.unavailable:
+            return ExitCode.USAGE
+        if self.source_failures:
+            return ExitCode.SOURCE_FAILED
+        if self.kind == "dry_run":  # sends nothing, so only what reading found decides
+            return ExitCode.OK
         if self.blocked_total:
-            return 5
-        if self.unsettled:
-            return 4
-        return 0
+            return ExitCode.BLOCKED
+        if self.unsettled or self.stopped:
+            return ExitCode.UNSETTLED
+        return ExitCode.OK
