@@ -12,25 +12,32 @@
         def add_records(self, options):      # optional: add new records to the source's data
             ...
 
+        def bad_options(self, options):      # optional: options of data holding records it cannot read
+            ...
+
 It proves what the ledger relies on: ids are stable and unique; reading resumes from every
 record's state (after a JSON round trip, as the ledger stores it) with no gap, and with no repeat
 inside a read; a read cut short resumes exactly after its last record; unknown options are refused,
 check() works. The state after a read's last record may read some records again (a cursor source
 re-reads its boundary value, where an edit may not have moved the cursor): those and new records
 only, never a gap; the ledger drops a repeated record whose content did not change.
+
+With `bad_options`, it also proves that a record the source cannot read comes as a `BadRecord`
+(not an exception) with a reason and a position, among the good records, and that resuming from
+its state goes on after it. A source whose `columns()` says its fields must give them in every record.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 import pytest
 
 from .plugins import build_source
 from .problems import ConfigProblem
-from .source import Record, Source, SourceError
+from .source import BadRecord, Record, Source, SourceError
 
 
 def _stored(state: Any) -> Any:
@@ -38,8 +45,9 @@ def _stored(state: Any) -> Any:
     return json.loads(json.dumps(state))
 
 
-def _pairs(records: list[Record]) -> list[tuple[str, dict[str, Any]]]:
-    return [(r.id, r.data) for r in records]
+def _told(items: Sequence[Record | BadRecord]) -> list[tuple[Any, ...]]:
+    """What a read told, good and bad records alike, without the states."""
+    return [(r.id, r.data) if isinstance(r, Record) else ("bad", r.id, r.where, r.reason) for r in items]
 
 
 class SourceContract:
@@ -62,10 +70,15 @@ class SourceContract:
         """Options that validate but point at nothing usable: check() must raise SourceError."""
         return None
 
+    def bad_options(self, options: dict[str, Any]) -> dict[str, Any] | None:
+        """Options of a source whose data holds, among good records, at least one record it cannot
+        read (not valid in its encoding, malformed, without an id): each must come as a BadRecord."""
+        return None
+
     def build(self, options: dict[str, Any]) -> Source:
         return build_source("contract", self.source_type, options)
 
-    def read(self, options: dict[str, Any], state: Any = None) -> list[Record]:
+    def read(self, options: dict[str, Any], state: Any = None) -> list[Record | BadRecord]:
         source = self.build(options)
         try:
             return list(source.read(state))
@@ -76,7 +89,16 @@ class SourceContract:
     def records(self, source_options: dict[str, Any]) -> list[Record]:
         records = self.read(source_options)
         assert len(records) >= self.min_records, "the test data should hold at least 3 records"
-        return records
+        bad = [r for r in records if isinstance(r, BadRecord)]
+        assert not bad, f"the test data of source_options should read without bad records: {bad[:3]}"
+        return [r for r in records if isinstance(r, Record)]
+
+    @pytest.fixture
+    def bad_read(self, source_options: dict[str, Any]) -> tuple[dict[str, Any], list[Record | BadRecord]]:
+        options = self.bad_options(source_options)
+        if options is None:
+            pytest.skip("bad_options is not implemented for this source")
+        return options, self.read(options)
 
     def test_unknown_option_is_refused(self, source_options: dict[str, Any]) -> None:
         with pytest.raises(ConfigProblem) as info:
@@ -104,6 +126,41 @@ class SourceContract:
         with pytest.raises(SourceError):
             self.build(broken).check()
 
+    def test_columns_when_given_are_fields_every_record_has(self, source_options: dict[str, Any], records: list[Record]) -> None:
+        source = self.build(source_options)
+        try:
+            columns = source.columns()
+        finally:
+            source.close()
+        if columns is None:
+            pytest.skip("this source cannot know its columns before reading")
+        assert all(isinstance(c, str) for c in columns) and len(set(columns)) == len(columns), columns
+        for record in records:
+            missing = set(columns) - set(record.data)
+            assert not missing, f"record {record.id!r} lacks the columns {sorted(missing)} that columns() declares"
+
+    def test_bad_records_come_among_the_good_with_a_reason_and_a_position(
+        self, bad_read: tuple[dict[str, Any], list[Record | BadRecord]]
+    ) -> None:
+        _, items = bad_read
+        bad = [r for r in items if isinstance(r, BadRecord)]
+        assert bad, "bad_options should hold a record the source cannot read, yielded as a BadRecord"
+        assert any(isinstance(r, Record) for r in items), "bad_options should hold good records too"
+        for record in bad:
+            assert record.reason.strip() and record.where.strip(), record
+            assert record.id is None or (isinstance(record.id, str) and record.id), record
+            assert _stored(record.raw) == record.raw, "raw must be JSON, as the ledger stores it"
+            assert _stored(record.state) is not None
+
+    def test_resuming_after_a_bad_record_goes_on_after_it(
+        self, bad_read: tuple[dict[str, Any], list[Record | BadRecord]]
+    ) -> None:
+        options, items = bad_read
+        told = _told(items)
+        for k, record in enumerate(items[:-1]):
+            if isinstance(record, BadRecord):
+                assert _told(self.read(options, _stored(record.state))) == told[k + 1 :], f"after {record.where}"
+
     def test_ids_are_unique_and_states_are_json(self, records: list[Record]) -> None:
         assert len({r.id for r in records}) == len(records)
         for record in records:
@@ -112,14 +169,14 @@ class SourceContract:
             assert _stored(record.state) is not None
 
     def test_a_second_read_gives_the_same_records(self, source_options: dict[str, Any], records: list[Record]) -> None:
-        assert _pairs(self.read(source_options)) == _pairs(records)
+        assert _told(self.read(source_options)) == _told(records)
 
     def test_resumes_inside_a_read_from_every_state_without_gap_or_repeat(
         self, source_options: dict[str, Any], records: list[Record]
     ) -> None:
-        expected = _pairs(records)
+        expected = _told(records)
         for k, record in enumerate(records[:-1]):
-            assert _pairs(self.read(source_options, _stored(record.state))) == expected[k + 1 :], f"after record {k}"
+            assert _told(self.read(source_options, _stored(record.state))) == expected[k + 1 :], f"after record {k}"
 
     def test_the_last_state_reads_again_at_most_a_settled_boundary(
         self, source_options: dict[str, Any], records: list[Record]
@@ -133,12 +190,12 @@ class SourceContract:
         self, source_options: dict[str, Any], records: list[Record]
     ) -> None:
         source = self.build(source_options)
-        stream: Iterator[Record] = source.read(None)
+        stream: Iterator[Record | BadRecord] = source.read(None)
         taken = [next(stream), next(stream)]
         stream.close()  # type: ignore[attr-defined]  # the engine stopping between chunks
         source.close()
         rest = self.read(source_options, _stored(taken[-1].state))
-        assert _pairs(taken + rest) == _pairs(records)
+        assert _told(taken + rest) == _told(records)
 
     def test_reads_what_is_new_and_repeats_at_most_the_boundary(
         self, source_options: dict[str, Any], records: list[Record]

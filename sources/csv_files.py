@@ -10,7 +10,7 @@ from pydantic import Field
 
 from connector.source import SourceError
 
-from .files import FileOptions, FileSource, LineReader
+from .files import FileOptions, FileSource, LineReader, Unreadable, readable, shown
 
 
 # The csv module's default (128 KiB) would stop a whole source at one long notes field; a field
@@ -28,39 +28,68 @@ def _kept(lines: Iterable[str], into: list[str]) -> Iterator[str]:
         yield line
 
 
-def _inside_quotes_at_end(text: str, delimiter: str) -> bool:
-    """Whether `text` ends inside a quoted field, which the lenient reader would close silently."""
-    try:
-        for _ in csv.reader(text.splitlines(keepends=True), delimiter=delimiter, strict=True):
-            pass
-    except csv.Error as exc:
-        return "unexpected end of data" in str(exc)
-    return False
+def _ends_in_quotes(text: str, delimiter: str) -> bool:
+    """Whether `text` ends inside a quoted field, by the csv module's own (lenient) rules: a quote
+    opens a field only at its start, and a doubled quote inside one is a quote."""
+    inside = after_quote = False
+    at_start = True
+    for char in text:
+        if inside:
+            inside = char != '"'
+            after_quote = not inside
+        elif after_quote and char == '"':
+            inside, after_quote = True, False
+        else:
+            after_quote = False
+            inside = at_start and char == '"'
+            at_start = char in (delimiter, "\n", "\r")
+    return inside
+
+
+def _header(fh: BinaryIO, encoding: str, delimiter: str) -> list[str] | None:
+    """The first row of a file: the field names (bytes the encoding refused shown as U+FFFD)."""
+    fh.seek(0)
+    first = next(csv.reader(LineReader(fh, "", encoding, 0, 0), delimiter=delimiter), None)
+    return None if first is None else [readable(name) for name in first]
 
 
 class CsvSource(FileSource):
     """CSV files (one file or a glob); the first row names the fields."""
 
     # A row with more values than the header keeps the surplus under "_extra"; one with fewer
-    # simply lacks the missing fields.
+    # simply lacks the missing fields. A row with bytes that are not the encoding, one the csv
+    # module refuses, or a quoted field still open at the end of a settled file is a bad record
+    # (what could be read of it kept for a person to see); the rows after it are read on.
 
     Options = CsvOptions
     options: CsvOptions
 
-    def records(self, fh: BinaryIO, lines: LineReader) -> Iterator[tuple[int, dict[str, Any]]]:
+    def columns(self) -> list[str] | None:
+        """The header of the first matching file; None when no file matches yet."""
+        files = self.files()
+        if not files:
+            return None
+        try:
+            with open(files[0].path, "rb") as fh:
+                return _header(fh, self.options.encoding, self.options.delimiter)
+        except (OSError, csv.Error) as exc:
+            raise SourceError(f"cannot read the header of {files[0].rel}: {exc}") from None
+
+    def records(self, fh: BinaryIO, lines: LineReader) -> Iterator[tuple[int, dict[str, Any] | Unreadable]]:
         delimiter = self.options.delimiter
         csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))  # process-wide in the csv module
         taken: list[str] = []  # the lines of the row being read
+        kept = _kept(lines, taken)
+        rows = csv.reader(kept, delimiter=delimiter)
         if lines.offset == 0:
-            rows = csv.reader(_kept(lines, taken), delimiter=delimiter)
-            header = next(rows, None)
+            first = next(rows, None)
+            header = None if first is None else [readable(name) for name in first]
         else:  # resuming inside the file: the header is its first row
-            fh.seek(0)
-            header = next(csv.reader(LineReader(fh, lines.name, lines.encoding, 0, 0), delimiter=delimiter), None)
+            header = _header(fh, lines.encoding, delimiter)
             fh.seek(lines.offset)
-            rows = csv.reader(_kept(lines, taken), delimiter=delimiter)
         if header is None:
             return
+        lines.problem()  # the header's: its names show what could be read
         width = len(header)
         while True:
             first_line = lines.line + 1
@@ -70,17 +99,27 @@ class CsvSource(FileSource):
             except StopIteration:
                 return
             except csv.Error as exc:
-                raise SourceError(f"{lines.where()}: {exc}") from None
+                while _ends_in_quotes("".join(taken), delimiter) and next(kept, None) is not None:
+                    pass  # the rest of a quoted field belongs to the refused row, not to new rows
+                if not lines.terminated and lines.hold_back():
+                    return
+                lines.problem()
+                yield first_line, Unreadable(f"the csv module refused it ({exc})", shown("".join(taken)))
+                continue
+            undecodable = lines.problem()
             if not row:
                 continue
             # A row ends with a newline outside quotes; one that does not is the file's last, maybe still being written
             # (the lenient reader closes a quoted field at the end of the data, so only the last row can be inside one).
-            open_quote = lines.at_end and _inside_quotes_at_end("".join(taken), delimiter)
+            open_quote = lines.at_end and _ends_in_quotes("".join(taken), delimiter)
             if (open_quote or not lines.terminated) and lines.hold_back():
                 return
-            if open_quote:
-                raise SourceError(f"{lines.where()}: the file ends inside a quoted field")
+            problem = "the file ends inside a quoted field opened here" if open_quote else undecodable
+            if problem:
+                yield first_line, Unreadable(problem, shown("".join(taken)))
+                continue
             data: dict[str, Any] = dict(zip(header, row, strict=False))
             if len(row) > width:
                 data["_extra"] = row[width:]
             yield first_line, data
+

@@ -13,6 +13,11 @@ their content unchanged). A saved position is compared in the order it was saved
 saved before `order` existed compare names as plain strings, so a changed order may repeat a file
 (which the ledger finds unchanged) but never skips one.
 
+A record the file cannot give (bytes that are not the encoding, a line the format refuses, no
+value in the primary key) is yielded as a `BadRecord` at "<file> line N" and the lines after it
+are read on. Its id is "<file>:<line>" (the id of every record without a primary_key), or its
+primary key when only its cursor value is unusable, so a line fixed in place is a new version of it.
+
 A last line without its newline may be a line still being written: it is held back (with a warning)
 while the file was modified within `settle_s`, and taken once the file has been quiet that long, so
 an export without a final newline still delivers its last record.
@@ -28,13 +33,15 @@ import time
 import zlib
 from abc import abstractmethod
 from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar, Literal, NamedTuple
 
 import structlog
 from pydantic import Field, field_validator, model_validator
 
-from connector.source import ConfigPath, Record, Source, SourceError, SourceOptions
+from connector.source import BadRecord, ConfigPath, Record, Source, SourceError, SourceOptions
 
 from .incremental import CursorType, Lookback, Row, check_lookback, cursor_key, lookback_amount, read_incremental
 
@@ -82,8 +89,38 @@ class FileOptions(SourceOptions):
         return self
 
 
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A record `records()` could not make sense of: why, and what could be read of it."""
+
+    reason: str
+    raw: dict[str, Any] | None = None
+
+
+_ESCAPED = re.compile("[\udc80-\udcff]")
+
+
+def readable(text: str) -> str:
+    """`text` with the bytes the encoding refused (kept as lone surrogates) shown as U+FFFD, so it
+    can be stored and printed."""
+    return _ESCAPED.sub("\ufffd", text)
+
+
+LINE_SHOWN = 1000
+
+
+def shown(text: str) -> dict[str, Any]:
+    """What is kept of a bad record for a person to see: its text, up to LINE_SHOWN characters."""
+    return {"line": readable(text.rstrip("\r\n")[:LINE_SHOWN])}
+
+
 class LineReader:
-    """Decoded lines of a binary file, counting the bytes and lines consumed so far."""
+    """Decoded lines of a binary file, counting the bytes and lines consumed so far.
+
+    A line that is not valid in the encoding is still yielded, its bad bytes kept as lone
+    surrogates (which no valid text holds) and its number and reason noted in `undecodable`:
+    the parser keeps its bearings (a csv quote or delimiter is ASCII) and the record it belongs
+    to is reported, not the rest of the file."""
 
     def __init__(self, fh: BinaryIO, name: str, encoding: str, offset: int, line: int, settled: bool = True) -> None:
         self.fh, self.name, self.encoding = fh, name, encoding
@@ -92,6 +129,7 @@ class LineReader:
         self.size = os.fstat(fh.fileno()).st_size  # at open: a line ending at or past it may be unfinished
         self.tail = (0, 0)  # length and CRC-32 of the last line read
         self.terminated = True  # whether the last line read ended with a newline
+        self.undecodable: list[tuple[int, str]] = []  # (line, reason) of lines not valid in the encoding
         self._strip_bom = offset == 0 and codecs.lookup(encoding).name.startswith("utf-8")
 
     def __iter__(self) -> Iterator[str]:
@@ -106,7 +144,14 @@ class LineReader:
             try:
                 yield raw.decode(self.encoding)
             except UnicodeDecodeError as exc:
-                raise SourceError(f"{self.where()}: not valid {self.encoding} ({exc.reason})") from None
+                self.undecodable.append((self.line, f"line {self.line} is not valid {self.encoding} ({exc.reason})"))
+                yield raw.decode(self.encoding, "surrogateescape")
+
+    def problem(self) -> str | None:
+        """Why the lines read since the last call cannot be trusted, if any; forgets them."""
+        reasons = "; ".join(reason for _, reason in self.undecodable)
+        self.undecodable.clear()
+        return reasons or None
 
     @property
     def at_end(self) -> bool:
@@ -176,7 +221,7 @@ class FileSource(Source[FileOptions]):
 
     Options: ClassVar[type[FileOptions]] = FileOptions
 
-    def read(self, state: Any | None) -> Iterator[Record]:
+    def read(self, state: Any | None) -> Iterator[Record | BadRecord]:
         opts = self.options
         key = cursor_key(opts.cursor_type) if opts.cursor else None
         return read_incremental(state, self._scan, key=key, lookback=lookback_amount(opts.lookback))
@@ -205,8 +250,9 @@ class FileSource(Source[FileOptions]):
         return sorted(found, key=lambda m: _natural(m.rel))
 
     @abstractmethod
-    def records(self, fh: BinaryIO, lines: LineReader) -> Iterator[tuple[int, dict[str, Any]]]:
-        """(first line, fields) of each record from `lines`; `fh` is the open file."""
+    def records(self, fh: BinaryIO, lines: LineReader) -> Iterator[tuple[int, dict[str, Any] | Unreadable]]:
+        """(first line, fields) of each record from `lines`, or (first line, Unreadable) for one it
+        cannot parse; `fh` is the open file."""
 
     def _scan(self, position: dict[str, Any] | None, since: Any) -> Iterator[Row]:
         for match in self.files():
@@ -228,13 +274,25 @@ class FileSource(Source[FileOptions]):
             lines = LineReader(fh, rel, opts.encoding, offset, line, settled)
             order: dict[str, Any] = {"order": "mtime", "mtime": match.mtime_ns} if opts.order == "mtime" else {"order": "name"}
             for first_line, data in self.records(fh, lines):
-                if opts.primary_key is None:
-                    record_id = f"{rel}:{first_line}"
-                else:
-                    value = data.get(opts.primary_key)
-                    if value is None or value == "":
-                        raise SourceError(f"{rel} line {first_line}: no value in primary key {opts.primary_key!r}")
-                    record_id = str(value)
-                cursor = data.get(opts.cursor) if opts.cursor else None
                 position = {"file": rel, "offset": lines.offset, "line": lines.line, "tail": lines.tail, **order}
-                yield Row(record_id, data, position, cursor)
+                yield self._row(rel, first_line, data, position)
+
+    def _row(self, rel: str, first_line: int, data: dict[str, Any] | Unreadable, position: dict[str, Any]) -> Row:
+        opts, line_id, where = self.options, f"{rel}:{first_line}", f"{rel} line {first_line}"
+        if isinstance(data, Unreadable):
+            return Row(line_id, data.raw or {}, position, where=where, problem=data.reason)
+        cursor = data.get(opts.cursor) if opts.cursor else None
+        if opts.primary_key is None:
+            return Row(line_id, data, position, cursor, where)
+        value = data.get(opts.primary_key)
+        problem = _key_problem(value, opts.primary_key)
+        return Row(line_id if problem else str(value), data, position, cursor, where, problem)
+
+
+def _key_problem(value: Any, name: str) -> str | None:
+    """Why `value` cannot be a record id: missing, blank, or not a string or a number."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return f"no value in primary key {name!r}"
+    if isinstance(value, bool) or not isinstance(value, str | int | float | Decimal):
+        return f"primary key {name!r} holds a {type(value).__name__}, not a string or a number"
+    return None

@@ -1,6 +1,9 @@
 """The built-in `http` source: a JSON REST API, paginated by next link, Link header, cursor token or
 page number, incremental by a `since` parameter, retrying 429 and 5xx.
 
+An item that is not an object, or has no id, is yielded as a `BadRecord` at "<URL without its
+query> item N" with the id "<page URL>#N" (the page URL is in the state already).
+
 Inside a read the position is the page's URL and how many of its records were taken, so a read cut
 short re-fetches that page and goes on after the last record; without `since` the next read
 continues from the last page, which is how an append-only API shows new records.
@@ -18,7 +21,7 @@ from pydantic import Field, field_validator, model_validator
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
 from connector.logs import register_secret
-from connector.source import Record, Source, SourceError, SourceOptions
+from connector.source import BadRecord, Record, Source, SourceError, SourceOptions
 
 from .incremental import CursorType, Row, cursor_key, read_incremental
 
@@ -110,7 +113,7 @@ class HttpSource(Source[HttpOptions]):
         url = self._first_url(None)
         self._records(self._body(self._get(url)), url)
 
-    def read(self, state: Any | None) -> Iterator[Record]:
+    def read(self, state: Any | None) -> Iterator[Record | BadRecord]:
         key = cursor_key(self.options.cursor_type) if self.options.since_field else None
         return read_incremental(state, self._scan, key=key)
 
@@ -131,26 +134,32 @@ class HttpSource(Source[HttpOptions]):
         return str(httpx.URL(opts.url).copy_merge_params(params))
 
     def _scan(self, position: dict[str, Any] | None, since: Any) -> Iterator[Row]:
-        opts = self.options
         url, skip = (position["url"], position["index"]) if position else (self._first_url(since), 0)
         while True:
             response = self._get(url)
             body = self._body(response)
             records = self._records(body, url)
             for index in range(skip, len(records)):
-                data = records[index]
-                record_id = dig(data, opts.id_field)
-                if record_id is None or record_id == "":
-                    raise SourceError(f"a record from {_where(url)} has no {opts.id_field!r}")
-                cursor = dig(data, opts.since_field) if opts.since_field else None
-                yield Row(str(record_id), data, {"url": url, "index": index + 1}, cursor)
+                yield self._row(url, index, records[index])
             skip = 0
             following = self._next_url(url, response, body, records)
             if following is None or following == url:
                 return
             url = following
 
-    def _next_url(self, url: str, response: httpx.Response, body: Any, records: list[dict[str, Any]]) -> str | None:
+    def _row(self, url: str, index: int, data: Any) -> Row:
+        opts, position = self.options, {"url": url, "index": index + 1}
+        where, problem = f"{_where(url)} item {index + 1}", None
+        if not isinstance(data, dict):
+            data, problem = {"item": str(data)[:1000]}, "not a JSON object"
+        elif (record_id := dig(data, opts.id_field)) is None or not str(record_id).strip():
+            problem = f"no value in {opts.id_field!r}"
+        else:
+            cursor = dig(data, opts.since_field) if opts.since_field else None
+            return Row(str(record_id), data, position, cursor, where)
+        return Row(f"{url}#{index + 1}", data, position, where=where, problem=problem)
+
+    def _next_url(self, url: str, response: httpx.Response, body: Any, records: list[Any]) -> str | None:
         opts = self.options
         if opts.pagination == "next_link":
             link = dig(body, opts.next_path)
@@ -173,11 +182,12 @@ class HttpSource(Source[HttpOptions]):
         except ValueError:
             raise SourceError(f"{_where(str(response.url))} did not answer JSON") from None
 
-    def _records(self, body: Any, url: str) -> list[dict[str, Any]]:
+    def _records(self, body: Any, url: str) -> list[Any]:
+        """The page's items (each should be an object: one that is not is a bad record)."""
         records = dig(body, self.options.records_path) if self.options.records_path else body
-        if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        if not isinstance(records, list):
             where = f"`{self.options.records_path}`" if self.options.records_path else "the body"
-            raise SourceError(f"{_where(url)}: {where} is not a list of objects")
+            raise SourceError(f"{_where(url)}: {where} is not a list")
         return records
 
     def _get(self, url: str) -> httpx.Response:

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
-from connector.source import Record, SourceError
+from connector.source import BadRecord, Record, SourceError
 
 CursorType = Literal["string", "number", "datetime"]
 
@@ -36,6 +36,14 @@ class Row:
     data: dict[str, Any]
     position: Any  # JSON-serialisable: scan(position, ...) yields the rows after this one
     cursor: Any = None  # the raw cursor value, JSON-serialisable
+    where: str = ""  # its position for a person ("a.csv line 3"); needed only with a problem
+    problem: str | None = None  # why the source could not read it: it becomes a BadRecord
+
+    def at(self, state: Any) -> Record | BadRecord:
+        """This row as what the source yields, with `state` as the state after it."""
+        if self.problem is None:
+            return Record(self.id, self.data, state)
+        return BadRecord(self.where, self.problem, state, self.id, self.data)
 
 
 Scan = Callable[[Any | None, Any | None], Iterator[Row]]
@@ -116,31 +124,31 @@ def _datetime(value: Any) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-def end_of_pass(rows: Iterable[tuple[Row, Any]], end: Callable[[Row], Any]) -> Iterator[Record]:
+def end_of_pass(rows: Iterable[tuple[Row, Any]], end: Callable[[Row], Any]) -> Iterator[Record | BadRecord]:
     """Each row as a record with its state, except the last, which gets `end(row)`: the state that
     starts the next pass. Found by looking one row ahead, so every earlier state stays exact."""
     pending: tuple[Row, Any] | None = None
     for row, state in rows:
         if pending is not None:
-            yield Record(pending[0].id, pending[0].data, pending[1])
+            yield pending[0].at(pending[1])
         pending = (row, state)
     if pending is not None:
-        yield Record(pending[0].id, pending[0].data, end(pending[0]))
+        yield pending[0].at(end(pending[0]))
 
 
 def read_incremental(
     state: Any | None, scan: Scan, *, key: Callable[[Any], Any] | None, lookback: timedelta | float | None = None
-) -> Iterator[Record]:
+) -> Iterator[Record | BadRecord]:
     """Records after `state`. `key` orders cursor values (None: no cursor, state = position);
     `lookback` (an amount `key`'s values can subtract) starts each new pass that much earlier."""
     if key is None:
-        return (Record(row.id, row.data, row.position) for row in scan(state, None))
+        return (row.at(row.position) for row in scan(state, None))
     return _cursor_pass(state, scan, key, lookback)
 
 
 def _cursor_pass(
     state: Any | None, scan: Scan, key: Callable[[Any], Any], lookback: timedelta | float | None
-) -> Iterator[Record]:
+) -> Iterator[Record | BadRecord]:
     if state is None:
         start, top, position = None, None, None
     elif "at" in state:  # a pass cut short
@@ -154,7 +162,14 @@ def _cursor_pass(
 
     def rows() -> Iterator[tuple[Row, Any]]:
         for row in scan(position, None if start is None else start["cursor"]):
-            row_key = _key(key, row.cursor, f"record {row.id!r}")
+            if row.problem is None:
+                try:
+                    row_key = key(row.cursor)
+                except (ValueError, TypeError) as exc:
+                    row = replace(row, problem=f"cursor value {_shown(row.cursor)} is not usable ({exc})")
+            if row.problem is not None:  # no cursor value to filter by or to move the pass on
+                yield row, {"pass": start, "max": {"cursor": best[0]}, "at": row.position}
+                continue
             try:
                 if since is not None and row_key < since:
                     continue
@@ -164,7 +179,15 @@ def _cursor_pass(
                 raise SourceError(f"record {row.id!r}: cursor values of different types cannot be compared") from exc
             yield row, {"pass": start, "max": {"cursor": best[0]}, "at": row.position}
 
-    return end_of_pass(rows(), lambda _: {"cursor": best[0]})
+    # A pass of bad rows only has no value to start the next pass at: it starts where this one did.
+    return end_of_pass(rows(), lambda _: start if best[0] is None else {"cursor": best[0]})
+
+
+def _shown(value: Any) -> str:
+    try:
+        return repr(value)
+    except ValueError:  # an int beyond the interpreter's digit limit
+        return "<a number too large to show>"
 
 
 def _key(key: Callable[[Any], Any], raw: Any, what: str) -> Any:

@@ -7,9 +7,7 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any, BinaryIO
 
-from connector.source import SourceError
-
-from .files import FileSource, LineReader
+from .files import FileSource, LineReader, Unreadable, shown
 
 
 def _parse_int(text: str) -> int | Decimal:
@@ -23,16 +21,26 @@ def _parse_int(text: str) -> int | Decimal:
 class JsonlSource(FileSource):
     """JSON Lines files (one file or a glob): one JSON object per line."""
 
-    def records(self, fh: BinaryIO, lines: LineReader) -> Iterator[tuple[int, dict[str, Any]]]:
+    # A line that is not valid in the encoding, not JSON, or not an object is a bad record.
+
+    def records(self, fh: BinaryIO, lines: LineReader) -> Iterator[tuple[int, dict[str, Any] | Unreadable]]:
         for text in lines:
             if not text.strip():
+                lines.problem()
                 continue
             if not lines.terminated and lines.hold_back():
                 return
-            try:
-                data = json.loads(text, parse_int=_parse_int)
-            except ValueError as exc:
-                raise SourceError(f"{lines.where()}: not valid JSON ({exc})") from None
-            if not isinstance(data, dict):
-                raise SourceError(f"{lines.where()}: not a JSON object")
-            yield lines.line, data
+            yield lines.line, _parse(text, lines.problem())
+
+
+def _parse(text: str, undecodable: str | None) -> dict[str, Any] | Unreadable:
+    if undecodable is not None:
+        return Unreadable(undecodable, shown(text))
+    try:
+        data = json.loads(text.rstrip("\r\n"), parse_int=_parse_int)
+    except json.JSONDecodeError as exc:  # its own "line 1" would be a second line number
+        return Unreadable(f"not valid JSON ({exc.msg} at column {exc.colno})", shown(text))
+    if not isinstance(data, dict):
+        return Unreadable("not a JSON object", shown(text))
+    return data
+

@@ -6,6 +6,14 @@ The database does every comparison and the ordering, by its own collation: a pas
 row the database returned. Comparing in Python instead would skip rows wherever its order differs
 from the database's (a case-insensitive or locale collation on a text cursor or key).
 
+A row with no value (NULL or blank) in its primary key is yielded as a `BadRecord` ("<table> row
+with <cursor> = <value>", id "<cursor>=<value>", the closest to an id it has) at its place in the
+order (NULL sorts last in PostgreSQL and Oracle, first elsewhere; rows without a key that share a
+cursor value share that id). Without a cursor, rows are read by the primary key, and a row whose
+key is NULL has no place in that order: it is not read.
+
+A relative `sqlite:///file.db` URL is relative to the config file's folder, like every path.
+
 States: `{"at": {"cursor", "key"}}` after a row (inside a pass; always, without a cursor, which reads
 new rows by the primary key) and `{"cursor": value}` after a pass's last row, so the next pass reads
 that value again (edits that did not move the cursor). Older states, `{"cursor", "seen"}` and
@@ -22,10 +30,10 @@ from typing import Any
 from uuid import UUID
 
 import sqlalchemy as sa
-from pydantic import Field, model_validator
+from pydantic import Field, TypeAdapter, ValidationInfo, field_validator, model_validator
 
 from connector.logs import register_secret
-from connector.source import Record, Source, SourceError, SourceOptions
+from connector.source import BadRecord, ConfigPath, Record, Source, SourceError, SourceOptions
 
 from .incremental import Lookback, Row, end_of_pass, lookback_amount
 
@@ -44,6 +52,21 @@ class SqlOptions(SourceOptions):
     lookback: Lookback = None
     page_size: int = Field(1000, ge=1, le=100_000, description="Rows per query.")
 
+    @field_validator("url")
+    @classmethod
+    def _sqlite_file_from_config_dir(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """A relative SQLite file is relative to the config file's folder (a `ConfigPath`)."""
+        try:
+            url = sa.make_url(value) if value else None
+        except sa.exc.ArgumentError:
+            return value  # reported with its reason when the source connects
+        if url is None or not url.drivername.startswith("sqlite") or url.database in (None, "", ":memory:"):
+            return value
+        if url.database.startswith("file:"):  # a URI filename (?uri=true) is the driver's to resolve
+            return value
+        database = _CONFIG_PATH.validate_python(url.database, context=info.context)
+        return url.set(database=database).render_as_string(hide_password=False)
+
     @model_validator(mode="after")
     def _one_of_each(self) -> SqlOptions:
         if (self.url is None) == (self.url_env is None):
@@ -53,6 +76,9 @@ class SqlOptions(SourceOptions):
         if self.lookback is not None and self.cursor is None:
             raise ValueError("`lookback` needs `cursor`: without one only new rows are read, by the primary key")
         return self
+
+
+_CONFIG_PATH: TypeAdapter[str] = TypeAdapter(ConfigPath)
 
 
 def encode(value: Any) -> Any:
@@ -125,14 +151,24 @@ class SqlSource(Source[SqlOptions]):
         return rel, rel.c[opts.cursor or opts.primary_key], rel.c[opts.primary_key]
 
     def check(self) -> None:
+        self._probe(1)
+
+    def columns(self) -> list[str]:
+        """The table's or the query's columns, as the database names them (no row is read)."""
+        return self._probe(0)
+
+    def _probe(self, limit: int) -> list[str]:
+        """The columns of a query for `limit` rows of the relation (0: only its description)."""
         rel, _, _ = self._relation()
         with self._connect() as conn:
             try:
-                conn.execute(sa.select(sa.literal_column("*")).select_from(rel).limit(1)).all()
+                result: sa.CursorResult[Any] = conn.execute(sa.select(sa.literal_column("*")).select_from(rel).limit(limit))
+                result.all()
             except sa.exc.SQLAlchemyError as exc:
                 raise SourceError(f"cannot read {self.options.table or 'the query'}: {_reason(exc)}") from None
+        return [str(name) for name in result.keys()]
 
-    def read(self, state: Any | None) -> Iterator[Record]:
+    def read(self, state: Any | None) -> Iterator[Record | BadRecord]:
         since, after = None, None
         if state is not None and "at" in state:
             after = state["at"]
@@ -140,7 +176,7 @@ class SqlSource(Source[SqlOptions]):
             since = self._pass_start(decode(state["cursor"]))
         rows = ((row, {"at": row.position}) for row in self._scan(since, after))
         if self.options.cursor is None:
-            return (Record(row.id, row.data, at) for row, at in rows)
+            return (row.at(at) for row, at in rows)
         return end_of_pass(rows, lambda row: {"cursor": row.position["cursor"]})
 
     def _pass_start(self, last: Any) -> Any:
@@ -166,13 +202,14 @@ class SqlSource(Source[SqlOptions]):
         same = cursor is key
         order = (key,) if same else (cursor, key)
         base: sa.Select[Any] = sa.select(sa.literal_column("*")).select_from(rel).order_by(*order).limit(self.options.page_size)
-        if after is not None:
-            where = self._after(cursor, key, after, same)
-        elif since is not None:
-            where = cursor >= since
-        else:
-            where = cursor.is_not(None)
         with self._connect() as conn:
+            nulls_last = conn.dialect.name in ("postgresql", "oracle")  # in ascending order
+            if after is not None:
+                where = self._after(cursor, key, after, same, nulls_last)
+            elif since is not None:
+                where = cursor >= since
+            else:
+                where = cursor.is_not(None)
             while True:
                 try:
                     page = conn.execute(base.where(where)).mappings().all()
@@ -180,17 +217,24 @@ class SqlSource(Source[SqlOptions]):
                     raise SourceError(f"cannot read {self.options.table or 'the query'}: {_reason(exc)}") from None
                 for row in page:
                     c, k = row[self.options.cursor or self.options.primary_key], row[self.options.primary_key]
-                    if k is None:
-                        raise SourceError(f"a row has no value in primary key {self.options.primary_key!r}")
                     after = {"cursor": encode(c), "key": encode(k)}
-                    yield Row(str(k), {str(n): _plain(v) for n, v in row.items()}, after)
+                    yield self._row(c, k, {str(n): _plain(v) for n, v in row.items()}, after)
                 if len(page) < self.options.page_size or after is None:
                     return
-                where = self._after(cursor, key, after, same)
+                where = self._after(cursor, key, after, same, nulls_last)
+
+    def _row(self, c: Any, k: Any, data: dict[str, Any], after: dict[str, Any]) -> Row:
+        if k is not None and str(k).strip():
+            return Row(str(k), data, after)
+        opts, value = self.options, _plain(c)
+        where = f"{opts.table or 'the query'} row with {opts.cursor} = {value}"
+        return Row(f"{opts.cursor}={value}", data, after, where=where, problem=f"no value in primary key {opts.primary_key!r}")
 
     @staticmethod
-    def _after(cursor: Any, key: Any, position: dict[str, Any], same: bool) -> Any:
+    def _after(cursor: Any, key: Any, position: dict[str, Any], same: bool, nulls_last: bool) -> Any:
         c, k = decode(position["cursor"]), decode(position["key"])
+        if k is None:  # after a row without a key, the keyed rows of its cursor value come after it or not at all
+            return cursor > c if nulls_last else sa.or_(cursor > c, sa.and_(cursor == c, key.is_not(None)))
         return key > k if same else sa.or_(cursor > c, sa.and_(cursor == c, key > k))
 
     def close(self) -> None:

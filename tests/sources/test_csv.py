@@ -12,12 +12,17 @@ import pytest
 from structlog.testing import capture_logs
 
 from connector.plugins import build_source
-from connector.source import SourceError
+from connector.source import BadRecord, Record
 from connector.testing import SourceContract
 
 
 def read(options: dict[str, Any], state: Any = None) -> list:
     return list(build_source("signups", "csv", options).read(state))
+
+
+def told(items: list) -> list[tuple[str, ...]]:
+    """(id, name) of each record, (id, where, reason) of each bad one."""
+    return [(r.id, r.data["name"]) if isinstance(r, Record) else (r.id, r.where, r.reason) for r in items]
 
 
 def age(path: Path, seconds: float) -> None:
@@ -56,6 +61,12 @@ class TestCsvNewRowsAndFiles(SourceContract):
     def broken_options(self, options: dict[str, Any]) -> dict[str, Any]:
         return {**options, "path": options["path"] + ".missing"}
 
+    def bad_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        folder = Path(options["path"]).parent
+        (folder / "bad-1.csv").write_bytes(b'id,name\n1,Ann\n2,J\xfcrgen\n3,"a\rb"\n4,x\ry,"open\n5,Bo"\n6,Cy\n')
+        (folder / "bad-2.csv").write_bytes(b'id,name\n7,Di\n8,"\xff\nstill\n",Ed\n9,Flo\n')
+        return {**options, "path": str(folder / "bad-*.csv"), "primary_key": "id"}
+
 
 class TestCsvCursorColumn(SourceContract):
     """An export regenerated in full each time, rows in no particular order, cursor values shared."""
@@ -82,6 +93,11 @@ class TestCsvCursorColumn(SourceContract):
 
     def broken_options(self, options: dict[str, Any]) -> dict[str, Any]:
         return {**options, "path": options["path"] + ".gone"}
+
+    def bad_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        bad = Path(options["path"]).with_name("bad.csv")
+        bad.write_text(self.header + self.rows + ",2024-01-04T00:00:00,No key\n6,yesterday,Bad date\n7,2024-01-05T00:00:00,Gus\n")
+        return {**options, "path": str(bad)}
 
 
 def test_the_next_pass_reads_the_last_value_again_so_an_edit_that_kept_it_is_read(tmp_path: Path) -> None:
@@ -172,12 +188,16 @@ def test_an_export_without_a_final_newline_gives_its_last_row_once_the_file_has_
     assert [r.data["name"] for r in read({"path": str(path), "settle_s": 30})] == ["Ann"]
 
 
-def test_a_settled_file_that_ends_inside_a_quoted_field_is_an_error_not_a_silent_gap(tmp_path: Path) -> None:
+def test_a_settled_file_that_ends_inside_a_quoted_field_gives_that_row_as_a_bad_record(tmp_path: Path) -> None:
     path = tmp_path / "broken.csv"
-    path.write_text('id,notes\n1,ok\n2,"never closed\n')
+    path.write_text('id,name\n1,ok\n2,"never closed\n3,swallowed\n')
     age(path, 3600)
-    with pytest.raises(SourceError, match=r"broken.csv line 3: the file ends inside a quoted field"):
-        read({"path": str(path)})
+    items = read({"path": str(path), "primary_key": "id"})
+    assert told(items) == [("1", "ok"), ("broken.csv:3", "broken.csv line 3", "the file ends inside a quoted field opened here")]
+    assert items[-1].raw == {"line": '2,"never closed\n3,swallowed'}
+    with open(path, "a") as fh:
+        fh.write("4,after\n")  # appended after it: read, and the bad row is not given again
+    assert told(read({"path": str(path), "primary_key": "id"}, items[-1].state)) == [("4", "after")]
 
 
 def test_files_are_taken_in_natural_name_order_and_resume_in_it(tmp_path: Path) -> None:
@@ -223,18 +243,68 @@ def test_a_replaced_file_is_read_from_its_start_not_from_the_old_offset(tmp_path
     assert [r.id for r in read(options, state)] == [line.split(",")[0] for line in replacement.splitlines()[1:]]
 
 
-def test_a_row_without_its_primary_key_stops_the_read_with_its_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("key", ["", "   "])
+def test_a_row_without_its_primary_key_is_a_bad_record_and_the_rows_after_it_are_read(tmp_path: Path, key: str) -> None:
     path = tmp_path / "a.csv"
-    path.write_text("id,name\n1,Ann\n,Bo\n")
-    with pytest.raises(SourceError, match=r"a.csv line 3: no value in primary key 'id'"):
-        read({"path": str(path), "primary_key": "id"})
+    path.write_text(f"id,name\n1,Ann\n{key},Bo\n3,Cy\n")
+    items = read({"path": str(path), "primary_key": "id"})
+    assert told(items) == [("1", "Ann"), ("a.csv:3", "a.csv line 3", "no value in primary key 'id'"), ("3", "Cy")]
+    assert items[1].raw == {"id": key, "name": "Bo"}
 
 
-def test_bytes_that_are_not_the_encoding_are_reported_with_their_line(tmp_path: Path) -> None:
+def test_a_line_that_is_not_the_encoding_is_a_bad_record_even_inside_a_quoted_field(tmp_path: Path) -> None:
     path = tmp_path / "a.csv"
-    path.write_bytes(b"id,name\n1,Ann\n2,J\xfcrgen\n")
-    with pytest.raises(SourceError, match=r"a.csv line 3: not valid utf-8"):
-        read({"path": str(path)})
+    path.write_bytes(b'id,name\n1,Ann\n2,J\xfcrgen\n3,"two\nlines \xff, with a comma"\n4,Di\n')
+    items = read({"path": str(path), "primary_key": "id"})
+    assert told(items) == [
+        ("1", "Ann"),
+        ("a.csv:3", "a.csv line 3", "line 3 is not valid utf-8 (invalid start byte)"),
+        ("a.csv:4", "a.csv line 4", "line 5 is not valid utf-8 (invalid start byte)"),
+        ("4", "Di"),
+    ]
+    assert items[1].raw == {"line": "2,J\ufffdrgen"}  # what could be read, storable as text
+    assert told(read({"path": str(path), "primary_key": "id"}, items[1].state)) == told(items[2:])
+
+
+def test_a_line_the_csv_module_refuses_is_a_bad_record_and_a_quote_it_opened_is_not_misread(tmp_path: Path) -> None:
+    path = tmp_path / "a.csv"
+    path.write_text('id,name\n1,a\rb,"opens\n2,still inside"\n3,Cy\n', newline="")
+    items = read({"path": str(path), "primary_key": "id"})
+    assert told(items) == [
+        ("a.csv:2", "a.csv line 2", "the csv module refused it (new-line character seen in unquoted field - "
+         "do you need to open the file in universal-newline mode?)"),
+        ("3", "Cy"),
+    ]
+
+
+def test_a_bad_cursor_value_is_a_bad_record_that_every_pass_gives_again_the_same(tmp_path: Path) -> None:
+    path = tmp_path / "export.csv"
+    path.write_text("id,n,name\n1,5,Ann\n2,five,Bo\n3,7,Cy\n")
+    options = {"path": str(path), "primary_key": "id", "cursor": "n", "cursor_type": "number"}
+    first = read(options)
+    bad = ("2", "export.csv line 3", "cursor value 'five' is not usable (could not convert string to float: 'five')")
+    assert told(first) == [("1", "Ann"), bad, ("3", "Cy")]
+    assert told(read(options, first[-1].state)) == [bad, ("3", "Cy")]  # its value cannot be left behind
+
+
+def test_a_file_of_bad_cursor_values_only_starts_its_next_pass_where_it_started(tmp_path: Path) -> None:
+    path = tmp_path / "export.csv"
+    path.write_text("id,n,name\n1,,Ann\n")
+    options = {"path": str(path), "primary_key": "id", "cursor": "n", "cursor_type": "number"}
+    [bad] = read(options)
+    assert isinstance(bad, BadRecord) and bad.state is None
+    path.write_text("id,n,name\n1,,Ann\n2,3,Bo\n")
+    assert [r.id for r in read(options, bad.state)] == ["1", "2"]
+
+
+def test_columns_are_the_header_of_the_first_file(tmp_path: Path) -> None:
+    options = {"path": str(tmp_path / "export-*.csv")}
+    assert build_source("signups", "csv", options).columns() is None  # nothing to read yet
+    (tmp_path / "export-2.csv").write_text("id,Other\n")
+    (tmp_path / "export-1.csv").write_bytes(codecs.BOM_UTF8 + b'id,E-mail,"Full name"\n1,a@b.c,Ann\n')
+    assert build_source("signups", "csv", options).columns() == ["id", "E-mail", "Full name"]
+    (tmp_path / "export-0.csv").write_text("")
+    assert build_source("signups", "csv", options).columns() is None  # an empty first file has no header
 
 
 def test_files_in_subfolders_are_named_relative_to_the_glob(tmp_path: Path) -> None:

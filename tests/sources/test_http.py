@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from connector.plugins import build_source
-from connector.source import SourceError
+from connector.source import BadRecord, SourceError
 from connector.testing import SourceContract
 
 TOKEN = "s3cret-token-value"
@@ -58,7 +58,7 @@ def handler_for(api: ContactsApi) -> type[BaseHTTPRequestHandler]:
             with api.lock:
                 api.requests.append(self.path)
                 fault = api.faults.pop(0) if api.faults else None
-                rows = [c for c in api.contacts if "since" not in q or c["updated"] >= q["since"]]
+                rows = [c for c in api.contacts if "since" not in q or not isinstance(c, dict) or c.get("updated", "") >= q["since"]]
             if fault is not None:
                 return self.send(fault, {"error": "injected"}, {"Retry-After": "0"} if fault == 429 else None)
             if self.headers.get("Authorization") != f"Bearer {TOKEN}":
@@ -125,6 +125,11 @@ class HttpContract(SourceContract):
 
     def broken_options(self, options: dict[str, Any]) -> dict[str, Any]:
         return {**options, "url": options["url"].split("?")[0] + "-missing"}
+
+    def bad_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        no_id = {"name": "No id", "updated": "2024-01-02"}
+        self.api.reset([contact(1), "junk", contact(2, "2024-01-02"), no_id, [3], contact(4, "2024-01-03")])
+        return options
 
 
 class TestPageNumbers(HttpContract):
@@ -198,8 +203,18 @@ def test_since_is_sent_from_the_last_value_and_the_boundary_is_read_again(contac
 def test_a_body_without_the_records_path_is_explained(contacts: tuple[ContactsApi, str]) -> None:
     _, base = contacts
     source = build_source("crm", "http", {"url": base + "/tokens", "records_path": "data.rows", **AUTH})
-    with pytest.raises(SourceError, match=r"/tokens: `data.rows` is not a list of objects"):
+    with pytest.raises(SourceError, match=r"/tokens: `data.rows` is not a list"):
         source.check()
-    source = build_source("crm", "http", {"url": base + "/pages", "id_field": "uuid", **AUTH})
-    with pytest.raises(SourceError, match=r"a record from http://127.0.0.1:\d+/pages has no 'uuid'"):
-        list(source.read(None))
+
+
+def test_items_without_an_id_or_not_objects_are_bad_records_named_by_page_and_item(contacts: tuple[ContactsApi, str]) -> None:
+    state, base = contacts
+    state.reset([contact(1), {"name": "no id", "id": ""}, 7, contact(4)])
+    items = list(build_source("crm", "http", {"url": base + "/pages", "pagination": "page", **AUTH}).read(None))
+    page1, page2 = f"{base}/pages?page=1", f"{base}/pages?page=2"
+    assert [r.id for r in items] == ["1", f"{page1}#2", f"{page2}#1", "4"]
+    bad = [(r.where, r.reason, r.raw) for r in items if isinstance(r, BadRecord)]
+    assert bad == [
+        (f"{base}/pages item 2", "no value in 'id'", {"name": "no id", "id": ""}),
+        (f"{base}/pages item 1", "not a JSON object", {"item": "7"}),
+    ]

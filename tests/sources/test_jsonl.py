@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from connector.plugins import build_source
-from connector.source import SourceError
+from connector.source import BadRecord, Record
 from connector.testing import SourceContract
 
 
@@ -21,6 +21,11 @@ def lines(*objects: Any) -> str:
 
 def read(options: dict[str, Any], state: Any = None) -> list:
     return list(build_source("events", "jsonl", options).read(state))
+
+
+def told(items: list) -> list[tuple[str, ...]]:
+    """The id of each record, (id, where, reason) of each bad one."""
+    return [r.id if isinstance(r, Record) else (r.id, r.where, r.reason) for r in items]
 
 
 class TestJsonlNewLinesAndFiles(SourceContract):
@@ -41,6 +46,12 @@ class TestJsonlNewLinesAndFiles(SourceContract):
     def broken_options(self, options: dict[str, Any]) -> dict[str, Any]:
         return {**options, "path": options["path"].replace("*.jsonl", "nothing-*.jsonl")}
 
+    def bad_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        bad = Path(options["path"]).with_name("bad.jsonl")
+        bad.write_bytes(b'{"id": 1}\n{"id": 2, "name": "J\xfcrgen"}\n{"id": 3,\n[4]\n{"name": "no id"}\n{"id": ""}\n'
+                        b'{"id": [6]}\n{"id": 7}\n')
+        return {**options, "path": str(bad)}
+
 
 class TestJsonlCursorField(SourceContract):
     source_type = "jsonl"
@@ -58,16 +69,17 @@ class TestJsonlCursorField(SourceContract):
         return {**options, "path": options["path"] + ".gone"}
 
 
-def test_a_partly_written_last_line_waits_and_a_broken_line_stops_with_its_number(tmp_path: Path) -> None:
+def test_a_partly_written_last_line_waits_and_a_broken_line_is_a_bad_record_with_its_number(tmp_path: Path) -> None:
     path = tmp_path / "live.jsonl"
     path.write_text(lines({"id": 1}) + '{"id": 2, "na')
     options = {"path": str(path), "primary_key": "id"}
     first = read(options)
     assert [r.id for r in first] == ["1"]
     with open(path, "a") as fh:
-        fh.write('me": "Bo"}\n{"id": 3\n')
-    with pytest.raises(SourceError, match=r"live.jsonl line 3: not valid JSON"):
-        read(options, first[-1].state)
+        fh.write('me": "Bo"}\n{"id": 3\n{"id": 4}\n')
+    rest = read(options, first[-1].state)
+    assert told(rest) == ["2", ("live.jsonl:3", "live.jsonl line 3", "not valid JSON (Expecting ',' delimiter at column 9)"), "4"]
+    assert rest[1].raw == {"line": '{"id": 3'}
 
 
 def test_a_last_line_without_its_newline_waits_until_complete_or_settled(tmp_path: Path) -> None:
@@ -81,15 +93,36 @@ def test_a_last_line_without_its_newline_waits_until_complete_or_settled(tmp_pat
     assert [r.id for r in read(options, first[-1].state)] == ["2"]
     path.write_text(lines({"id": 1}) + '{"id": 2, "na')
     os.utime(path, (then, then))
-    with pytest.raises(SourceError, match=r"live.jsonl line 2: not valid JSON"):
-        read(options, first[-1].state)
+    [cut] = read(options, first[-1].state)
+    assert isinstance(cut, BadRecord) and cut.where == "live.jsonl line 2" and cut.reason.startswith("not valid JSON")
 
 
-def test_a_line_that_is_not_an_object_is_refused(tmp_path: Path) -> None:
+def test_a_cut_multibyte_character_waits_while_written_and_is_a_bad_record_once_settled(tmp_path: Path) -> None:
+    path = tmp_path / "live.jsonl"
+    path.write_bytes(b'{"id": 1}\n{"id": 2, "name": "J\xc3')
+    options = {"path": str(path), "primary_key": "id"}
+    assert told(read(options)) == ["1"]
+    then = time.time() - 61
+    os.utime(path, (then, then))
+    assert told(read(options)) == ["1", ("live.jsonl:2", "live.jsonl line 2", "line 2 is not valid utf-8 (unexpected end of data)")]
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ("[1, 2]", "not a JSON object"),
+        ('"text"', "not a JSON object"),
+        ('{"name": "no id"}', "no value in primary key 'id'"),
+        ('{"id": null}', "no value in primary key 'id'"),
+        ('{"id": " "}', "no value in primary key 'id'"),
+        ('{"id": {"n": 1}}', "primary key 'id' holds a dict, not a string or a number"),
+        ('{"id": true}', "primary key 'id' holds a bool, not a string or a number"),
+    ],
+)
+def test_a_line_that_gives_no_record_is_a_bad_record_between_the_good_ones(tmp_path: Path, line: str, reason: str) -> None:
     path = tmp_path / "a.jsonl"
-    path.write_text('[1, 2]\n')
-    with pytest.raises(SourceError, match="line 1: not a JSON object"):
-        read({"path": str(path)})
+    path.write_text(lines({"id": 1}) + line + "\n" + lines({"id": 3}))
+    assert told(read({"path": str(path), "primary_key": "id"})) == ["1", ("a.jsonl:2", "a.jsonl line 2", reason), "3"]
 
 
 def test_an_integer_beyond_the_interpreters_digit_limit_is_read_exactly(tmp_path: Path) -> None:

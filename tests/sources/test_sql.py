@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from connector.plugins import build_source
-from connector.source import SourceError
+from connector.source import BadRecord, SourceError
 from connector.testing import SourceContract
 
 T0 = datetime(2024, 1, 2, 10, 0, tzinfo=timezone.utc)
@@ -60,6 +60,13 @@ class SqlContract(SourceContract):
             {k: v for k, v in options.items() if k != "cursor"} | {"lookback": "10m"},  # new rows only: no lookback
             {**options, "lookback": "a while"},
         ]
+
+    def bad_options(self, options: dict[str, Any]) -> dict[str, Any] | None:
+        """Rows 2 and 5 without a key: one among rows sharing its cursor value, one the last row."""
+        if options.get("table") not in ("contacts", "public.contacts"):
+            return None
+        query = f"SELECT CASE WHEN id IN (2, 5) THEN NULL ELSE id END AS id, updated_at, email FROM {options['table']}"
+        return {**{k: v for k, v in options.items() if k != "table"}, "query": query}
 
     def broken_options(self, options: dict[str, Any]) -> dict[str, Any]:
         key = "table" if "table" in options else "query"
@@ -206,3 +213,38 @@ def test_an_unreachable_server_is_a_clear_source_error() -> None:
     with pytest.raises(SourceError, match="cannot connect to the database") as info:
         source.check()
     assert "hunter22" not in str(info.value)
+
+
+def test_a_row_without_a_key_is_a_bad_record_at_its_place_and_the_rows_around_it_are_read(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'crm.db'}"
+    create_contacts(url, ROWS)
+    query = "SELECT CASE WHEN id = 3 THEN NULL ELSE id END AS id, updated_at, email FROM contacts"
+    items = list(build_source("crm", "sql", {"url": url, "query": query, "primary_key": "id", "cursor": "updated_at"}).read(None))
+    assert [r.id for r in items] == ["1", f"updated_at={items[1].raw['updated_at']}", "2", "4", "5"]
+    bad = items[1]
+    assert isinstance(bad, BadRecord) and bad.reason == "no value in primary key 'id'"
+    assert bad.where == f"the query row with updated_at = {bad.raw['updated_at']}" and bad.raw["email"] == "cy@example.com"
+
+
+def test_columns_come_from_the_database_without_reading_rows(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'crm.db'}"
+    create_contacts(url, ROWS)
+    table = build_source("crm", "sql", {"url": url, "table": "contacts", "primary_key": "id"})
+    assert table.columns() == ["id", "updated_at", "email"]
+    query = build_source("crm", "sql", {"url": url, "query": 'SELECT id, email AS "E-mail" FROM contacts', "primary_key": "id"})
+    assert query.columns() == ["id", "E-mail"]
+    with pytest.raises(SourceError, match="cannot read no_such_table"):
+        build_source("crm", "sql", {"url": url, "table": "no_such_table", "primary_key": "id"}).columns()
+
+
+def test_a_relative_sqlite_file_is_relative_to_the_config_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "conf" / "data").mkdir(parents=True)
+    create_contacts(f"sqlite:///{tmp_path / 'conf' / 'data' / 'crm.db'}", ROWS)
+    monkeypatch.chdir(tmp_path)  # not the config's folder
+    options = {"url": "sqlite:///data/crm.db", "table": "contacts", "primary_key": "id"}
+    source = build_source("crm", "sql", options, config_dir=tmp_path / "conf")
+    assert [r.id for r in source.read(None)] == ["1", "2", "3", "4", "5"]
+    absolute = f"sqlite:///{tmp_path / 'conf' / 'data' / 'crm.db'}"
+    assert build_source("crm", "sql", {**options, "url": absolute}, config_dir=tmp_path / "elsewhere").options.url == absolute
+    memory = build_source("crm", "sql", {**options, "url": "sqlite://"}, config_dir=tmp_path / "conf")
+    assert memory.options.url == "sqlite://"
