@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-import structlog
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from . import logs
@@ -37,7 +36,6 @@ ENV_API_SECRET = "CAPTURE_API_SECRET"
 DEFAULT_SCHEDULE = "every 5m"
 _SOURCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
-log = structlog.get_logger("capture_sync.config")
 S = TypeVar("S", bound=BaseModel)
 
 
@@ -104,7 +102,23 @@ class Config:
 
     @property
     def ledger_path(self) -> Path:
-        return self.ledger.path if self.ledger.path.is_absolute() else self.path.parent / self.ledger.path
+        return _beside(self.path.parent, self.ledger.path)
+
+    def exposed_files(self) -> list[tuple[Path, int]]:
+        """The ledger (with its -wal and -shm) and the credential files that exist and that other
+        users may read, with their modes: the ledger holds every contact's payload."""
+        ledger = self.ledger_path
+        files = [ledger, ledger.with_name(ledger.name + "-wal"), ledger.with_name(ledger.name + "-shm")]
+        files += [_beside(self.path.parent, f) for f in (self.capture.api_key_file, self.capture.api_secret_file) if f]
+        exposed = []
+        for path in dict.fromkeys(files):
+            try:
+                mode = stat.S_IMODE(path.stat().st_mode)
+            except OSError:
+                continue  # absent (no -wal yet) or unreachable: nothing to say about who reads it
+            if mode & (stat.S_IRGRP | stat.S_IROTH):
+                exposed.append((path, mode))
+        return exposed
 
     def delivery_settings(self) -> DeliverySettings:
         return DeliverySettings(
@@ -214,7 +228,6 @@ def _check_schedule(text: Any, where: str, problems: list[str]) -> None:
 
 def _read_secret_file(path: Path, key: str, problems: list[str]) -> str | None:
     try:
-        mode = path.stat().st_mode
         value = path.read_text(encoding="utf-8").strip()
     except OSError as exc:
         problems.append(f"capture.{key}: cannot read {path}: {exc.strerror or exc}")
@@ -222,8 +235,6 @@ def _read_secret_file(path: Path, key: str, problems: list[str]) -> str | None:
     if not value:
         problems.append(f"capture.{key}: {path} is empty")
         return None
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        log.warning("credential file is readable by other users; chmod 600 it", file=str(path))
     return value
 
 
@@ -232,7 +243,12 @@ def _credential(env: str, file: Path | None, folder: Path, key: str, problems: l
         return os.environ[env].strip()
     if file is None:
         return None
-    return _read_secret_file(file if file.is_absolute() else folder / file, key, problems)
+    return _read_secret_file(_beside(folder, file), key, problems)
+
+
+def _beside(folder: Path, path: Path) -> Path:
+    """A path from the config file: relative ones are relative to its folder."""
+    return path if path.is_absolute() else folder / path
 
 
 def _credentials(capture: CaptureSettings, folder: Path, problems: list[str]) -> Credentials | None:

@@ -27,10 +27,6 @@ class Preflight:
     config_problems: list[str] = field(default_factory=list)  # stop everything: nothing may be sent
     unavailable: dict[str, str] = field(default_factory=dict)  # source name -> why it cannot be read now
 
-    @property
-    def ok(self) -> bool:
-        return not self.config_problems and not self.unavailable
-
 
 def preflight(jobs: Sequence[SourceJob]) -> Preflight:
     """Open every source as a read would and check its mapping against its columns; every problem
@@ -41,7 +37,7 @@ def preflight(jobs: Sequence[SourceJob]) -> Preflight:
         try:
             job.source.check()
             columns = job.source.columns()
-        except SourceError as exc:
+        except Exception as exc:  # a plugin's check may raise anything: it is that source's problem alone
             result.unavailable[job.name] = unavailable_reason(job.name, job.source, exc)
             continue
         if columns is not None:
@@ -51,7 +47,8 @@ def preflight(jobs: Sequence[SourceJob]) -> Preflight:
 
 def unavailable_reason(name: str, source: Source, exc: Exception) -> str:
     """One line naming the source and where it reads from (never a database password)."""
-    message = " ".join(str(exc).split()) or type(exc).__name__
+    detail = " ".join(str(exc).split())
+    message = detail if isinstance(exc, SourceError) and detail else f"{type(exc).__name__}: {detail}".rstrip(": ")
     where = _location(source)
     if where and where not in message:
         message = f"{where}: {message}"

@@ -4,6 +4,11 @@ Every pass (a source's sync or the sweep's replay) takes one shared lock, so at 
 drives the ledger at a time: a replay re-sends open batches, and it must never re-send one that a
 sync is still waiting on. APScheduler adds the rest: one instance per job (max_instances=1), and
 ticks missed while a pass ran collapse into one catch-up run (coalesce).
+
+A broken source never stops the daemon: a source's tick is a sync of that source alone, which
+checks its setup first, so a source that cannot be read (a missing file, a database down) or that
+fails mid-read is reported in one line on each of its ticks while the other sources go on, and it
+is read again by itself once fixed. A mistake in the config found at start stops the daemon (exit 2).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from .delivery import RunReport, SourceJob, replay, sync
+from .preflight import preflight
+from .problems import ConfigProblem
 
 if TYPE_CHECKING:
     from .api.client import CaptureClient
@@ -97,6 +104,8 @@ class Daemon:
                 self.stop.set()
             elif report.blocked_total:
                 log.warning("entries are blocked: see `capture-sync ledger list --state blocked`", blocked=report.blocked_total)
+        except ConfigProblem as exc:  # the source changed under the daemon (a column gone): fix the config or the source
+            log.error("source.misconfigured", run=what, problems=exc.problems)
         except Exception as exc:  # one failing pass (a missing file, a locked ledger) must not end the daemon
             log.error("pass failed; the next tick tries again", run=what, error=f"{type(exc).__name__}: {exc}",
                       exc_info=log.isEnabledFor(logging.DEBUG))
@@ -122,13 +131,22 @@ class Daemon:
         return scheduler
 
     async def serve(self) -> int:
-        """Until SIGTERM/SIGINT (or failed authentication): 0 on a clean stop, 3 on bad credentials."""
+        """Until SIGTERM/SIGINT (or failed authentication): 0 on a clean stop, 3 on bad credentials.
+        A config problem raises ConfigProblem before anything is read or sent."""
+        found = await asyncio.to_thread(preflight, self.config.jobs())
+        if found.config_problems:
+            raise ConfigProblem(found.config_problems)
+        for path, mode in self.config.exposed_files():
+            log.warning("file.readable_by_others", file=str(path), mode=f"{mode:04o}", fix=f"chmod 600 {path}")
         # Not a line per tick, nor a warning per tick skipped or coalesced while a pass runs: both
         # are the intended behaviour. A job's unexpected error is still logged (ERROR).
         logging.getLogger("apscheduler").setLevel(logging.ERROR)
         scheduler = self._scheduler()
         scheduler.start()
-        log.info("daemon started", sources=[s.name for s in self.config.sources], ledger=str(self.config.ledger_path))
+        log.info(
+            "daemon started", sources=[s.name for s in self.config.sources], ledger=str(self.config.ledger_path),
+            unavailable=found.unavailable,  # said now: a source's first tick may be an hour away
+        )
         try:
             await self.stop.wait()
         finally:
