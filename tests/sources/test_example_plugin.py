@@ -38,6 +38,10 @@ class TestVCardPlugin(SourceContract):
     def broken_options(self, options: dict[str, Any]) -> dict[str, Any]:
         return {"folder": options["folder"] + "/missing"}
 
+    def bad_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        (Path(options["folder"]) / "2024-01-02-latin1.vcf").write_bytes("FN:J\u00fcrgen\n".encode("latin-1"))
+        return options
+
 
 def test_the_entry_point_is_discovered_beside_the_builtins(example_plugin: str) -> None:
     types = source_types()
