@@ -7,11 +7,23 @@ from pathlib import Path
 import typer
 
 from ..config import Config
-from ..ledger import STATES, BatchDetail, EntryDetail, EntryView
-from ._common import ExitCode, command, fail, open_ledger, out, table
+from ..ledger import STATES, BatchDetail, EntryDetail, EntryView, Ledger
+from ._common import ExitCode, command, err, fail, open_ledger, out, table
 
 app = typer.Typer(help="Inspect the ledger's entries and batches, and resolve blocked ones.", no_args_is_help=True)
 _STATE_HELP = f"One of: {', '.join(STATES)}."
+
+
+def open_existing(cfg: Config) -> Ledger:
+    """The ledger for a command that inspects or repairs it: a missing file is an error, never a new
+    empty ledger, which would hide a wrong path behind "nothing here"."""
+    if not cfg.ledger_path.exists():
+        fail(
+            f"no ledger at {cfg.ledger_path}: nothing was synced with {cfg.path} yet, or its [ledger] path names "
+            "another file (a relative path starts from the config file's folder)",
+            ExitCode.USAGE,
+        )
+    return open_ledger(cfg)
 
 
 @app.command("list")
@@ -20,7 +32,9 @@ def list_(
     cfg: Config,
     state: str = typer.Option(..., "--state", help=_STATE_HELP),
     source: str | None = typer.Option(None, "--source", help="Only this source."),
-    limit: int = typer.Option(100, "--limit", min=1, help="At most this many entries."),
+    limit: int = typer.Option(
+        100, "--limit", min=1, help="At most this many entries; when there are more, a line on stderr says how many."
+    ),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per line, with the payload."),
 ) -> int:
     """List the entries in one state (oldest first).
@@ -29,14 +43,22 @@ def list_(
     """
     if state not in STATES:
         fail(f"--state {state!r}: {_STATE_HELP}", ExitCode.USAGE)
-    with open_ledger(cfg) as ledger:
+    with open_existing(cfg) as ledger:
         entries = ledger.list_entries(state, source=source, limit=limit)
+        total = _count(ledger, state, source) if len(entries) == limit else len(entries)
     if as_json:
         for entry in entries:
             out.print(json.dumps(asdict(entry), ensure_ascii=False), markup=False, soft_wrap=True)
-        return 0
-    _entries_table(f"{len(entries)} {state} entries", entries)
+    else:
+        _entries_table(f"{len(entries)} {state} entries", entries)
+    if total > len(entries):  # on stderr, so that --json output stays one object per line
+        err.print(f"showing {len(entries)} of {total}; use --limit {total} to see them all", markup=False)
     return 0
+
+
+def _count(ledger: Ledger, state: str, source: str | None) -> int:
+    report = ledger.status()
+    return report.by_source.get(source, {}).get(state, 0) if source else report.by_state.get(state, 0)
 
 
 def _entries_table(title: str, entries: list[EntryView]) -> None:
@@ -50,21 +72,57 @@ def _entries_table(title: str, entries: list[EntryView]) -> None:
 @command()
 def show(
     cfg: Config,
-    key: str = typer.Argument(..., help="A per-person idempotency key or a batch key."),
-    as_json: bool = typer.Option(False, "--json", help="Print it as JSON."),
+    key: str | None = typer.Argument(
+        None, help="A per-person idempotency key or a batch key; or name a record with --source and --record."
+    ),
+    source: str | None = typer.Option(None, "--source", help="With --record: the source the record comes from."),
+    record: str | None = typer.Option(
+        None, "--record", help="With --source: the record's id in that source; every version of it is shown, oldest first."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print it as JSON (a list of versions with --record)."),
 ) -> int:
-    """Show one entry (with every batch and attempt it was part of) or one batch.
+    """Show one entry (with every batch and attempt it was part of), one batch, or every version of one record.
+
+    A record has one entry per version of its content (a newer version supersedes or waits for an older one),
+    so --source and --record may show several.
 
     Example: capture-sync ledger show -c capture-sync.toml p-d58d216ce949d96912c94d6f16f32900677dac3f
+
+    Example: capture-sync ledger show -c capture-sync.toml --source signups --record 1042
     """
-    with open_ledger(cfg) as ledger:
-        try:
-            detail = ledger.show(key)
-        except KeyError:
-            fail(f"no entry or batch has the key {key!r}", ExitCode.USAGE)
+    by_record = source is not None or record is not None
+    if by_record == (key is not None) or (by_record and None in (source, record)):
+        fail("give a KEY, or both --source and --record", ExitCode.USAGE)
+    with open_existing(cfg) as ledger:
+        if source is not None and record is not None:
+            details = _versions(ledger, source, record)
+            if not details:
+                fail(f"source {source!r} has no record with the id {record!r} in the ledger", ExitCode.USAGE)
+        else:
+            try:
+                details = [ledger.show(str(key))]
+            except KeyError:
+                fail(f"no entry or batch has the key {key!r}", ExitCode.USAGE)
     if as_json:
-        out.print_json(json.dumps(asdict(detail), ensure_ascii=False))
+        shown = [asdict(d) for d in details]
+        out.print_json(json.dumps(shown if by_record else shown[0], ensure_ascii=False))
         return 0
+    for n, detail in enumerate(details, 1):
+        if by_record:
+            out.print(f"version {n} of {len(details)}", markup=False)
+        _print_detail(detail, cfg.path)
+    return 0
+
+
+def _versions(ledger: Ledger, source: str, record: str) -> list[EntryDetail | BatchDetail]:
+    """Every entry of one record, oldest first. The ledger's API finds entries by source, not by record,
+    so this reads the source's list: fine for an operator's look-up, not for a hot path."""
+    every = sum(ledger.status().by_source.get(source, {}).values())
+    entries = ledger.list_entries(None, source=source, limit=max(every, 1))
+    return [ledger.show(e.key) for e in entries if e.record_id == record]
+
+
+def _print_detail(detail: EntryDetail | BatchDetail, config_path: Path) -> None:
     if isinstance(detail, EntryDetail):
         e = detail.entry
         for name, value in (("key", e.key), ("source", e.source), ("record", e.record_id), ("state", e.state),
@@ -73,12 +131,11 @@ def show(
         out.print(f"{'payload':>10}: {json.dumps(e.payload, ensure_ascii=False)}", markup=False)
         out.print(f"{'batches':>10}: {', '.join(detail.batches) or 'none yet'}", markup=False)
     else:
-        assert isinstance(detail, BatchDetail)
         for name, value in (("batch", detail.key), ("operation", detail.operation), ("state", detail.state),
                             ("last error", detail.last_error)):
             out.print(f"{name:>10}: {value or ''}", markup=False)
         _entries_table(f"{len(detail.members)} members", detail.members)
-        for line in _recovery(detail, cfg.path):
+        for line in _recovery(detail, config_path):
             out.print(line, markup=False)
     attempts = table("Attempts", "started (UTC)", "operation", "status", "error", "retryable", "ms", "outcome", numeric=("status", "ms"))
     for a in detail.attempts:
@@ -88,7 +145,6 @@ def show(
             "" if a.latency_ms is None else f"{a.latency_ms:.0f}", a.outcome,
         )
     out.print(attempts)
-    return 0
 
 
 def _recovery(batch: BatchDetail, config_path: Path) -> list[str]:
@@ -131,7 +187,7 @@ def resolve(
     """
     if requeue == dismiss:
         fail("say what to do: exactly one of --requeue or --dismiss", ExitCode.USAGE)
-    with open_ledger(cfg) as ledger:
+    with open_existing(cfg) as ledger:
         try:
             changed = ledger.resolve(key, "requeue" if requeue else "dismiss")
         except KeyError:

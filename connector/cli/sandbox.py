@@ -16,6 +16,7 @@ import typer
 from ..sandbox import Behaviour, Faults, SandboxStore, UnknownClient
 from ..sandbox.behaviour import BulkResultShape, IdempotencyScope, InvalidPerson
 from ..sandbox.store import DEFAULT_RATE_LIMIT
+from ._common import ExitCode, fail
 
 app = typer.Typer(help="The local Capture API (sandbox): serve it, manage its clients.", no_args_is_help=True)
 
@@ -61,8 +62,12 @@ def serve(
         "idempotency_key are one namespace (a key captured by one is a replay or duplicate in the other; spec 4.4).",
     ),
 ) -> None:
-    """Serve the sandbox; prints its base URL as the first line, stops on SIGTERM or SIGINT."""
-    from ..sandbox import SandboxServer  # FastAPI and uvicorn load only for the command that serves
+    """Serve the sandbox; prints its base URL as the first line, stops on SIGTERM or SIGINT.
+
+    A database that cannot be opened for writing, or a port in use, is one line on stderr and exit 2.
+    """
+    # FastAPI and uvicorn load only for the command that serves.
+    from ..sandbox.server import SandboxServer, ServeError
 
     try:
         faults = Faults(
@@ -71,15 +76,19 @@ def serve(
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
+    behaviour = Behaviour(bulk_result_shape, invalid_person, idempotency_scope)
     stop_signals = {signal.SIGINT, signal.SIGTERM}
     # Blocked before the server thread exists, so it inherits the mask and this thread takes them.
-    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
-    behaviour = Behaviour(bulk_result_shape, invalid_person, idempotency_scope)
-    with SandboxServer(
-        db, host=host, port=port, faults=faults, rate_window_s=rate_window, behaviour=behaviour
-    ) as server:
-        print(server.base_url, flush=True)
-        signal.sigwait(stop_signals)
+    unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
+    try:
+        with SandboxServer(
+            db, host=host, port=port, faults=faults, rate_window_s=rate_window, behaviour=behaviour
+        ) as server:
+            print(server.base_url, flush=True)
+            signal.sigwait(stop_signals)
+    except ServeError as exc:
+        signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)  # after a clean stop a late signal stays pending
+        fail(str(exc), ExitCode.USAGE)
 
 
 @app.command("create-client")

@@ -8,7 +8,8 @@ import typer
 
 from ..config import Config
 from ..ledger import Attention, Ledger, StatusReport
-from ._common import command, open_ledger, out, table
+from ._common import command, out, table
+from .ledger import open_existing
 
 
 @command()
@@ -20,7 +21,7 @@ def status(
 
     Example: capture-sync status -c capture-sync.toml --json
     """
-    with open_ledger(cfg) as ledger:
+    with open_existing(cfg) as ledger:
         print_status(ledger, cfg.path, as_json=as_json)
     return 0
 

@@ -4,10 +4,15 @@ synchronous=FULL (the default) fsyncs the WAL at every commit, so a committed ba
 survives a power cut; NORMAL is faster but a power cut (not a process crash) may lose the last
 commits, and a lost batch write is only safe because keys are re-derived. Choose FULL unless the
 ledger sits on storage you trust more than the CRM's idempotency window.
+
+The ledger holds every contact's payload, so a new one is created readable by its owner only (0600)
+whatever the umask; SQLite gives its -wal and -shm files the ledger's own mode. An existing ledger's
+mode is never changed (`check` warns when others may read it).
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -91,6 +96,10 @@ def connect(path: Path, *, synchronous: str, busy_timeout_s: float) -> sqlite3.C
         raise LedgerError(f"ledger synchronous must be FULL or NORMAL, got {synchronous!r}")
     if not path.parent.exists():
         raise LedgerError(f"ledger folder {path.parent} does not exist")
+    problem = _unwritable(path)  # before SQLite, which would leave read-only -wal and -shm files behind
+    if problem:
+        raise LedgerError(problem)
+    _create_private(path)
     try:
         conn = sqlite3.connect(
             path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_s
@@ -104,6 +113,21 @@ def connect(path: Path, *, synchronous: str, busy_timeout_s: float) -> sqlite3.C
     except sqlite3.DatabaseError as exc:
         raise LedgerError(describe(exc, path)) from None
     return conn
+
+
+def _create_private(path: Path) -> None:
+    """Create a missing ledger file as 0600 before SQLite does (it would follow the umask, and make
+    the -wal and -shm files alike); an existing file is left as it is."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise LedgerError(f"ledger {path} cannot be created: {exc.strerror}") from None
+    try:
+        os.fchmod(fd, 0o600)  # a umask such as 0o277 would leave even the owner unable to write
+    finally:
+        os.close(fd)
 
 
 def _migrate(conn: sqlite3.Connection, path: Path) -> None:
@@ -130,11 +154,29 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
 
 
 def describe(exc: sqlite3.DatabaseError, path: Path) -> str:
+    """One line for the user: what is wrong with which file, and what to do."""
     text = str(exc)
     if "locked" in text or "busy" in text:
         return f"ledger {path} is locked by another process (is another capture-sync writing to it?)"
     if "readonly" in text or "read-only" in text or "unable to open" in text:
-        return f"ledger {path} cannot be written: check the file and folder permissions ({text})"
+        return _unwritable(path) or f"ledger {path} cannot be written: check the file and folder permissions ({text})"
     if "not a database" in text or "malformed" in text or "corrupt" in text:
         return f"ledger {path} is not a valid capture-sync ledger (corrupt or another file): {text}"
     return f"ledger {path}: {text}"
+
+
+def _unwritable(path: Path) -> str | None:
+    """Name the ledger's pieces this process may not write: the file, a -wal or -shm left behind by a
+    run under another user or a read-only ledger (SQLite gives them the ledger's mode), or the folder
+    where SQLite must create them. None when every piece is writable."""
+    files = [path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm"))]
+    blocked = [str(f) if f != path else "the file" for f in files if f.exists() and not os.access(f, os.W_OK)]
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        blocked.append(f"its folder {path.parent}")
+    if not blocked:
+        return None
+    verb = "is" if len(blocked) == 1 else "are"
+    return (
+        f"ledger {path} cannot be written: {', '.join(blocked)} {verb} read-only for this user; make "
+        "what is named writable (chmod u+w, as its owner) or run capture-sync as the user that owns the ledger"
+    )

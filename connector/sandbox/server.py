@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import socket
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,11 @@ from .behaviour import Behaviour
 from .faults import Faults
 from .openapi import PREFIX
 from .store import SandboxStore
+
+
+class ServeError(Exception):
+    """The sandbox cannot serve: its database cannot be opened for writing, or its address is taken.
+    The message is one line for the user."""
 
 
 class _Server(uvicorn.Server):
@@ -61,8 +68,18 @@ class SandboxServer:
         behaviour: Behaviour | None = None,
     ) -> None:
         self.host, self.port = host, port
-        self.store = SandboxStore(db_path)
-        self.app = create_app(self.store, faults or Faults(), rate_window_s, behaviour)
+        store: SandboxStore | None = None
+        try:  # the store and the app's start-up both write to the database
+            store = SandboxStore(db_path)
+            self.app = create_app(store, faults or Faults(), rate_window_s, behaviour)
+        except (sqlite3.Error, OSError) as exc:
+            if store is not None:
+                store.close()
+            raise ServeError(
+                f"sandbox database {db_path} cannot be opened for writing ({exc}): check that its folder exists "
+                "and that the file and folder are writable, or pick another file with --db"
+            ) from None
+        self.store = store
         self.base_url: str | None = None
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -78,9 +95,14 @@ class SandboxServer:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             sock.bind((self.host, self.port))
-        except OSError:
+        except OSError as exc:
             sock.close()
-            raise
+            self.store.close()
+            hint = "another process listens there: stop it, or pick another port (--port 0 picks a free one)"
+            raise ServeError(
+                f"cannot listen on {self.host}:{self.port}: {exc.strerror}"
+                + (f"; {hint}" if exc.errno == errno.EADDRINUSE else "")
+            ) from None
         port = sock.getsockname()[1]
         config = uvicorn.Config(
             self.app, log_config=None, log_level="warning", access_log=False, lifespan="off",

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import os
-import pwd
 import random
 import shutil
 import signal
@@ -132,6 +131,23 @@ primary_key = "id"
         encoding="utf-8",
     )
     return config
+
+
+# What lets root read and write any file whatever its mode.
+ROOT_POWERS = "-dac_override,-dac_read_search"
+
+
+def without_root_powers() -> list[str]:
+    """A command prefix under which file modes bind: none for a user other than root (they bind
+    already); for root, setpriv dropping ROOT_POWERS from the bounding set, so the command runs as
+    root, owner of the test's files, that a read-only mode stops. Skips the test when root cannot
+    drop them (no setpriv, or no CAP_SETPCAP in a container)."""
+    if os.geteuid() != 0:
+        return []
+    prefix = ["setpriv", f"--bounding-set={ROOT_POWERS}", "--"]
+    if not shutil.which("setpriv") or subprocess.run([*prefix, "true"], capture_output=True).returncode != 0:
+        pytest.skip("running as root, and setpriv cannot drop the capabilities that let root ignore file modes")
+    return prefix
 
 
 def count(ledger: Path, sql: str) -> int:
@@ -289,21 +305,18 @@ class ReliabilityKit:
         self.folders.append(folder)
         return folder
 
-    def command(self, *args: str, user: str | None = None) -> list[str]:
-        """`capture-sync ARGS`, run as `user` (with setpriv, else runuser) when one is given."""
-        if user is None:
-            as_user = []
-        elif shutil.which("setpriv"):
-            as_user = ["setpriv", "--reuid", user, "--regid", str(pwd.getpwnam(user).pw_gid), "--clear-groups"]
-        else:
-            as_user = ["runuser", "-u", user, "--"]
-        return [*as_user, str(SCRIPT), *args]
+    def command(self, *args: str, bound_by_permissions: bool = False) -> list[str]:
+        """`capture-sync ARGS`; `bound_by_permissions`: as root, without the capabilities that let root
+        ignore file modes (the process stays root, so it still reaches a checkout in a private folder)."""
+        return [*(without_root_powers() if bound_by_permissions else []), str(SCRIPT), *args]
 
-    def run(self, *args: str, env: dict[str, str], user: str | None = None, cwd: Path | None = None) -> Result:
-        """Run a command to its end (as `user` when given); its output joins the secret scan."""
+    def run(
+        self, *args: str, env: dict[str, str], bound_by_permissions: bool = False, cwd: Path | None = None
+    ) -> Result:
+        """Run a command to its end; its output joins the secret scan."""
         proc = subprocess.run(
-            self.command(*args, user=user), capture_output=True, text=True, env=env, cwd=cwd or self.tmp,
-            timeout=CLI_TIMEOUT_S,
+            self.command(*args, bound_by_permissions=bound_by_permissions), capture_output=True, text=True,
+            env=env, cwd=cwd or self.tmp, timeout=CLI_TIMEOUT_S,
         )
         self.scan.outputs += [proc.stdout, proc.stderr]
         return Result(proc.returncode, proc.stdout, proc.stderr)

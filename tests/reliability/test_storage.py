@@ -3,13 +3,14 @@ Each is a one-line error (exit 1 or 2, no traceback) and the run changes nothing
 keeps its entries and source cursor, and nothing reaches the API that the ledger did not record.
 
 Each test starts from a ledger holding one finished sync of 5 records, and 3 new rows in the
-source that a failed run must not take.
+source that a failed run must not take. A run that must meet a read-only file runs bound by file
+modes: as the test's own user, or as root without the capabilities that let root ignore them (so a
+checkout in a private folder, such as `mktemp -d` makes, works as well as any other).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,15 +40,18 @@ def snapshot(ledger: Path) -> tuple[list[tuple], ...]:
         db.close()
 
 
+def beside(ledger: Path) -> dict[str, int]:
+    """The files in the ledger's folder, with their modes."""
+    return {p.name: p.stat().st_mode for p in ledger.parent.iterdir()}
+
+
 @pytest.fixture
 def synced(rel, sandbox) -> Synced:
-    folder = rel.world_folder()
+    folder = rel.tmp
     (folder / "ledger").mkdir()
     contacts = folder / "contacts.csv"
     contacts.write_text("id,First,Last,Email,Phone\n" + "".join(f"{n},Old,O{n},old{n}@example.com,\n" for n in range(5)))
     config = rel.config(folder, sandbox.base_url, contacts, ledger="ledger/ledger.sqlite3")
-    for path in (contacts, config):
-        path.chmod(0o644)
     env = rel.client(sandbox.store, rate_limit=1000)
     first = rel.run("sync", "-c", str(config), env=env, cwd=folder)
     assert first.code == 0, first.stderr
@@ -64,36 +68,35 @@ def assert_clear_failure(result, *phrases: str) -> None:
         assert phrase in result.stderr
 
 
-def as_other_user() -> str | None:
-    """The user that meets the permissions: `nobody` when the tests run as root (root ignores them)."""
-    if os.geteuid() != 0:
-        return None
-    if not (shutil.which("setpriv") or shutil.which("runuser")):
-        pytest.skip("running as root without setpriv or runuser: no way to run the CLI as a user the permissions bind")
-    return "nobody"
-
-
-@pytest.mark.parametrize(("read_only", "command"), [("folder", "sync"), ("file", "replay")])
-def test_a_ledger_that_cannot_be_written_is_a_clear_error_and_nothing_moves(rel, sandbox, synced, read_only, command):
-    user = as_other_user()
+@pytest.mark.parametrize(("read_only", "command", "named"), [
+    ("folder", "sync", "its folder"), ("file", "replay", "the file"), ("stale -shm", "status", "ledger.sqlite3-shm"),
+])
+def test_a_ledger_that_cannot_be_written_is_a_clear_error_and_nothing_moves(rel, sandbox, synced, read_only, command, named):
+    """One line naming what is read-only; the stale -shm is one that a read-only ledger's run left
+    behind (SQLite gives it the ledger's mode) after the ledger itself was made writable again."""
     before = snapshot(synced.ledger)
-    folder = synced.ledger.parent
-    folder.chmod(0o555 if read_only == "folder" else 0o777)
-    synced.ledger.chmod(0o444 if read_only == "file" else 0o644)
-    result = rel.run(command, "-c", synced.config, env=synced.env, user=user, cwd=synced.folder)
-    assert_clear_failure(result, "cannot be written", "permissions")
-    folder.chmod(0o755)
+    folder, shm = synced.ledger.parent, synced.ledger.with_name("ledger.sqlite3-shm")
+    if read_only == "stale -shm":
+        shm.touch()
+        shm.chmod(0o400)
+    folder.chmod(0o500 if read_only == "folder" else 0o700)
+    synced.ledger.chmod(0o400 if read_only == "file" else 0o600)
+    files = beside(synced.ledger)
+    result = rel.run(command, "-c", synced.config, env=synced.env, bound_by_permissions=True, cwd=synced.folder)
+    folder.chmod(0o700)
+    assert_clear_failure(result, "cannot be written", named, "read-only for this user", "chmod u+w")
+    assert beside(synced.ledger) == files, "the failed run left files behind"
     assert snapshot(synced.ledger) == before
     assert len(sandbox.store.persons()) == 5
 
 
 def test_a_new_ledger_in_a_read_only_folder_is_a_clear_error(rel, sandbox, synced):
-    user = as_other_user()
     config = Path(synced.config)
     config.write_text(config.read_text().replace("ledger/ledger.sqlite3", "ledger/another.sqlite3"))
-    synced.ledger.parent.chmod(0o555)
-    result = rel.run("sync", "-c", synced.config, env=synced.env, user=user, cwd=synced.folder)
-    assert_clear_failure(result, "cannot be written")
+    synced.ledger.parent.chmod(0o500)
+    result = rel.run("sync", "-c", synced.config, env=synced.env, bound_by_permissions=True, cwd=synced.folder)
+    synced.ledger.parent.chmod(0o700)
+    assert_clear_failure(result, "cannot be written", "its folder")
     assert not (synced.ledger.parent / "another.sqlite3").exists()
     assert len(sandbox.store.persons()) == 5
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 
 import httpx
 import pytest
@@ -118,3 +119,25 @@ def test_impossible_fault_flags_are_usage_errors(tmp_path, args):
 def test_unknown_api_key_is_a_usage_error(tmp_path):
     result = runner.invoke(app, ["sandbox", "regenerate-secret", "ck_nobody", "--db", str(tmp_path / "x.sqlite3")])
     assert result.exit_code == 2 and "no client has this API key" in result.output
+
+
+def assert_one_line_usage_error(result, *phrases: str) -> None:
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
+    assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("error: "), result.stderr
+    for phrase in phrases:
+        assert phrase in result.stderr
+
+
+def test_serve_on_a_port_in_use_is_one_line_and_exit_2(tmp_path):
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = runner.invoke(app, ["sandbox", "serve", "--port", str(port), "--db", str(tmp_path / "box.sqlite3")])
+    assert_one_line_usage_error(result, f"cannot listen on 127.0.0.1:{port}", "--port 0")
+    assert not signal.pthread_sigmask(signal.SIG_BLOCK, []) & {signal.SIGINT, signal.SIGTERM}
+
+
+@pytest.mark.parametrize("where", ["missing folder", "a folder"])
+def test_serve_on_a_db_it_cannot_write_is_one_line_and_exit_2(tmp_path, where):
+    db = tmp_path / "missing" / "box.sqlite3" if where == "missing folder" else tmp_path
+    result = runner.invoke(app, ["sandbox", "serve", "--db", str(db)])
+    assert_one_line_usage_error(result, f"sandbox database {db} cannot be opened for writing", "--db")
