@@ -3,7 +3,10 @@
 in a CSV file, a JSONL file and a plugin source handing over raw Python values are mapped, put
 in the ledger and sent to the sandbox by the library's sync(). Nothing raises, and every row ends
 captured (or a duplicate of an earlier example's) or rejected with its reasons; the truncated
-last line is taken once its writer finishes it.
+last line is taken once its writer finishes it. Then the issue's property through the CLI: bad
+rows spliced among good ones (bytes that are not UTF-8, cut lines, empty keys, NUL and control
+characters, overlong fields, wrong types) are rejected with a reason naming their line, or their
+id for the mapping's rejections, every good row is captured once, and `sync` exits 0.
 """
 
 from __future__ import annotations
@@ -14,11 +17,12 @@ import io
 import json
 import sqlite3
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from connector.api import CaptureClient
@@ -199,3 +203,109 @@ def test_the_known_weak_spots_through_the_cli(rel, sandbox, tmp_path):
     states = {record_id: state for got in entries(tmp_path).values() for record_id, state, _ in got}
     assert states["contacts.csv:2"] == states["contacts.csv:3"] == states["contacts.jsonl:1"] == "captured"
     assert states["contacts.csv:4"] == states["contacts.jsonl:3"] == "rejected"
+
+
+# The issue's property, through the CLI: good rows with bad ones spliced among them. A kind says
+# how a row is written and what must become of it: captured, or rejected by the source (a reason
+# that names the row's line) or by the mapping (its id and the reason naming the field).
+CAPTURED, SOURCE, MAPPING = "captured", "source", "mapping"
+KINDS = {
+    "valid": CAPTURED,
+    "controls": CAPTURED,  # NUL and control characters are stripped before the API
+    "overlong": CAPTURED,  # no field has a length limit in the API
+    "bytes": SOURCE,  # bytes that are not UTF-8 spliced into the line
+    "empty_key": SOURCE,
+    "cut": SOURCE,  # jsonl: a line cut short; csv: a row cut before its email (the mapping's)
+    "wrong_types": MAPPING,  # an email that is a number, a list, an object, a boolean
+    "not_object": SOURCE,  # jsonl only: csv writes it as a row without an email (the mapping's)
+}
+junk = st.binary(min_size=1, max_size=6).map(lambda b: b"\xff" + bytes(x | 0x80 for x in b))
+controls = st.text(alphabet=st.sampled_from("\x00\x01\x07\x08\x0b\x0c\x1b\x7f\x85\x9f"), min_size=1, max_size=4)
+plain = st.text(alphabet=st.characters(codec="utf-8", categories=("L", "N", "Zs")), max_size=12)
+row_kinds = st.lists(st.tuples(st.sampled_from(sorted(KINDS)), junk, controls, plain, st.sampled_from([5, [1], {"a": 1}, True])), min_size=1, max_size=8)
+_examples = iter(range(10**9))
+
+
+def spliced_files(folder: Path, rows: list[tuple[Any, ...]], tag: str) -> dict[str, dict[str, tuple[str, int]]]:
+    """contacts.csv and contacts.jsonl holding `rows`; per source, the expected outcome and line of each row id."""
+    csv_lines, jsonl_lines = [b"id,First,Last,Email,Plan,Phone\n"], []
+    expected: dict[str, dict[str, tuple[str, int]]] = {"csv": {}, "jsonl": {}}
+    for n, (kind, bad_bytes, ctl, text, wrong) in enumerate(rows):
+        rid, email = f"r{n}", f"p{n}.{tag}@example.org"
+        fields = {"id": rid, "First": f"Ann{text}", "Last": "Lee", "Email": email, "Plan": text, "Phone": ""}
+        if kind == "controls":
+            fields["First"], fields["Plan"] = f"A{ctl}nn", f"{ctl}pro{ctl}"
+        elif kind == "overlong":
+            fields["Plan"] = "x" * 100_000
+        elif kind == "empty_key":
+            fields["id"] = ""
+        elif kind == "wrong_types":
+            fields["Email"] = wrong
+        csv_fields = {k: v if isinstance(v, str) else json.dumps(v) for k, v in fields.items()}
+        csv_row = csv_text([list(csv_fields.values())[1:]]).split("\n", 1)[1].encode()
+        csv_row = csv_row.replace(b"\r\n", b"\n")
+        csv_row = (rid + ",").encode() + csv_row if fields["id"] else b"," + csv_row
+        json_row = json.dumps(fields).encode() + b"\n"
+        outcome = KINDS[kind]
+        if kind == "bytes":
+            csv_row = csv_row[:-1] + bad_bytes + b"\n"
+            json_row = json_row[:-2] + bad_bytes + json_row[-2:]
+        elif kind in ("cut", "not_object"):
+            csv_row = f"{rid},Ann,Lee\n".encode()
+            json_row = json_row[: len(json_row) // 2] + b"\n" if kind == "cut" else b"[1, 2]\n"
+        csv_outcome = MAPPING if kind in ("cut", "not_object") else outcome
+        line = n + 2
+        csv_lines.append(csv_row)
+        jsonl_lines.append(json_row)
+        expected["csv"][rid if csv_outcome != SOURCE else f"contacts.csv:{line}"] = (csv_outcome, line)
+        expected["jsonl"][rid if outcome != SOURCE else f"contacts.jsonl:{line - 1}"] = (outcome, line - 1)
+    (folder / "contacts.csv").write_bytes(b"".join(csv_lines))
+    (folder / "contacts.jsonl").write_bytes(b"".join(jsonl_lines))
+    return expected
+
+
+def keyed_config(folder: Path, base_url: str) -> Path:
+    """write_config's two sources, each read by its `id` column."""
+    path = write_config(folder, base_url)
+    text = path.read_text(encoding="utf-8").replace('path = "contacts.csv"\n', 'path = "contacts.csv"\nprimary_key = "id"\n')
+    path.write_text(text.replace('path = "contacts.jsonl"\n', 'path = "contacts.jsonl"\nprimary_key = "id"\n'), encoding="utf-8")
+    return path
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(rows=row_kinds)
+@example(rows=[(kind, b"\xff\xfe", "\x00\x1b", "ok", [1]) for kind in sorted(KINDS)])  # every kind, always
+def test_bad_rows_spliced_among_good_ones_are_rejected_with_their_line_and_the_good_ones_captured_once(rel, sandbox, tmp_path, rows):
+    env = rel.client(sandbox.store, rate_limit=100_000)
+    tag = f"x{next(_examples)}"
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))
+    expected = spliced_files(folder, rows, tag)
+    config = keyed_config(folder, sandbox.base_url)
+
+    for attempt in (1, 2):  # the second sync finds nothing new: the cursor moved past every bad row
+        result = rel.run("sync", "-c", str(config), env=env)
+        assert result.code == 0, (attempt, result.stdout, result.stderr)
+        assert "Traceback" not in result.stdout + result.stderr
+        seen = entries(folder)
+        for source, want in expected.items():
+            got = {record_id: (state, error) for record_id, state, error in seen.get(source, [])}
+            assert set(got) == set(want), (source, got, want)
+            for record_id, (outcome, line) in want.items():
+                state, error = got[record_id]
+                if outcome == CAPTURED:
+                    assert state == "captured", (source, record_id, state, error)
+                else:
+                    assert state == "rejected" and error, (source, record_id, state, error)
+                if outcome == SOURCE:
+                    assert f"contacts.{source} line {line}:" in error, (source, record_id, error)
+
+    # Each captured row once, whichever sources hold it (both files hold the same people).
+    emails = {p["id"]: p["data"]["email"] for p in sandbox.store.persons() if tag in p["data"]["email"]}
+    per_person = Counter(emails[c["person_id"]] for c in sandbox.store.captures() if c["person_id"] in emails)
+    rows_captured = Counter(
+        f"p{rid[1:]}.{tag}@example.org" for want in expected.values() for rid, (o, _) in want.items() if o == CAPTURED
+    )
+    assert per_person == rows_captured
+    for person_id in emails:  # no control character reached the API
+        data = next(p["data"] for p in sandbox.store.persons() if p["id"] == person_id)
+        assert not any(ch in json.dumps(data) for ch in ("\\u0000", "\\u001b", "\\u007f")), data
