@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from ..mapping import Mapping
     from ..source import Record, Source
 
-log = structlog.get_logger("capture_sync.delivery")
+LOGGER = "capture_sync.delivery"
+log = structlog.get_logger(LOGGER)
 
 RAW_VALUE_LIMIT = 500
 PREVIEW_LIMIT = 20
@@ -127,7 +128,8 @@ def _read(ledger: Ledger, job: SourceJob, report: RunReport) -> Iterator[Record 
         detail = str(exc) if isinstance(exc, SourceError) else f"{type(exc).__name__}: {exc}"
         message = f"sources.{job.name}: the read failed after {count} record(s): {detail}"
         report.source_failures[job.name] = message
-        log.error("source.failed", source=job.name, records=count, error=detail, exc_info=log.isEnabledFor(logging.DEBUG))
+        traceback = logging.getLogger(LOGGER).isEnabledFor(logging.DEBUG)  # -v: a plugin author wants it
+        log.error("source.failed", source=job.name, records=count, error=detail, exc_info=traceback)
 
 
 def _readable(jobs: Sequence[SourceJob], report: RunReport) -> list[SourceJob]:

@@ -120,6 +120,7 @@ async def test_a_stop_signal_before_delivery_sends_nothing_and_keeps_the_work(se
     async with connect() as client:
         report = await sync(ledger, client, [job(path)], SETTINGS, stop=stop)
     assert report.stopped and report.sent == 0
+    assert report.exit_code == 4 == ledger.status().runs[0].exit_code, "run sync again to continue"
     assert sandbox.store.persons() == []
 
 
