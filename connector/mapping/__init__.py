@@ -8,7 +8,8 @@ table with exactly one of `field`, `template` ("{First} {Last}") or `constant`, 
 `transform` (one or a list, applied in order: strip, lower, upper, e164 with `region`, first_name,
 last_name, or "package.module:function"), `default` (used when the value is absent) and
 `on_error`: "reject" (the default) rejects the record when the field's value cannot be used,
-"drop" leaves the field out and notes why. Empty or blank text is absent. A top-level
+"drop" leaves the field out and notes why. Text loses its control characters, and blank or
+invisible text is absent (values.py states both rules). A top-level
 `hook = "package.module:function"` gets (record, person fields) after the rules and returns the
 person fields; an exception it raises rejects the record.
 """
@@ -184,7 +185,7 @@ def _clean(person: dict[str, Any], problems: _Problems) -> dict[str, Any]:
                 clean[key] = fields
             continue
         try:
-            value = as_text(value) if key in TEXT_FIELDS else value
+            value = as_text(value, one_line=key != "notes") if key in TEXT_FIELDS else value
         except ValueProblem as exc:
             problems.add(str(key), str(exc))
             continue

@@ -50,8 +50,7 @@ class FieldRule:
             for transform in self.transforms:
                 if value is None:
                     break
-                value = transform(value)
-                value = value if value and value.strip() else None
+                value = as_text(transform(value))
         return self.default if value is None else value
 
 

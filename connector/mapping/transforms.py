@@ -25,14 +25,17 @@ def _split_name(full: str) -> tuple[str | None, str | None]:
 
 
 def e164(region: str | None) -> Transform:
+    """Only numbers phonenumbers holds valid: a merely possible one such as 555-0100 (US, no area
+    code) would become +15550100, a number that reaches nobody."""
+
     def to_e164(value: str) -> str:
         try:
             number = phonenumbers.parse(value, region)
         except phonenumbers.NumberParseException:
             hint = "" if region else " (a national number needs `region`)"
             raise ValueProblem(f"is not a phone number{hint}") from None
-        if not phonenumbers.is_possible_number(number):
-            raise ValueProblem("is not a possible phone number" + (f" for region {region}" if region else ""))
+        if not phonenumbers.is_valid_number(number):
+            raise ValueProblem("is not a valid phone number" + (f" for region {region}" if region else ""))
         return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
 
     return to_e164

@@ -70,12 +70,20 @@ def test_constants_defaults_and_spreadsheet_numbers() -> None:
     )
 
 
+@pytest.mark.parametrize("number", ["555-0100", "555 0199", "(000) 555-0100", "+1 555 0100", "+1 (123) 456-7890", "+44 20 7946 001"])
+def test_e164_refuses_a_possible_but_invalid_number(number: str) -> None:
+    person = {"First": "Ann", "Email": "ann@example.com", "Phone": number}
+    assert mapping(DESIGN_EXAMPLE).map(person) == Rejection(["phone (from `Phone`): is not a valid phone number for region US"])
+    dropping = mapping({**DESIGN_EXAMPLE, "phone": {**DESIGN_EXAMPLE["phone"], "on_error": "drop"}})
+    assert dropping.map(person) == PersonInput(first_name="Ann", name="Ann", email="ann@example.com")
+
+
 def test_a_rejection_lists_every_problem_with_the_field_it_came_from() -> None:
     result = mapping(DESIGN_EXAMPLE).map({"First": ["Ann"], "Email": "not an email", "Phone": "12", "Plan": float("inf")})
     assert isinstance(result, Rejection)
     text = "\n".join(result.reasons)
     assert "first_name (from `First`): is a list, not text" in text
-    assert "phone (from `Phone`): is not a possible phone number for region US" in text
+    assert "phone (from `Phone`): is not a valid phone number for region US" in text
     assert "custom_fields.plan (from `Plan`): is not a finite number" in text
     assert "`email` is not a valid email address" in text and "(from `Email`)" in text
     assert all("not an email" not in r for r in result.reasons)  # reasons are aggregated and shown: no values

@@ -1,14 +1,18 @@
 """Property tests: whatever a record holds, the mapper returns a valid capture input that encodes
-to JSON, or a rejection with reasons naming fields; it never raises."""
+to JSON with no control character but tab and line breaks, or a rejection with reasons naming
+fields; it never raises."""
 
 from __future__ import annotations
 
 import json
 import math
+import unicodedata
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
 
+import phonenumbers
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -50,14 +54,17 @@ value = st.recursive(scalar, lambda inner: st.lists(inner, max_size=3) | st.dict
 records = st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=8), value, max_size=12)
 
 
-def _finite(obj: Any) -> bool:
-    if isinstance(obj, float):
-        return math.isfinite(obj)
+def _leaves(obj: Any) -> Iterator[Any]:
+    """Every scalar of a JSON value, object keys included."""
     if isinstance(obj, list):
-        return all(_finite(v) for v in obj)
-    if isinstance(obj, dict):
-        return all(_finite(v) for v in obj.values())
-    return True
+        for item in obj:
+            yield from _leaves(item)
+    elif isinstance(obj, dict):
+        for key, item in obj.items():
+            yield key
+            yield from _leaves(item)
+    else:
+        yield obj
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.large_base_example])
@@ -69,7 +76,10 @@ def test_any_record_gives_a_valid_input_or_reasons(mapping: Mapping, record: dic
         body = result.to_json_dict()
         encoded = encode_json(body)  # what the engine sends: must be UTF-8 JSON
         assert PersonInput.model_validate(json.loads(encoded)) == result
-        assert all(v != "" for v in body.values()) and _finite(body)
+        assert all(v != "" for v in body.values())
+        assert all(math.isfinite(v) for v in _leaves(body) if isinstance(v, float))
+        texts = "".join(v for v in _leaves(body) if isinstance(v, str))
+        assert not any(unicodedata.category(ch) == "Cc" and ch not in "\t\n\r" for ch in texts)
     else:
         assert isinstance(result, Rejection) and result.reasons
         for reason in result.reasons:
@@ -78,8 +88,17 @@ def test_any_record_gives_a_valid_input_or_reasons(mapping: Mapping, record: dic
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.sampled_from(MAPPINGS), st.dictionaries(st.sampled_from(FIELDS), st.sampled_from(["", " ", "\t", None])))
+@given(st.sampled_from(MAPPINGS), st.dictionaries(st.sampled_from(FIELDS), st.sampled_from(["", " ", "\t", None, "\u200b", "\ufeff", "\xa0 ", "\x00"])))
 def test_blank_values_are_absent_not_errors_of_their_own(mapping: Mapping, record: dict[str, Any]) -> None:
     result = mapping.map(record)
     assert isinstance(result, Rejection)
     assert all("needs `" in r for r in result.reasons), result.reasons  # only the API's own rules A and B
+
+
+@settings(max_examples=300, deadline=None)
+@given(phoneish | st.sampled_from(["555-0100", "5550100", "+1 555-0100", "1-555-0100"]))
+def test_e164_gives_only_valid_numbers(phone: Any) -> None:
+    result = MAPPINGS[0].map({"First": "Ann", "Email": "a@example.com", "Phone": phone})
+    if isinstance(result, PersonInput) and result.phone is not None:
+        assert phonenumbers.is_valid_number(phonenumbers.parse(result.phone))
+        assert result.phone != "+15550100"
