@@ -93,9 +93,10 @@ def show(
     by_record = source is not None or record is not None
     if by_record == (key is not None) or (by_record and None in (source, record)):
         fail("give a KEY, or both --source and --record", ExitCode.USAGE)
+    details: list[EntryDetail | BatchDetail]
     with open_existing(cfg) as ledger:
         if source is not None and record is not None:
-            details = _versions(ledger, source, record)
+            details = list(ledger.versions(source, record))
             if not details:
                 fail(f"source {source!r} has no record with the id {record!r} in the ledger", ExitCode.USAGE)
         else:
@@ -114,22 +115,21 @@ def show(
     return 0
 
 
-def _versions(ledger: Ledger, source: str, record: str) -> list[EntryDetail | BatchDetail]:
-    """Every entry of one record, oldest first. The ledger's API finds entries by source, not by record,
-    so this reads the source's list: fine for an operator's look-up, not for a hot path."""
-    every = sum(ledger.status().by_source.get(source, {}).values())
-    entries = ledger.list_entries(None, source=source, limit=max(every, 1))
-    return [ledger.show(e.key) for e in entries if e.record_id == record]
-
-
 def _print_detail(detail: EntryDetail | BatchDetail, config_path: Path) -> None:
     if isinstance(detail, EntryDetail):
         e = detail.entry
         for name, value in (("key", e.key), ("source", e.source), ("record", e.record_id), ("state", e.state),
-                            ("person_id", e.person_id), ("updated", e.updated_at), ("last error", e.last_error)):
-            out.print(f"{name:>10}: {value or ''}", markup=False)
+                            ("person_id", e.person_id), ("updated", e.updated_at), ("last error", e.last_error),
+                            ("notes", e.notes)):
+            if value or name != "notes":
+                out.print(f"{name:>10}: {value or ''}", markup=False)
         out.print(f"{'payload':>10}: {json.dumps(e.payload, ensure_ascii=False)}", markup=False)
         out.print(f"{'batches':>10}: {', '.join(detail.batches) or 'none yet'}", markup=False)
+        if e.state == "blocked" and detail.batches:
+            out.print(
+                f"blocked with its batch: `capture-sync ledger show -c {config_path} {detail.batches[-1]}` "
+                "says the likely cause and the command that recovers it", markup=False,
+            )
     else:
         for name, value in (("batch", detail.key), ("operation", detail.operation), ("state", detail.state),
                             ("last error", detail.last_error)):

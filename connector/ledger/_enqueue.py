@@ -61,12 +61,13 @@ def enqueue_one(
     revision = 0 if latest is None else _revision(db, source, item.record_id, digest)
     cur = db.execute(
         "INSERT INTO entries (key, source, record_id, state, payload, content_hash, "
-        "mapping_version, revision, last_error, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "mapping_version, revision, last_error, notes, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             person_key(source, item.record_id, digest, revision), source, item.record_id,
             "pending" if valid else "rejected", body, digest, mapping_version, revision,
-            "; ".join(item.reasons) or None, now, now,
+            None if valid else "; ".join(item.reasons), ("; ".join(item.reasons) or None) if valid else None,
+            now, now,
         ),
     )
     db.execute(

@@ -82,8 +82,12 @@ def _v2(db: sqlite_utils.Database) -> None:
     """Entries became immutable versions: a newer version is a new row, an older one never sent is
     `superseded`, and a pending version waits while an older one of its record is live. Keys and change
     detection no longer include the mapping version; v1 keys stay as they are (nothing is re-sent).
-    The index answers "has this record an older live version?" from the index alone."""
-    db.table("entries").create_index(["source", "record_id", "state"], index_name="entries_record_state")
+    The index answers "has this record an older live version?" from the index alone; `notes` keeps
+    what the mapping noted beside a valid payload (a field dropped by `on_error = "drop"`), apart from
+    `last_error`, which delivery rewrites."""
+    entries = db.table("entries")
+    entries.create_index(["source", "record_id", "state"], index_name="entries_record_state")
+    entries.add_column("notes", str)
 
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2]

@@ -274,3 +274,7 @@ class Ledger:
     def show(self, key: str) -> views.EntryDetail | views.BatchDetail:
         with self._lock:
             return views.show(self._conn, key)
+
+    def versions(self, source: str, record_id: str) -> list[views.EntryDetail]:
+        with self._lock:
+            return views.versions(self._conn, source, record_id)

@@ -30,6 +30,7 @@ class EntryView:
     last_error: str | None
     updated_at: str | None
     payload: dict[str, Any] | None
+    notes: str | None = None  # what the mapping noted beside a valid payload (a dropped field)
 
 
 @dataclass
@@ -102,19 +103,20 @@ class BatchDetail:
     attempts: list[AttemptView]
 
 
-_ENTRY_COLS = "key, source, record_id, state, person_id, last_error, updated_at, payload"
+_ENTRY_COLS = "key, source, record_id, state, person_id, last_error, updated_at, payload, notes"
 _ATTEMPT_COLS = "key, operation, started_at, latency_ms, status_code, error_name, error_code, retryable, outcome"
 _RUN_COUNTS = ("read", "enqueued", "unchanged", "rejected", "sent", "captured", "duplicate", "failed", "blocked")
 
 
 def _entry(row: tuple) -> EntryView:
-    key, source, record_id, state, person_id, last_error, updated_at, payload = row
+    key, source, record_id, state, person_id, last_error, updated_at, payload, notes = row
     try:
         parsed = json.loads(payload) if payload else None
     except ValueError:
         parsed = None
     return EntryView(
-        key, source, record_id, state, person_id, last_error, updated_at=_ts(updated_at), payload=parsed
+        key, source, record_id, state, person_id, last_error, updated_at=_ts(updated_at), payload=parsed,
+        notes=notes,
     )
 
 
@@ -188,6 +190,14 @@ def list_entries(
         f"SELECT {_ENTRY_COLS} FROM entries {where} ORDER BY id LIMIT ?", (*params, limit)
     ).fetchall()
     return [_entry(r) for r in rows]
+
+
+def versions(conn: sqlite3.Connection, source: str, record_id: str) -> list[EntryDetail]:
+    """Every version of one record, oldest first."""
+    keys = conn.execute(
+        "SELECT key FROM entries WHERE source = ? AND record_id = ? ORDER BY id", (source, record_id)
+    ).fetchall()
+    return [detail for (key,) in keys if isinstance(detail := show(conn, key), EntryDetail)]
 
 
 def show(conn: sqlite3.Connection, key: str) -> EntryDetail | BatchDetail:

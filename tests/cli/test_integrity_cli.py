@@ -58,6 +58,7 @@ def test_a_409_after_a_client_timeout_is_blocked_and_status_says_so_with_the_way
 
     entry = json.loads(kit.run("ledger", "list", "-c", config, "--state", "blocked", "--json").stdout.splitlines()[0])
     batch_key = json.loads(kit.run("ledger", "show", "-c", config, entry["key"], "--json").stdout)["batches"][-1]
+    assert f"ledger show -c {config} {batch_key}" in kit.run("ledger", "show", "-c", config, entry["key"]).stdout
     shown = kit.run("ledger", "show", "-c", config, batch_key).stdout
     assert "timed out" in shown
     assert f"capture-sync ledger resolve -c {config} {batch_key} --requeue" in shown

@@ -201,9 +201,11 @@ def test_a_version_1_ledger_migrates_without_resending_what_was_captured(tmp_pat
         assert [json.loads(m.payload).get("company") for m in ledger.claim(Claim(10)).members] == ["Acme"]
 
 
-def test_notes_beside_a_valid_payload_are_kept_and_change_nothing(ledger):
+def test_notes_beside_a_valid_payload_are_kept_after_capture_and_change_nothing(ledger):
     noted = Mapped("1", payload=version(1).payload, reasons=("phone (from `Phone`): dropped: not a valid number",))
     ledger.enqueue("crm", "m", [noted], None)
-    [entry] = ledger.list_entries("pending")
-    assert entry.last_error == noted.reasons[0]
+    settle_all(ledger, ledger.claim(Claim(10)))
+    [entry] = ledger.list_entries("captured")
+    assert entry.notes == noted.reasons[0] and entry.last_error is None
+    assert ledger.show(entry.key).entry.notes == noted.reasons[0]
     assert ledger.enqueue("crm", "m", [version(1)], None).unchanged == 1
