@@ -20,6 +20,7 @@ class Record:
     id: str  # stable record id, unique within the source
     data: dict[str, Any]  # the raw fields
     state: Any  # JSON-serialisable; read(state) yields exactly the records after this one
+    where: str | None = None  # its position ("signups.csv line 12"), named when the mapping rejects it
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,7 @@ class Row:
     def at(self, state: Any) -> Record | BadRecord:
         """This row as what the source yields, with `state` as the state after it."""
         if self.problem is None:
-            return Record(self.id, self.data, state)
+            return Record(self.id, self.data, state, self.where or None)
         return BadRecord(self.where, self.problem, state, self.id, self.data)
 
 

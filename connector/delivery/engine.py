@@ -14,7 +14,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import structlog
@@ -112,6 +112,8 @@ def _entry(mapping: Mapping, item: Record | BadRecord, report: RunReport) -> Map
     mapped = to_mapped(mapping, item)
     if mapped.payload is None:
         report.rejection_reasons.update(mapped.reasons)
+        if item.where:
+            return replace(mapped, reasons=tuple(f"{item.where}: {reason}" for reason in mapped.reasons))
     return mapped
 
 
