@@ -24,9 +24,8 @@ from rich.table import Table
 from .. import logs
 from ..api import CaptureClient, CaptureError, Unauthorized
 from ..config import DEFAULT_PATH, ENV_CONFIG, Config, load_config
-from ..delivery import RunReport
-from ..delivery.report import ExitCode as ExitCode  # the commands take it from here
-from ..delivery.report import exit_code_for
+from ..delivery import ExitCode as ExitCode  # the commands take it from here
+from ..delivery import RunReport, exit_code_for
 from ..ledger import Ledger, LedgerError, LedgerLocked
 from ..problems import ConfigProblem
 from ..scheduler import stop_on_signals

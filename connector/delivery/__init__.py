@@ -2,10 +2,10 @@
 
 from .engine import DeliverySettings, Progress, SourceJob, extract, preview, replay, sync, to_mapped
 from .ratelimit import AdaptiveRateLimiter
-from .report import RunReport
+from .report import ExitCode, RunReport, exit_code_for
 from .settle import match_bulk, person_outcome
 
 __all__ = [
     "DeliverySettings", "Progress", "SourceJob", "extract", "preview", "replay", "sync", "to_mapped",
-    "AdaptiveRateLimiter", "RunReport", "match_bulk", "person_outcome",
+    "AdaptiveRateLimiter", "ExitCode", "RunReport", "exit_code_for", "match_bulk", "person_outcome",
 ]

@@ -58,6 +58,8 @@ class Ledger:
         lock_path = self.path.with_name(self.path.name + ".lock")
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            if os.fstat(fd).st_mode & 0o600 != 0o600:  # created under a umask that took our own rights
+                os.fchmod(fd, 0o600)  # needed so that the next start can open it again
         except OSError as exc:
             raise LedgerError(
                 f"ledger lock {lock_path} cannot be written: check the file and folder permissions ({exc.strerror})"

@@ -35,7 +35,7 @@ def test_a_new_ledger_and_its_wal_and_shm_are_readable_and_writable_by_their_own
         assert {f.name: oct(mode(f)) for f in files} == {f.name: "0o600" for f in files}
 
 
-@pytest.mark.parametrize("umask", [0o022, 0o000], indirect=True)
+@pytest.mark.parametrize("umask", [0o022, 0o000, 0o277], indirect=True)
 def test_the_daemon_lock_is_readable_by_its_owner_only(tmp_path, umask):
     with Ledger(tmp_path / "ledger.sqlite3") as ledger:
         ledger.acquire_daemon_lock()
