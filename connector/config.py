@@ -26,7 +26,7 @@ from .delivery import DeliverySettings, SourceJob
 from .mapping import Mapping
 from .plugins import build_source
 from .problems import ConfigProblem, problems_from
-from .scheduler import schedule_trigger
+from .schedule import schedule_trigger
 
 DEFAULT_PATH = Path("capture-sync.toml")
 ENV_CONFIG = "CAPTURE_SYNC_CONFIG"

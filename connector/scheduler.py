@@ -15,22 +15,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
-import signal
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from apscheduler.triggers.base import BaseTrigger
-from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from .delivery import RunReport, SourceJob, replay, sync
-from .preflight import preflight
+from .delivery import RunReport, SourceJob, preflight, replay, sync
 from .problems import ConfigProblem
+from .schedule import schedule_trigger
 
 if TYPE_CHECKING:
     from .api.client import CaptureClient
@@ -39,44 +34,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("capture_sync.daemon")
 
-_EVERY = re.compile(r"^every\s+(\d+)\s*([smh])$", re.IGNORECASE)
-_UNIT_S = {"s": 1, "m": 60, "h": 3600}
 STOP_WAIT_S = 9.5  # the engine's own grace is shorter; SIGTERM to exit stays within 10 s
-
-
-def schedule_trigger(text: Any) -> BaseTrigger:
-    """`every N{s,m,h}` or a 5-field crontab line (local time); ValueError says what is accepted."""
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError('must be a cron expression ("*/5 * * * *") or "every N{s,m,h}" ("every 5m")')
-    match = _EVERY.match(text.strip())
-    if match:
-        seconds = int(match.group(1)) * _UNIT_S[match.group(2).lower()]
-        if seconds < 1:
-            raise ValueError(f"{text!r}: the interval must be at least 1 second")
-        return IntervalTrigger(seconds=seconds)
-    try:
-        return CronTrigger.from_crontab(text.strip())
-    except ValueError as exc:
-        raise ValueError(f'{text!r} is neither a cron expression (5 fields) nor "every N{{s,m,h}}": {exc}') from None
-
-
-@contextmanager
-def stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
-    """SIGTERM and SIGINT set `stop`: the engine finishes the requests in hand, records them, returns."""
-    loop = asyncio.get_running_loop()
-    sigs = (signal.SIGTERM, signal.SIGINT)
-    for sig in sigs:
-        loop.add_signal_handler(sig, _on_signal, stop, sig)
-    try:
-        yield
-    finally:
-        for sig in sigs:
-            loop.remove_signal_handler(sig)
-
-
-def _on_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
-    log.info("stop requested", signal=sig.name)
-    stop.set()
 
 
 class Daemon:

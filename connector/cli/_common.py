@@ -28,7 +28,7 @@ from ..delivery import ExitCode as ExitCode  # the commands take it from here
 from ..delivery import RunReport, exit_code_for
 from ..ledger import Ledger, LedgerError, LedgerLocked
 from ..problems import ConfigProblem
-from ..scheduler import stop_on_signals
+from ..signals import stop_on_signals
 from ..source import SourceError
 
 T = TypeVar("T")

@@ -4,7 +4,7 @@ a sync makes before sending (every source readable, every mapped column present)
 import asyncio
 
 from ..config import Config
-from ..preflight import preflight
+from ..delivery import preflight
 from ._common import ExitCode, api_client, command, err, out, table
 
 

@@ -1,11 +1,13 @@
 """Delivery: from the ledger to the Capture API and back, effectively once (design 1-4)."""
 
-from .engine import DeliverySettings, Progress, SourceJob, extract, preview, replay, sync, to_mapped
+from .engine import DeliverySettings, Progress, extract, preview, replay, sync, to_mapped
+from .job import SourceJob
+from .preflight import Preflight, preflight
 from .ratelimit import AdaptiveRateLimiter
 from .report import ExitCode, RunReport, exit_code_for
 from .settle import match_bulk, person_outcome
 
 __all__ = [
     "DeliverySettings", "Progress", "SourceJob", "extract", "preview", "replay", "sync", "to_mapped",
-    "AdaptiveRateLimiter", "ExitCode", "RunReport", "exit_code_for", "match_bulk", "person_outcome",
+    "Preflight", "preflight", "AdaptiveRateLimiter", "ExitCode", "RunReport", "exit_code_for", "match_bulk", "person_outcome",
 ]

@@ -36,13 +36,15 @@ from ..api import (
 from ..ledger import BatchWork, Claim, Ledger, Mapped
 from ..problems import ConfigProblem
 from ..source import BadRecord, SourceError
+from .job import SourceJob
+from .preflight import preflight
 from .ratelimit import AdaptiveRateLimiter
 from .report import RunReport
 from .settle import match_bulk, person_outcome
 
 if TYPE_CHECKING:
     from ..mapping import Mapping
-    from ..source import Record, Source
+    from ..source import Record
 
 LOGGER = "capture_sync.delivery"
 log = structlog.get_logger(LOGGER)
@@ -64,13 +66,6 @@ class DeliverySettings:
             raise ValueError("batch_size must be 1 to 100")
         if self.concurrency < 1 or self.chunk_size < 1:
             raise ValueError("concurrency and chunk_size must be at least 1")
-
-
-@dataclass(frozen=True)
-class SourceJob:
-    name: str
-    source: Source
-    mapping: Mapping
 
 
 class Progress(Protocol):
@@ -137,7 +132,6 @@ def _read(ledger: Ledger, job: SourceJob, report: RunReport) -> Iterator[Record 
 def _readable(jobs: Sequence[SourceJob], report: RunReport) -> list[SourceJob]:
     """Check the setup before anything is read or sent: a config problem stops the run (all of
     them reported at once); a source that cannot be read now is skipped and reported, the others go on."""
-    from ..preflight import preflight  # preflight imports SourceJob from this package
 
     found = preflight(jobs)
     if found.config_problems:

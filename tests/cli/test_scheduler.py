@@ -8,7 +8,7 @@ import pytest
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from connector.scheduler import schedule_trigger
+from connector.schedule import schedule_trigger
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("every 1s", 1), ("every 5m", 300), ("Every 2 h", 7200)])

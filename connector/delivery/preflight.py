@@ -14,9 +14,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .delivery import SourceJob
-from .logs import mask_secrets
-from .source import Source, SourceError
+from ..logs import mask_secrets
+from ..source import Source, SourceError
+from .job import SourceJob
 
 _URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
 SHOWN_COLUMNS = 12  # a wide export would bury the problem under its column list

@@ -1,0 +1,17 @@
+"""What one sync pass works on: a named source and the mapping of its records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..mapping import Mapping
+    from ..source import Source
+
+
+@dataclass(frozen=True)
+class SourceJob:
+    name: str
+    source: Source
+    mapping: Mapping
