@@ -60,11 +60,13 @@ class _Found:
         return all(pos in fit for fit in self.fits)
 
 
-def _collect(node: dict[str, Any], depth: int, by_key: dict[str, int], in_error: bool,
-             out: list[tuple[str, Any]]) -> None:
-    """Every piece of evidence in `node`, `depth` levels down; `in_error` below an error field."""
+def _collect(node: dict[str, Any], depth: int, by_key: dict[str, int], out: list[tuple[str, Any]]) -> None:
+    """Every piece of evidence in `node`, `depth` levels down. What an error field holds is kept as the
+    reason only: it may well describe another person (the one this one clashed with)."""
     for name, value in node.items():
-        if isinstance(value, str):
+        if name in _ERROR_FIELDS:
+            out.append(("error", value))
+        elif isinstance(value, str):
             _text(name, value, by_key, out)
         elif isinstance(value, int) and not isinstance(value, bool):
             if name in _INDEX_FIELDS:
@@ -72,11 +74,9 @@ def _collect(node: dict[str, Any], depth: int, by_key: dict[str, int], in_error:
         elif depth < _MAX_DEPTH and name not in _SKIPPED and isinstance(value, (dict, list)):
             for item in value if isinstance(value, list) else (value,):
                 if isinstance(item, dict):
-                    _collect(item, depth + 1, by_key, in_error or name in _ERROR_FIELDS, out)
+                    _collect(item, depth + 1, by_key, out)
                 elif isinstance(item, str):
                     _text(name, item, by_key, out)
-        if name in _ERROR_FIELDS and not in_error:
-            out.append(("error", value))
 
 
 def _text(name: str, value: str, by_key: dict[str, int], out: list[tuple[str, Any]]) -> None:
@@ -165,25 +165,46 @@ def _judge(found: _Found, identities: _Identities) -> None:
             found.member = pos
 
 
-def _index_base(found: list[_Found], size: int) -> int | None:
-    """0 or 1 when the response's indices are a consistent numbering of the request, else None.
-
-    Consistent: one index per object, no repeats, in range, agreeing with every object's other
-    evidence, and either covering the whole batch or confirmed by at least one object. Indices that
-    equal each object's position in its own array are refused: a per-array numbering reads the same.
-    """
+def _indexed(found: list[_Found]) -> list[tuple[_Found, int]]:
+    """(object, its index) when the response numbers its objects one index each, without repeats,
+    and not as positions in their own arrays (a per-array numbering reads the same); else none."""
     pairs = [(f, next(iter(f.indices))) for f in found if f.indices]
     values = [v for _, v in pairs]
     if not pairs or any(len(f.indices) > 1 for f, _ in pairs) or len(set(values)) != len(values):
-        return None
+        return []
     if len({v - f.slot for f, v in pairs}) == 1 and values[0] - pairs[0][0].slot in (0, 1):
-        return None
+        return []
+    return pairs
+
+
+def _index_base(pairs: list[tuple[_Found, int]], placed: set[int], size: int) -> int | None:
+    """0 or 1 when the indices are a consistent numbering of the request: in range, agreeing with every
+    object's other evidence, never putting an index-only object on a member placed otherwise, and
+    either covering the whole batch or confirmed by at least one object."""
     bases = [
         base for base in (0, 1)
         if all(base <= v < size + base and f.admits(v - base) for f, v in pairs)
         and (len(pairs) == size or any(f.member == v - base for f, v in pairs))
+        # an index alone that lands on a member its own key or echo already placed disproves the numbering
+        and not any(f.member is None and not f.named and v - base in placed for f, v in pairs)
     ]
     return bases[0] if len(bases) == 1 else None
+
+
+def _contradicted(pairs: list[tuple[_Found, int]], size: int) -> dict[int, str]:
+    """Members placed only by an echoed email or phone that the object's own index contradicts whichever
+    way the server counts: which of the two is right cannot be known, so neither is trusted. An echoed
+    per-person key is exact: an index that disagrees with it is simply not trusted."""
+    reasons: dict[int, str] = {}
+    for f, v in pairs:
+        named = f.named or ({f.member} if f.member is not None else set())
+        in_range = [base for base in (0, 1) if base <= v < size + base]
+        if not named or not in_range or any(kind == "key" for kind, _ in f.pieces):
+            continue
+        if not any(f.admits(v - base) for base in in_range):
+            for pos in named:
+                reasons[pos] = f"an object in {f.array} has index {v}, which contradicts its echoed email or phone"
+    return reasons
 
 
 def _person_id(found: _Found) -> str | None:
@@ -227,7 +248,7 @@ def _scan(members: Sequence[Member], result: BulkCaptureResult) -> list[_Found]:
         for slot, obj in enumerate(getattr(result, array)):
             f = _Found(state, array, slot, [])
             if isinstance(obj, dict):
-                _collect(obj, 0, by_key, False, f.pieces)
+                _collect(obj, 0, by_key, f.pieces)
             _judge(f, identities)
             found.append(f)
     return found
@@ -278,12 +299,13 @@ def _by_count(leftovers: list[_Found], open_: list[int], contested: dict[int, st
 def match_bulk(members: Sequence[Member], result: BulkCaptureResult) -> list[Outcome]:
     """One outcome per member, in member order: a settled state only where the server gave it."""
     found = _scan(members, result)
-    base = _index_base(found, len(members))
+    pairs = _indexed(found)
+    base = _index_base(pairs, {f.member for f in found if f.member is not None}, len(members))
     if base is not None:
         for f in found:
             if f.member is None and not f.named and f.indices:
                 f.member = next(iter(f.indices)) - base
-    reasons = _contested(found, len(members))
+    reasons = {**_contradicted(pairs, len(members)), **_contested(found, len(members))}
     placed = {pos: f for f in found if (pos := f.member) is not None and pos not in reasons}
     open_ = [pos for pos in range(len(members)) if pos not in placed and pos not in reasons]
     rest = _by_count([f for f in found if f.member is None and not f.named], open_, reasons) if open_ else ""

@@ -313,3 +313,39 @@ def test_a_key_whose_shared_email_belongs_to_others_is_contradictory():
 
     assert states(outcomes) == ["unknown"] * 3
     assert "contradictory evidence" in outcomes[2].error
+
+
+def test_an_email_inside_an_error_names_whom_it_clashed_with_not_whom_it_is_about():
+    """#0 failed because it clashed with #1, captured just before; the error quotes #1's email."""
+    batch = members(2)
+    outcomes = match_bulk(batch, bulk(
+        successful=[{"index": 1, "person_id": person_id(1)}],
+        failed=[{"index": 0, "error": {"code": "phone_taken", "existing": {"email": "person1@example.com"}}}],
+    ))
+
+    assert states(outcomes) == ["failed", "captured"]
+    assert outcomes[1].person_id == person_id(1)
+
+
+def test_an_index_that_contradicts_an_echoed_email_makes_the_person_unknown_and_stops_counting():
+    batch = members(3)
+    outcomes = match_bulk(batch, bulk(
+        successful=[{"index": 2, "email": "person0@example.com"}, {"index": 1}],
+        failed=[{"index": 0, "error": "no"}],
+    ))
+
+    assert states(outcomes) == ["unknown", "unknown", "unknown"]
+    assert "contradicts" in outcomes[0].error
+
+
+def test_an_index_alone_landing_on_a_person_its_key_placed_disproves_the_numbering():
+    """A per-array numbering with each array counted from another base: index 0 of `duplicates` is not
+    person #0, whom a key already placed; the leftover then settles by count."""
+    batch = members(3)
+    outcomes = match_bulk(batch, bulk(
+        successful=[{"idempotency_key": batch[0].key}],
+        duplicates=[{"index": 0}],
+        failed=[{"index": 1, "idempotency_key": batch[1].key, "error": "no"}],
+    ))
+
+    assert states(outcomes) == ["captured", "failed", "duplicate"]
