@@ -9,9 +9,10 @@ changed after it was read is read again from its start). `tail` is the length an
 that ends at the offset: when those bytes differ on the next read, the file was replaced (rewritten,
 rotated, regenerated) and is read again from its start instead of from the middle of a line (with a
 cursor, rows of that file already taken in an interrupted pass may then come again; the ledger sees
-their content unchanged). A saved position is compared in the order it was saved in, and positions
-saved before `order` existed compare names as plain strings, so a changed order may repeat a file
-(which the ledger finds unchanged) but never skips one.
+their content unchanged). A saved position is compared in the order it was saved in, and a position
+saved before `order` existed (when names compared as plain strings) counts a file as after it when it
+is after in plain or in natural order, so a changed order may repeat a file (which the ledger finds
+unchanged) but never skips one.
 
 A record the file cannot give (bytes that are not the encoding, a line the format refuses, no
 value in the primary key) is yielded as a `BadRecord` at "<file> line N" and the lines after it
@@ -20,7 +21,9 @@ primary key when only its cursor value is unusable, so a line fixed in place is 
 
 A last line without its newline may be a line still being written: it is held back (with a warning)
 while the file was modified within `settle_s`, and taken once the file has been quiet that long, so
-an export without a final newline still delivers its last record.
+an export without a final newline still delivers its last record. A held-back line ends the read:
+no file after it is read, the state stays before it, and with a cursor the pass does not end there
+(its last record keeps an in-pass state), so the line is read once complete whatever its cursor value.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import re
 import time
 import zlib
 from abc import abstractmethod
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -43,7 +46,7 @@ from pydantic import Field, field_validator, model_validator
 
 from connector.source import BadRecord, ConfigPath, Record, Source, SourceError, SourceOptions
 
-from .incremental import CursorType, Lookback, Row, check_lookback, cursor_key, lookback_amount, read_incremental
+from .incremental import HELD_BACK, CursorType, HeldBack, Lookback, Row, check_lookback, cursor_key, lookback_amount, read_incremental
 
 log = structlog.get_logger("capture_sync.sources")
 
@@ -129,6 +132,7 @@ class LineReader:
         self.size = os.fstat(fh.fileno()).st_size  # at open: a line ending at or past it may be unfinished
         self.tail = (0, 0)  # length and CRC-32 of the last line read
         self.terminated = True  # whether the last line read ended with a newline
+        self.held_back = False  # whether hold_back() left the last record for a later read
         self.undecodable: list[tuple[int, str]] = []  # (line, reason) of lines not valid in the encoding
         self._strip_bom = offset == 0 and codecs.lookup(encoding).name.startswith("utf-8")
 
@@ -164,9 +168,11 @@ class LineReader:
     def hold_back(self) -> bool:
         """For a last record with no end yet: whether to leave it for a later read. Yes while the file
         is still being written to (its end may follow); no once it has settled (an export without a
-        final newline), so that last record is never held back for good."""
+        final newline), so that last record is never held back for good. A held-back record ends the
+        scan: nothing after it is read in this pass."""
         if self.settled:
             return False
+        self.held_back = True
         log.warning("source.line_held_back", file=self.name, line=self.line, reason="no newline yet; read once complete or settled")
         return True
 
@@ -201,7 +207,9 @@ def _after(match: Match, position: dict[str, Any]) -> bool:
         return match.mtime_ns >= position["mtime"]
     if order == "name":
         return _natural(match.rel) > _natural(position["file"])
-    return match.rel > position["file"]  # saved before natural order
+    # Saved before natural order, by a version that read in plain string order: after in either order,
+    # so no file is skipped (export-10 after export-9, and export-2 after export-10); a repeat is safe.
+    return match.rel > position["file"] or _natural(match.rel) > _natural(position["file"])
 
 
 def _same_tail(fh: BinaryIO, position: dict[str, Any]) -> bool:
@@ -254,14 +262,20 @@ class FileSource(Source[FileOptions]):
         """(first line, fields) of each record from `lines`, or (first line, Unreadable) for one it
         cannot parse; `fh` is the open file."""
 
-    def _scan(self, position: dict[str, Any] | None, since: Any) -> Iterator[Row]:
+    def _scan(self, position: dict[str, Any] | None, since: Any) -> Iterator[Row | HeldBack]:
         for match in self.files():
             if position is not None and match.rel == position["file"]:
-                yield from self._scan_file(match, position)
+                held_back = yield from self._scan_file(match, position)
             elif position is None or _after(match, position):
-                yield from self._scan_file(match, None)
+                held_back = yield from self._scan_file(match, None)
+            else:
+                continue
+            if held_back:  # the files after it wait for it, so the state never passes it
+                yield HELD_BACK
+                return
 
-    def _scan_file(self, match: Match, position: dict[str, Any] | None) -> Iterator[Row]:
+    def _scan_file(self, match: Match, position: dict[str, Any] | None) -> Generator[Row, None, bool]:
+        """The rows of one file from `position`; returns whether its last line was held back."""
         opts, rel = self.options, match.rel
         try:
             fh = open(match.path, "rb")  # noqa: SIM115 - closed by the with below, across yields
@@ -276,6 +290,7 @@ class FileSource(Source[FileOptions]):
             for first_line, data in self.records(fh, lines):
                 position = {"file": rel, "offset": lines.offset, "line": lines.line, "tail": lines.tail, **order}
                 yield self._row(rel, first_line, data, position)
+        return lines.held_back
 
     def _row(self, rel: str, first_line: int, data: dict[str, Any] | Unreadable, position: dict[str, Any]) -> Row:
         opts, line_id, where = self.options, f"{rel}:{first_line}", f"{rel} line {first_line}"

@@ -11,12 +11,18 @@ cut short resumes exactly after it; the pass's last record (found by looking one
 end-of-pass state `{"cursor": highest value}` that starts the next pass. States saved when passes
 skipped the ids seen at the boundary carry `seen` lists: they are ignored, which re-reads that value.
 
+A scan that stops before a row it cannot read yet (a file's last line still being written) yields
+`HELD_BACK` last. The pass then does not end: its last record keeps its in-pass state, so the next read
+resumes before that row and takes it whatever its cursor value (an end-of-pass state could start the
+next pass above it and drop it). Without a cursor the position of the last row already stays before it.
+
 A scan that filters and orders in its own store (the sql source) does not come here: it compares
 values as the database does, and only shares `end_of_pass`.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -46,7 +52,18 @@ class Row:
         return BadRecord(self.where, self.problem, state, self.id, self.data)
 
 
-Scan = Callable[[Any | None, Any | None], Iterator[Row]]
+class HeldBack:
+    """What a scan yields last when it stops before a row it cannot read yet: see the module docstring."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "HELD_BACK"
+
+
+HELD_BACK = HeldBack()
+
+Scan = Callable[[Any | None, Any | None], Iterator[Row | HeldBack]]
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d)")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -115,7 +132,13 @@ def _string(value: Any) -> str:
 def _number(value: Any) -> float:
     if isinstance(value, bool) or value is None or value == "":
         raise ValueError("not a number")
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int or Decimal beyond a float's range
+        raise ValueError("beyond a float's range") from None
+    if not math.isfinite(number):  # inf would stop every later pass below it, NaN compare with nothing
+        raise ValueError("not a finite number")
+    return number
 
 
 def _datetime(value: Any) -> datetime:
@@ -142,7 +165,7 @@ def read_incremental(
     """Records after `state`. `key` orders cursor values (None: no cursor, state = position);
     `lookback` (an amount `key`'s values can subtract) starts each new pass that much earlier."""
     if key is None:
-        return (row.at(row.position) for row in scan(state, None))
+        return (row.at(row.position) for row in scan(state, None) if isinstance(row, Row))
     return _cursor_pass(state, scan, key, lookback)
 
 
@@ -159,9 +182,14 @@ def _cursor_pass(
     if since is not None and lookback:
         since -= lookback
     best = [top, None if top is None else _key(key, top, "the saved cursor")]  # raw and key of the highest value
+    held_back = False
 
     def rows() -> Iterator[tuple[Row, Any]]:
+        nonlocal held_back
         for row in scan(position, None if start is None else start["cursor"]):
+            if isinstance(row, HeldBack):
+                held_back = True
+                return
             if row.problem is None:
                 try:
                     row_key = key(row.cursor)
@@ -179,8 +207,13 @@ def _cursor_pass(
                 raise SourceError(f"record {row.id!r}: cursor values of different types cannot be compared") from exc
             yield row, {"pass": start, "max": {"cursor": best[0]}, "at": row.position}
 
-    # A pass of bad rows only has no value to start the next pass at: it starts where this one did.
-    return end_of_pass(rows(), lambda _: start if best[0] is None else {"cursor": best[0]})
+    def end(row: Row) -> Any:
+        if held_back:  # not the end of the pass: resume after this row
+            return {"pass": start, "max": {"cursor": best[0]}, "at": row.position}
+        # A pass of bad rows only has no value to start the next pass at: it starts where this one did.
+        return start if best[0] is None else {"cursor": best[0]}
+
+    return end_of_pass(rows(), end)
 
 
 def _shown(value: Any) -> str:

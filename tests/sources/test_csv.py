@@ -177,6 +177,43 @@ def test_a_last_line_with_every_column_but_no_newline_waits_for_its_end(tmp_path
     assert [(r.id, r.data["email"]) for r in read(options, first[-1].state)] == [("2", "bob@example.com")]
 
 
+def test_a_held_back_last_row_stops_the_read_so_the_files_after_it_wait_for_it(tmp_path: Path) -> None:
+    (tmp_path / "a-1.csv").write_text("id,email\n1,a@x.io\n2,bob@example.co")
+    (tmp_path / "a-2.csv").write_text("id,email\n3,c@x.io\n")
+    options = {"path": str(tmp_path / "a-*.csv"), "primary_key": "id"}
+    first = read(options)
+    assert [r.id for r in first] == ["1"]  # not 3: the state would pass row 2 for good
+    assert read(options, first[-1].state) == []  # still being written
+    with open(tmp_path / "a-1.csv", "a") as fh:
+        fh.write("m\n")
+    rest = read(options, first[-1].state)
+    assert [(r.id, r.data["email"]) for r in rest] == [("2", "bob@example.com"), ("3", "c@x.io")]
+
+
+def test_a_held_back_last_row_that_settles_unchanged_is_read_before_the_files_after_it(tmp_path: Path) -> None:
+    (tmp_path / "a-1.csv").write_text("id,email\n1,a@x.io\n2,b@x.io")
+    (tmp_path / "a-2.csv").write_text("id,email\n3,c@x.io\n")
+    options = {"path": str(tmp_path / "a-*.csv"), "primary_key": "id"}
+    first = read(options)
+    assert [r.id for r in first] == ["1"]
+    assert [r.id for r in read({**options, "settle_s": 0}, first[-1].state)] == ["2", "3"]
+
+
+def test_a_cursor_value_that_is_not_a_finite_number_is_a_bad_record_and_later_rows_are_read(tmp_path: Path) -> None:
+    path = tmp_path / "c.csv"
+    path.write_text("id,name,version\n1,Ann,1\n2,Bo,inf\n3,Cy,NaN\n")
+    options = {"path": str(path), "primary_key": "id", "cursor": "version", "cursor_type": "number"}
+    first = read(options)
+    assert told(first) == [
+        ("1", "Ann"),
+        ("2", "c.csv line 3", "cursor value 'inf' is not usable (not a finite number)"),
+        ("3", "c.csv line 4", "cursor value 'NaN' is not usable (not a finite number)"),
+    ]
+    assert first[-1].state == {"cursor": "1"}
+    path.write_text("id,name,version\n1,Ann,7\n2,Bo,inf\n3,Cy,NaN\n4,Di,5\n")
+    assert [r.id for r in read(options, first[-1].state) if isinstance(r, Record)] == ["1", "4"]
+
+
 def test_an_export_without_a_final_newline_gives_its_last_row_once_the_file_has_settled(tmp_path: Path) -> None:
     path = tmp_path / "excel.csv"
     path.write_text("id,name\r\n1,Ann\r\n2,Bo")
@@ -217,6 +254,18 @@ def test_a_position_saved_in_plain_string_order_skips_no_file(tmp_path: Path) ->
     # Saved by an older version after export-10, which plain string order read before export-2.
     old = {"file": "export-10.csv", "offset": 6, "line": 2}
     assert [r.data["id"] for r in read(options, old)] == ["2"]
+
+
+def test_a_position_saved_in_plain_string_order_takes_files_after_it_in_natural_order_too(tmp_path: Path) -> None:
+    for n in (8, 9):
+        (tmp_path / f"export-{n}.csv").write_text(f"id\n{n}\n")
+    options = {"path": str(tmp_path / "export-*.csv")}
+    old = {"file": "export-9.csv", "offset": 5, "line": 2}  # saved by an older version, before `order`
+    for n in (10, 11, 90):
+        (tmp_path / f"export-{n}.csv").write_text(f"id\n{n}\n")
+    records = read(options, old)
+    assert [r.data["id"] for r in records] == ["10", "11", "90"]  # "export-10" < "export-9" as plain strings
+    assert read(options, records[-1].state) == []
 
 
 def test_files_can_be_taken_oldest_first_and_a_changed_one_is_read_again(tmp_path: Path) -> None:

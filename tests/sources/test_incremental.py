@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sources.incremental import Row, check_lookback, cursor_key, lookback_amount, read_incremental
+from sources.incremental import HELD_BACK, Row, check_lookback, cursor_key, lookback_amount, read_incremental
 
 Table = list[tuple[str, int, str]]  # id, cursor value, content
 
@@ -104,3 +104,33 @@ def test_lookback_is_a_duration_or_a_number(raw: str | float, amount: timedelta 
 def test_a_lookback_the_cursor_cannot_use_is_refused(raw: str | float, cursor_type: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         check_lookback(raw, cursor_type)
+
+
+@pytest.mark.parametrize("value", ["inf", "-Infinity", "1e999", "NaN", float("inf"), float("nan"), pytest.param(10**400, id="10**400")])
+def test_a_number_cursor_refuses_a_value_that_is_not_a_finite_number(value: Any) -> None:
+    with pytest.raises(ValueError):
+        cursor_key("number")(value)
+
+
+def test_an_infinite_cursor_value_is_a_bad_record_and_does_not_stop_the_next_pass() -> None:
+    table: Any = [("a", 1, "x"), ("b", "inf", "x"), ("c", "NaN", "x")]  # as a csv gives them
+    first = read(table, None)
+    assert [(type(r).__name__, r.id) for r in first] == [("Record", "a"), ("BadRecord", "b"), ("BadRecord", "c")]
+    assert first[-1].state == {"cursor": 1}
+    later = [("a", 7, "edited"), *table[1:], ("d", 5, "x")]
+    assert [r.id for r in read(later, first[-1].state)] == ["a", "b", "c", "d"]
+
+
+def test_a_scan_held_back_before_a_row_does_not_end_the_pass_so_that_row_is_read_whatever_its_value() -> None:
+    table: Table = [("a", 8, "x"), ("b", 5, "x")]
+
+    def held(position: int | None, since: Any) -> Iterator[Any]:
+        yield from table_scan(table[:1])(position, since)
+        if position is None or position < 1:
+            yield HELD_BACK  # b's line is still being written
+
+    [first] = read_incremental(None, held, key=cursor_key("number"))
+    assert first.state == {"pass": None, "max": {"cursor": 8}, "at": 1}  # not {"cursor": 8}: b (5) would be dropped
+    rest = read(table, first.state)
+    assert [r.id for r in rest] == ["b"] and rest[-1].state == {"cursor": 8}
+    assert list(read_incremental(None, held, key=None))[-1].state == 1
