@@ -2,9 +2,10 @@
 
 Per-person keys are derived, never random: the same record with the same mapped content always gets
 the same key, so a re-read after a crash cannot become new work. Only content counts: the mapping's
-spelling is not part of a key, so a mapping edit that yields the same payload is no new work. They are hashes, so no record id
-or contact data ever appears in a key (keys do appear in logs). Batch keys are random: a batch is
-a write-ahead fact of the ledger, and its key is stored with its exact member list before use.
+spelling is not part of a key, so a mapping edit that yields the same payload is no new work. They
+are hashes, so no record id or contact data ever appears in a key (keys do appear in logs). Bulk
+batch keys are random: a batch is a write-ahead fact of the ledger, and its key is stored with its
+exact member list before use. A POST /person request is keyed by its person's key.
 """
 
 from __future__ import annotations

@@ -104,18 +104,30 @@ def show(
                 details = [ledger.show(str(key))]
             except KeyError:
                 fail(f"no entry or batch has the key {key!r}", ExitCode.USAGE)
+        recoveries = [_recovery(_blocking_batch(ledger, d), cfg.path) for d in details]
     if as_json:
         shown = [asdict(d) for d in details]
         out.print_json(json.dumps(shown if by_record else shown[0], ensure_ascii=False))
         return 0
-    for n, detail in enumerate(details, 1):
+    for n, (detail, recovery) in enumerate(zip(details, recoveries, strict=True), 1):
         if by_record:
             out.print(f"version {n} of {len(details)}", markup=False)
-        _print_detail(detail, cfg.path)
+        _print_detail(detail)
+        for line in recovery:
+            out.print(line, markup=False, soft_wrap=True)  # commands stay whole for copy and paste
     return 0
 
 
-def _print_detail(detail: EntryDetail | BatchDetail, config_path: Path) -> None:
+def _blocking_batch(ledger: Ledger, detail: EntryDetail | BatchDetail) -> BatchDetail | None:
+    """The batch whose state a person must act on: the batch shown, or a blocked entry's last batch."""
+    if isinstance(detail, BatchDetail):
+        return detail
+    if detail.entry.state == "blocked" and detail.batches:
+        return ledger.batch(detail.batches[-1])
+    return None
+
+
+def _print_detail(detail: EntryDetail | BatchDetail) -> None:
     if isinstance(detail, EntryDetail):
         e = detail.entry
         for name, value in (("key", e.key), ("source", e.source), ("record", e.record_id), ("state", e.state),
@@ -125,18 +137,11 @@ def _print_detail(detail: EntryDetail | BatchDetail, config_path: Path) -> None:
                 out.print(f"{name:>10}: {value or ''}", markup=False)
         out.print(f"{'payload':>10}: {json.dumps(e.payload, ensure_ascii=False)}", markup=False)
         out.print(f"{'batches':>10}: {', '.join(detail.batches) or 'none yet'}", markup=False)
-        if e.state == "blocked" and detail.batches:
-            out.print(
-                f"blocked with its batch: `capture-sync ledger show -c {config_path} {detail.batches[-1]}` "
-                "says the likely cause and the command that recovers it", markup=False,
-            )
     else:
         for name, value in (("batch", detail.key), ("operation", detail.operation), ("state", detail.state),
                             ("last error", detail.last_error)):
             out.print(f"{name:>10}: {value or ''}", markup=False)
         _entries_table(f"{len(detail.members)} members", detail.members)
-        for line in _recovery(detail, config_path):
-            out.print(line, markup=False)
     attempts = table("Attempts", "started (UTC)", "operation", "status", "error", "retryable", "ms", "outcome", numeric=("status", "ms"))
     for a in detail.attempts:
         attempts.add_row(
@@ -147,9 +152,11 @@ def _print_detail(detail: EntryDetail | BatchDetail, config_path: Path) -> None:
     out.print(attempts)
 
 
-def _recovery(batch: BatchDetail, config_path: Path) -> list[str]:
+def _recovery(batch: BatchDetail | None, config_path: Path) -> list[str]:
     """For a batch that no automatic step will finish: its likely cause and the commands that recover it."""
     c = f"-c {config_path}"
+    if batch is None:
+        return []
     if batch.state == "blocked":
         after_timeout = any(a.status_code is None for a in batch.attempts)
         cause = (
@@ -161,8 +168,11 @@ def _recovery(batch: BatchDetail, config_path: Path) -> list[str]:
         return [
             cause,
             "check in the CRM whether these persons arrived, then either",
-            f"  capture-sync ledger resolve {c} {batch.key} --requeue   (send them again in a new batch; "
-            "their per-person keys let the server recognise any it already has)",
+            f"  capture-sync ledger resolve {c} {batch.key} --requeue   " + (
+                "(send it again under its same key: once the first request has finished, the server answers "
+                "with its earlier result instead of capturing again)" if batch.operation == "person" else
+                "(send them again in a new batch; their per-person keys let the server recognise any it already has)"
+            ),
             f"  capture-sync ledger resolve {c} {batch.key} --dismiss   (never send them again)",
         ]
     if batch.state == "stalled":

@@ -1,7 +1,11 @@
 """Load's side of the ledger: claiming work as write-ahead batches, rebuilding them byte for byte.
 
-Every batch gets a fresh random key when it is written, and its members' (key, payload) pairs never
-change afterwards, so a key the server may have seen is only ever sent again with its first body.
+A bulk batch gets a fresh random key when it is written; a POST /person batch is keyed by its
+person's own key, the only key of that operation that names the person. Members' (key, payload)
+pairs never change afterwards, so a key the server may have seen is only ever sent again with its
+first body. Keys are assumed to hold within one operation only, so a person is re-offered in the
+operation it was first offered in: in bulk under its per-person key, with POST /person under the
+same request key (after a 409 and a requeue, the server then answers with its earlier result).
 """
 
 from __future__ import annotations
@@ -57,24 +61,44 @@ def claim(db: sqlite3.Connection, want: Claim) -> BatchWork | None:
     if not rows:
         return None
     members = [Member(*r) for r in rows]
-    single = want.batch_size == 1 and not _offered_in_bulk(db, members[0].entry_id)
-    return new_batch(db, "person" if single else "bulk", members)
+    offered = _offered(db, [m.entry_id for m in members])
+    first = offered.get(members[0].entry_id)
+    if first == "person" or (want.batch_size == 1 and first is None):
+        return _person_batch(db, members[0])
+    return new_batch(db, "bulk", [m for m in members if offered.get(m.entry_id) != "person"])
 
 
-def _offered_in_bulk(db: sqlite3.Connection, entry_id: int) -> bool:
-    """A person once offered in POST /persons/bulk is only re-offered there, under its per-person key:
-    nothing says POST /person would recognise that key (a requeue after batch_size became 1)."""
-    return db.execute(
-        "SELECT 1 FROM batch_members m JOIN batches b ON b.id = m.batch_id "
-        "WHERE m.entry_id = ? AND b.operation = 'bulk' LIMIT 1",
-        (entry_id,),
-    ).fetchone() is not None
+def _offered(db: sqlite3.Connection, entry_ids: Sequence[int]) -> dict[int, Operation]:
+    """The operation each entry was first offered in, for those offered before (requeued ones)."""
+    marks = ",".join("?" * len(entry_ids))
+    rows = db.execute(
+        f"SELECT m.entry_id, b.operation FROM batch_members m JOIN batches b ON b.id = m.batch_id "
+        f"WHERE m.entry_id IN ({marks}) ORDER BY b.id DESC",
+        entry_ids,
+    ).fetchall()
+    return dict(rows)  # ordered newest first, so each entry keeps its oldest batch's operation
 
 
-def new_batch(db: sqlite3.Connection, operation: Operation, members: Sequence[Member]) -> BatchWork:
+def _person_batch(db: sqlite3.Connection, member: Member) -> BatchWork:
+    """POST /person under the person's own key: a new batch, or its earlier one opened again."""
+    existing = db.execute("SELECT id FROM batches WHERE key = ?", (member.key,)).fetchone()
+    if existing is None:
+        return new_batch(db, "person", [member], key=member.key)
+    now = time.time()
+    db.execute("UPDATE batches SET state = 'open', updated_at = ? WHERE id = ?", (now, existing[0]))
+    db.execute(
+        "UPDATE entries SET state = 'in_flight', batch_id = ?, updated_at = ? WHERE id = ?",
+        (existing[0], now, member.entry_id),
+    )
+    return load_batch(db, existing[0])
+
+
+def new_batch(
+    db: sqlite3.Connection, operation: Operation, members: Sequence[Member], key: str | None = None
+) -> BatchWork:
     body = build_body(operation, members)
     now = time.time()
-    key = batch_key()
+    key = key or batch_key()
     cur = db.execute(
         "INSERT INTO batches (key, operation, state, body_hash, size, created_at, updated_at) "
         "VALUES (?, ?, 'open', ?, ?, ?, ?)",

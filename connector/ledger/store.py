@@ -277,6 +277,10 @@ class Ledger:
         with self._lock:
             return views.show(self._conn, key)
 
+    def batch(self, key: str) -> views.BatchDetail:
+        with self._lock:
+            return views.batch_detail(self._conn, key)
+
     def versions(self, source: str, record_id: str) -> list[views.EntryDetail]:
         with self._lock:
             return views.versions(self._conn, source, record_id)

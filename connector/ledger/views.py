@@ -215,6 +215,11 @@ def show(conn: sqlite3.Connection, key: str) -> EntryDetail | BatchDetail:
             ids,
         ).fetchall()
         return EntryDetail(_entry(row[1:]), [b[1] for b in batch_rows], [_attempt(a) for a in attempts])
+    return batch_detail(conn, key)
+
+
+def batch_detail(conn: sqlite3.Connection, key: str) -> BatchDetail:
+    """A batch by its key (a POST /person batch has its person's key, so `show` finds the entry first)."""
     batch = conn.execute(
         "SELECT id, key, operation, state, last_error FROM batches WHERE key = ?", (key,)
     ).fetchone()

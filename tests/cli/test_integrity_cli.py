@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import time
 from pathlib import Path
 
 from connector.sandbox import Faults
@@ -58,7 +59,34 @@ def test_a_409_after_a_client_timeout_is_blocked_and_status_says_so_with_the_way
 
     entry = json.loads(kit.run("ledger", "list", "-c", config, "--state", "blocked", "--json").stdout.splitlines()[0])
     batch_key = json.loads(kit.run("ledger", "show", "-c", config, entry["key"], "--json").stdout)["batches"][-1]
-    assert f"ledger show -c {config} {batch_key}" in kit.run("ledger", "show", "-c", config, entry["key"]).stdout
+    assert f"ledger resolve -c {config} {batch_key} --requeue" in kit.run("ledger", "show", "-c", config, entry["key"]).stdout
     shown = kit.run("ledger", "show", "-c", config, batch_key).stdout
     assert "timed out" in shown
     assert f"capture-sync ledger resolve -c {config} {batch_key} --requeue" in shown
+
+
+def test_a_blocked_post_person_requeued_by_the_book_is_captured_once(kit, sandbox_factory, tmp_path: Path) -> None:
+    """batch_size = 1: the request outlives the client's timeout, its retry meets 409, the entry is
+    blocked. Once the first request has finished on the server, the operator follows `ledger show`:
+    requeue, replay. The person is sent again under its same key, so the server answers with the
+    earlier capture instead of capturing again."""
+    seed = next(s for s in range(10_000) if [r < 0.5 for r in _draws(s, 4)] == [False, True, False, False])
+    box = sandbox_factory(faults=Faults(p_latency_spike=0.5, spike_s=1.0, seed=seed))
+    key, secret = box.create_client(rate_limit=1000)
+    kit.credentials(tmp_path, key, secret)
+    contacts = tmp_path / "contacts.csv"
+    kit.contacts(contacts, [kit.contact(1)])
+    config_path = kit.config(tmp_path, box.base_url, contacts, extra_capture="timeout_s = 0.3\n")
+    config_path.write_text(config_path.read_text().replace("batch_size = 10", "batch_size = 1"))
+    config = str(config_path)
+    assert kit.run("sync", "-c", config).code == 5
+    entry = json.loads(kit.run("ledger", "list", "-c", config, "--state", "blocked", "--json").stdout.splitlines()[0])
+    while box.store.idempotency_state(key, "person", entry["key"]) == "running":  # the server finishes it
+        time.sleep(0.05)
+    shown = kit.run("ledger", "show", "-c", config, entry["key"]).stdout
+    assert "under its same key" in shown
+
+    assert kit.run("ledger", "resolve", "-c", config, entry["key"], "--requeue").code == 0
+    assert kit.run("replay", "-c", config).code == 0
+    assert len(box.store.captures()) == 1
+    assert [e["state"] for e in map(json.loads, kit.run("ledger", "list", "-c", config, "--state", "captured", "--json").stdout.splitlines())] == ["captured"]
