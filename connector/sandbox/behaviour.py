@@ -14,7 +14,8 @@ anything reasonable, and the connector must stay correct against all of it; each
 - `invalid_person` (spec 4.3, "each person is processed independently", and 7, a 400 when "the
   person data is invalid"): `failed` (default) lists a person that fails validation in `failed`
   and captures the others; `reject-request` refuses the whole POST /persons/bulk with a 400 error
-  envelope (the code of the first problem, every problem in `error.details`) and captures nothing.
+  envelope (the code of the first problem, every problem in `error.details`) and captures nothing;
+  `Faults.p_person_fail` then refuses no bulk person (only POST /person ones).
 - `idempotency_scope` (spec 4.4 and 2.2, which never say whether the keys of the two capture
   operations are related): `operation` (default) remembers keys per (client, operation).
   `shared` puts the Idempotency-Key header of POST /person and the per-person `idempotency_key`

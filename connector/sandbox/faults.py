@@ -3,7 +3,9 @@
 503s (spec 7: retryable or not), latency, a response lost after its commit, and a person the CRM
 refuses although it is valid (`p_person_fail`): spec 4.3 processes each bulk person on its own,
 so that person is listed in `failed` and the others are captured; POST /person answers it with a
-400 (spec 7: "the person data is invalid"). Both use the error code `person_refused`.
+400 (spec 7: "the person data is invalid"). Both use the error code `person_refused`. Under
+`Behaviour(invalid_person="reject-request")` bulk persons are never refused this way (that server
+refuses whole requests for invalid persons, never single valid ones); POST /person still is.
 """
 
 from __future__ import annotations
