@@ -6,22 +6,33 @@ The database does every comparison and the ordering, by its own collation: a pas
 row the database returned. Comparing in Python instead would skip rows wherever its order differs
 from the database's (a case-insensitive or locale collation on a text cursor or key).
 
-A row with no value (NULL or blank) in its primary key is yielded as a `BadRecord` ("<table> row
-with <cursor> = <value>", id "<cursor>=<value>", the closest to an id it has) at its place in the
-order (NULL sorts last in PostgreSQL and Oracle, first elsewhere; rows without a key that share a
-cursor value share that id). Without a cursor, rows are read by the primary key, and a row whose
-key is NULL has no place in that order: it is not read.
+No row is dropped silently; every one the database holds is a record or a `BadRecord`:
+- A row with no value (NULL or blank) in its primary key comes at its place in the order (NULL sorts
+  last in PostgreSQL and Oracle, first elsewhere) as "<table> row with <cursor> = <value>", id
+  "<cursor>=<value>" (rows without a key that share a cursor value share that id). Such a key is no
+  id and may repeat, so the rows at one (cursor, key) of that kind are read together by the database's
+  equality and counted: a state inside them says how many were read ("n"), and a resume reads the rest.
+- A row whose cursor is NULL has no place in the order: each pass, after its ordered rows, reads the
+  rows with a NULL cursor by their key (a keyed query of their own) and yields them as bad ("<table>
+  row with <key> = <value>", id the key: once it gets a cursor value, it comes as a record of that id).
+  Without a cursor, the rows whose key is NULL are read likewise after the new rows, every read. Read
+  again, each is the same bad record with the same id, which the ledger sees as unchanged.
+- A row with neither (or, without a cursor, no key) is named by its content: id "row:<digest>".
 
 A relative `sqlite:///file.db` URL is relative to the config file's folder, like every path.
 
-States: `{"at": {"cursor", "key"}}` after a row (inside a pass; always, without a cursor, which reads
-new rows by the primary key) and `{"cursor": value}` after a pass's last row, so the next pass reads
-that value again (edits that did not move the cursor). Older states, `{"cursor", "seen"}` and
-`{"pass", "max", "at"}`, read as the same.
+States: `{"at": {"cursor", "key"[, "n"]}}` after a row (inside a pass; always, without a cursor, which
+reads new rows by the primary key) and `{"cursor": value}` after a pass's last row, so the next pass
+reads that value again (edits that did not move the cursor); after a row without a place in the order,
+that state with `"null": {"cursor", "key"[, "n"]}`, its position among those rows. Older states,
+`{"cursor", "seen"}`, `{"pass", "max", "at"}` and an "at" without "n", read as the same (an "at"
+after a row without a key reads the rows without a key at that value again: none is lost).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections.abc import Callable, Iterator
 from datetime import date, datetime, time, timedelta
@@ -169,21 +180,18 @@ class SqlSource(Source[SqlOptions]):
         return [str(name) for name in result.keys()]
 
     def read(self, state: Any | None) -> Iterator[Record | BadRecord]:
-        since, after = None, None
-        if state is not None and "at" in state:
-            after = state["at"]
-        elif state is not None:
+        state = state or {}
+        since = None
+        if self.options.cursor is not None and "cursor" in state and "at" not in state and "null" not in state:
             since = self._pass_start(decode(state["cursor"]))
-        rows = ((row, {"at": row.position}) for row in self._scan(since, after))
-        if self.options.cursor is None:
-            return (row.at(at) for row, at in rows)
-        return end_of_pass(rows, lambda row: {"cursor": row.position["cursor"]})
+        done: list[Any] = [None]  # the state after the read's last row, known once the scan has ended
+        return end_of_pass(self._scan(state, since, done), lambda _: done[0])
 
     def _pass_start(self, last: Any) -> Any:
         """Where a new pass starts: the last pass's value, moved back by `lookback` in the column's own
         type (SQLite hands datetimes back as ISO text, which moves back as text of the same shape)."""
         amount = lookback_amount(self.options.lookback)
-        if not amount:
+        if not amount or last is None:
             return last
         if isinstance(amount, timedelta):
             if isinstance(last, date):
@@ -197,50 +205,133 @@ class SqlSource(Source[SqlOptions]):
         kind = "a duration" if isinstance(amount, timedelta) else "a number"
         raise SourceError(f"`lookback` is {kind}, which cannot move back {self.options.cursor!r} value {last!r}")
 
-    def _scan(self, since: Any, after: dict[str, Any] | None) -> Iterator[Row]:
+    def _scan(self, state: dict[str, Any], since: Any, done: list[Any]) -> Iterator[tuple[Row, Any]]:
+        """Each row with the state after it: first the rows that have a place in the order (after
+        the state's position), then every row that has none (a NULL cursor, or without a cursor a NULL
+        key), read again by each pass; their states carry where the first part ended (`done`)."""
+        opts = self.options
         rel, cursor, key = self._relation()
-        same = cursor is key
-        order = (key,) if same else (cursor, key)
-        base: sa.Select[Any] = sa.select(sa.literal_column("*")).select_from(rel).order_by(*order).limit(self.options.page_size)
         with self._connect() as conn:
-            nulls_last = conn.dialect.name in ("postgresql", "oracle")  # in ascending order
-            if after is not None:
-                where = self._after(cursor, key, after, same, nulls_last)
-            elif since is not None:
-                where = cursor >= since
+            if opts.cursor is None:
+                at = state.get("at")
+                if "null" not in state:
+                    for position, row in self._keyset(conn, rel, None, key, key.is_not(None), at):
+                        at = position
+                        yield self._row(row), {"at": at}
+                done[0] = {"at": at}
+                for position, row in self._keyset(conn, rel, None, key, key.is_(None), state.get("null")):
+                    yield self._row(row), {"at": at, "null": position}
+                return
+            end = state["at"]["cursor"] if "at" in state else state.get("cursor")
+            if "null" not in state:
+                placed = cursor.is_not(None) if since is None else cursor >= since
+                for position, row in self._keyset(conn, rel, cursor, key, placed, state.get("at")):
+                    end = position["cursor"]
+                    yield self._row(row), {"at": position}
+            done[0] = {"cursor": end}
+            for position, row in self._keyset(conn, rel, None, key, cursor.is_(None), state.get("null")):
+                yield self._row(row), {"cursor": end, "null": position}
+
+    def _keyset(
+        self, conn: sa.Connection, rel: sa.FromClause, group: sa.ColumnElement[Any] | None, key: sa.ColumnElement[Any],
+        where: sa.ColumnElement[bool], position: dict[str, Any] | None,
+    ) -> Iterator[tuple[dict[str, Any], sa.RowMapping]]:
+        """The rows of `where` in (group, key) order (`group` None: key order) after `position` (None:
+        from the first), each with its position {"cursor": group value, "key": key value}. The rows of
+        one group value without a key have no order among them: when the scan meets one, the database
+        gives all of them by that value, and each one's position counts them ("n"), so a resume inside
+        them reads the rest. Every comparison is the database's, NULL-safe: its NULLs sort last
+        (PostgreSQL, Oracle) or first (the others)."""
+        opts = self.options
+        nulls_last = conn.dialect.name in ("postgresql", "oracle")
+        order = (key,) if group is None else (group, key)
+        select: sa.Select[Any] = sa.select(sa.literal_column("*")).select_from(rel).order_by(*order)
+
+        def gt(c: Any) -> sa.ColumnElement[bool]:
+            return sa.false() if group is None else group > c
+
+        def eq(c: Any) -> sa.ColumnElement[bool]:
+            return sa.true() if group is None else group == c
+
+        def after_key(c: Any, k: Any) -> sa.ColumnElement[bool]:
+            return sa.or_(gt(c), sa.and_(eq(c), sa.or_(key > k, key.is_(None)) if nulls_last else key > k))
+
+        def keyless(c: Any, k: Any, n: int) -> Iterator[tuple[dict[str, Any], sa.RowMapping]]:
+            """The rows at `c` whose key is `k` (None or blank: not an id, so it may repeat), from the n-th."""
+            query = select.where(where, eq(c), key.is_(None) if k is None else key == k).offset(n or None)
+            try:
+                for row in conn.execute(query.execution_options(yield_per=opts.page_size)).mappings():
+                    n += 1
+                    yield {"cursor": encode(k if group is None else c), "key": encode(k), "n": n}, row
+            except sa.exc.SQLAlchemyError as exc:
+                raise self._unreadable(exc) from None
+
+        def after_keyless(c: Any, k: Any) -> sa.ColumnElement[bool]:
+            if k is not None:
+                return after_key(c, k)
+            return gt(c) if nulls_last else sa.or_(gt(c), sa.and_(eq(c), key.is_not(None)))
+
+        if position is None:
+            after: sa.ColumnElement[bool] = sa.true()
+        else:
+            c, k = None if group is None else decode(position["cursor"]), decode(position["key"])
+            if _no_id(k):  # "n" is absent from states saved before it: those rows are read again
+                yield from keyless(c, k, position.get("n", 0))
+                after = after_keyless(c, k)
             else:
-                where = cursor.is_not(None)
-            while True:
-                try:
-                    page = conn.execute(base.where(where)).mappings().all()
-                except sa.exc.SQLAlchemyError as exc:
-                    raise SourceError(f"cannot read {self.options.table or 'the query'}: {_reason(exc)}") from None
-                for row in page:
-                    c, k = row[self.options.cursor or self.options.primary_key], row[self.options.primary_key]
-                    after = {"cursor": encode(c), "key": encode(k)}
-                    yield self._row(c, k, {str(n): _plain(v) for n, v in row.items()}, after)
-                if len(page) < self.options.page_size or after is None:
+                after = after_key(c, k)
+        while True:
+            try:
+                page = conn.execute(select.where(where, after).limit(opts.page_size)).mappings().all()
+            except sa.exc.SQLAlchemyError as exc:
+                raise self._unreadable(exc) from None
+            for row in page:
+                c = None if group is None else row[opts.cursor or opts.primary_key]
+                k = row[opts.primary_key]
+                if _no_id(k):
+                    yield from keyless(c, k, 0)
+                    after = after_keyless(c, k)
+                    break
+                yield {"cursor": encode(k if group is None else c), "key": encode(k)}, row
+                after = after_key(c, k)
+            else:
+                if len(page) < opts.page_size:
                     return
-                where = self._after(cursor, key, after, same, nulls_last)
 
-    def _row(self, c: Any, k: Any, data: dict[str, Any], after: dict[str, Any]) -> Row:
-        if k is not None and str(k).strip():
-            return Row(str(k), data, after)
-        opts, value = self.options, _plain(c)
-        where = f"{opts.table or 'the query'} row with {opts.cursor} = {value}"
-        return Row(f"{opts.cursor}={value}", data, after, where=where, problem=f"no value in primary key {opts.primary_key!r}")
+    def _unreadable(self, exc: sa.exc.SQLAlchemyError) -> SourceError:
+        return SourceError(f"cannot read {self.options.table or 'the query'}: {_reason(exc)}")
 
-    @staticmethod
-    def _after(cursor: Any, key: Any, position: dict[str, Any], same: bool, nulls_last: bool) -> Any:
-        c, k = decode(position["cursor"]), decode(position["key"])
-        if k is None:  # after a row without a key, the keyed rows of its cursor value come after it or not at all
-            return cursor > c if nulls_last else sa.or_(cursor > c, sa.and_(cursor == c, key.is_not(None)))
-        return key > k if same else sa.or_(cursor > c, sa.and_(cursor == c, key > k))
+    def _row(self, row: sa.RowMapping) -> Row:
+        """A row as a record; as a bad one, named as closely as it can be, when it lacks its key or its cursor."""
+        opts = self.options
+        data = {str(n): _plain(v) for n, v in row.items()}
+        k = row[opts.primary_key]
+        c = None if opts.cursor is None else row[opts.cursor]
+        rel = opts.table or "the query"
+        if not _no_id(k):
+            if opts.cursor is None or c is not None:
+                return Row(str(k), data, None)
+            where = f"{rel} row with {opts.primary_key} = {k}"
+            return Row(str(k), data, None, where=where, problem=f"no value in cursor {opts.cursor!r}")
+        problem = f"no value in primary key {opts.primary_key!r}"
+        if c is not None:  # rows without a key that share a cursor value share this id
+            value = _plain(c)
+            return Row(f"{opts.cursor}={value}", data, None, where=f"{rel} row with {opts.cursor} = {value}", problem=problem)
+        if opts.cursor is not None:
+            problem += f" nor in cursor {opts.cursor!r}"
+        text = json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        return Row(f"row:{digest}", data, None, where=f"{rel} row without {opts.primary_key}, content {digest}", problem=problem)
 
     def close(self) -> None:
         if self._engine is not None:
             self._engine.dispose()
             self._engine = None
+
+
+def _no_id(key: Any) -> bool:
+    """A key value that is no id: NULL or blank."""
+    return key is None or not str(key).strip()
 
 
 def _iso_minus(text: str, amount: timedelta) -> str | None:
