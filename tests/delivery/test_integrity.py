@@ -164,3 +164,20 @@ async def test_requeues_and_returning_content_never_send_a_key_with_a_second_bod
     assert {f["name"]: f["company"] for f in last_written(sandbox).values()} == {"Person 1": "A", "Person 2": "C"}
     keys = [e.key for e in ledger.list_entries(limit=20)]
     assert len(keys) == len(set(keys))
+
+
+@pytest.mark.parametrize("shape", ["echo", "bare"])
+async def test_a_server_that_refuses_whole_requests_for_one_invalid_person_loses_no_one(sandbox_factory, ledger, shape):
+    """How an invalid person is reported is not shown (spec 4.3 and 7): this server answers the whole
+    bulk request 400. The batch is split under new keys until the refused persons stand alone."""
+    box = sandbox_factory(behaviour=Behaviour(bulk_result_shape=shape, invalid_person="reject-request"))
+    key, secret = box.create_client(rate_limit=10_000)
+    bad = [Mapped(f"bad{i}", payload=json.dumps({"name": "Bad", "email": f"not-an-email-{i}"})) for i in range(2)]
+    ledger.enqueue("src", "v1", [person(i) for i in range(9)] + [bad[0]] + [person(i) for i in range(9, 18)] + [bad[1]], None)
+    async with client_for(box, key, secret) as client:
+        report = await replay(ledger, client, DeliverySettings(batch_size=20))
+    assert report.exit_code == 0
+    states = Counter(e.state for e in ledger.list_entries(limit=100))
+    assert states == {"captured": 18, "failed": 2}
+    assert sorted(e.record_id for e in ledger.list_entries("failed")) == ["bad0", "bad1"]
+    assert sorted(captures_by_key(box).values()) == [1] * 18
