@@ -3,20 +3,31 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
+RUN_STAMP := $(VENV)/.installed-run
 
-.PHONY: demo test bench soak install clean
+.PHONY: demo test bench soak install install-dev clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
+# Two stamps: `demo` and `install` need only what the product runs on (`pip install -e .`);
+# `test`, `bench` and `soak` add the dev toolchain (pytest, mypy, schemathesis, psycopg, ...).
+# The dev stamp implies the run stamp, so `make demo` after `make test` installs nothing.
+$(RUN_STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet -e .
+	touch $(RUN_STAMP)
+
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	touch $(RUN_STAMP) $(STAMP)
 
-install: $(STAMP)
+# The command is then .venv/bin/capture-sync: put .venv/bin on the PATH, or `pipx install .` (README).
+install: $(RUN_STAMP)
 
-demo: $(STAMP)
+install-dev: $(STAMP)
+
+demo: $(RUN_STAMP)
 	$(BIN)/capture-sync demo
 
 # mypy first (connector and sources, from pyproject.toml's [tool.mypy]): a type error fails the target.

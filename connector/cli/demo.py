@@ -15,6 +15,7 @@ import typer
 from .. import delivery
 from ..config import ENV_API_KEY, ENV_API_SECRET, ENV_BASE_URL, load_config
 from ..progress import progress_for
+from ..secret_files import credential_paths, write_credentials
 from ._common import (
     ExitCode, api_client, command, fail, open_ledger, out, print_outcome, print_reasons, run_until_signal, table,
 )
@@ -59,15 +60,12 @@ custom_fields.signed_up = "Signed Up"
 
 def _credentials(store: "SandboxStore", folder: Path) -> None:
     """Reuse the demo client of an earlier run when its files still authenticate, else make one."""
-    key_file, secret_file = folder / "api_key", folder / "api_secret"
+    key_file, secret_file = credential_paths(folder)
     if key_file.exists() and secret_file.exists():
         if store.authenticate(key_file.read_text().strip(), secret_file.read_text().strip()) is not None:
             return
     key, secret = store.create_client(CLIENT_NAME)
-    for path, value in ((key_file, key), (secret_file, secret)):
-        path.unlink(missing_ok=True)
-        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as fh:  # never world-readable
-            fh.write(value + "\n")
+    write_credentials(folder, key, secret, force=True)  # 0600 from the start; stale files replaced
 
 
 @command(config=False, log_level="WARNING")  # the summary is the point; --log-level INFO shows each batch

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -16,18 +19,35 @@ import typer
 from ..sandbox import Behaviour, Faults, SandboxStore, UnknownClient
 from ..sandbox.behaviour import BulkResultShape, IdempotencyScope, InvalidPerson
 from ..sandbox.store import DEFAULT_RATE_LIMIT
-from ._common import ExitCode, fail
+from ..sandbox.process import LISTENING
+from ..secret_files import CredentialFilesExist, config_lines, refuse_existing, write_credentials
+from ._common import ExitCode, err, fail
 
 app = typer.Typer(help="The local Capture API (sandbox): serve it, manage its clients.", no_args_is_help=True)
 
 DEFAULT_DB = Path("capture-sandbox.sqlite3")
+DEFAULT_PORT = 8765  # the port of design.md's example config, so a config written for it keeps working
 DbOption = typer.Option(DEFAULT_DB, "--db", help="The sandbox's SQLite file (created when missing).")
+
+
+@contextmanager
+def _store(db: Path) -> Iterator[SandboxStore]:
+    """The sandbox store; a database that cannot be opened or written is one line and exit 2, as for `serve`."""
+    try:
+        with SandboxStore(db) as store:
+            yield store
+    except (sqlite3.Error, OSError) as exc:
+        fail(
+            f"sandbox database {db} cannot be opened for writing ({exc}): check that its folder exists "
+            "and that the file and folder are writable, or pick another file with --db",
+            ExitCode.USAGE,
+        )
 
 
 @app.command()
 def serve(
     host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
-    port: int = typer.Option(0, min=0, max=65535, help="Port; 0 picks a free one."),
+    port: int = typer.Option(DEFAULT_PORT, min=0, max=65535, help="Port; 0 picks a free one."),
     db: Path = DbOption,
     rate_window: float = typer.Option(60.0, "--rate-window", min=0.001, help="Rate-limit window, seconds."),
     p_retryable_503: float = typer.Option(0.0, min=0, max=1, help="Probability of a retryable 503."),
@@ -62,9 +82,13 @@ def serve(
         "idempotency_key are one namespace (a key captured by one is a replay or duplicate in the other; spec 4.4).",
     ),
 ) -> None:
-    """Serve the sandbox; prints its base URL as the first line, stops on SIGTERM or SIGINT.
+    """Serve the sandbox until SIGTERM or Ctrl-C; its first line says where it listens.
+
+    That line is `sandbox Capture API listening on BASE_URL`: BASE_URL is the config's capture.base_url. The clients and persons live in --db, so a restart on the same file keeps them.
 
     A database that cannot be opened for writing, or a port in use, is one line on stderr and exit 2.
+
+    Example: capture-sync sandbox serve --port 8765 --db sandbox.sqlite3
     """
     # FastAPI and uvicorn load only for the command that serves.
     from ..sandbox.server import SandboxServer, ServeError
@@ -84,7 +108,7 @@ def serve(
         with SandboxServer(
             db, host=host, port=port, faults=faults, rate_window_s=rate_window, behaviour=behaviour
         ) as server:
-            print(server.base_url, flush=True)
+            print(f"{LISTENING} {server.base_url}", flush=True)
             signal.sigwait(stop_signals)
     except ServeError as exc:
         signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)  # after a clean stop a late signal stays pending
@@ -98,13 +122,38 @@ def create_client(
     rate_limit: int = typer.Option(DEFAULT_RATE_LIMIT, "--rate-limit", min=1, help="Requests per rate window."),
     default_lead_source: str | None = typer.Option(None, "--default-lead-source"),
     inactive: bool = typer.Option(False, "--inactive", help="Create it inactive (its requests get 401)."),
+    write_credentials_to: Path | None = typer.Option(
+        None, "--write-credentials", metavar="DIR",
+        help="Write the key and secret to DIR/api_key and DIR/api_secret (mode 0600, DIR made 0700) and print "
+        "the two config lines naming them, instead of printing the secret.",
+    ),
+    force: bool = typer.Option(False, "--force", help="With --write-credentials: replace existing files."),
 ) -> None:
-    """Create an API client; prints {"api_key", "api_secret"} once. Only a hash of the secret is kept."""
-    with SandboxStore(db) as store:
+    """Create an API client. Only a hash of the secret is kept, so it is shown once.
+
+    Without --write-credentials it prints {"api_key", "api_secret"} as JSON. With it, the files are created readable by their owner only, existing files are refused unless --force (checked before the client is created), and stdout is the two lines to put in the config's capture table: `api_key_file = "..."` and `api_secret_file = "..."`.
+
+    Example: capture-sync sandbox create-client --db sandbox.sqlite3 --name "my integration" --write-credentials credentials
+    """
+    if write_credentials_to is not None and not force:
+        try:  # refuse before a client exists whose secret would be lost
+            refuse_existing(write_credentials_to)
+        except CredentialFilesExist as exc:
+            fail(str(exc), ExitCode.USAGE)
+    with _store(db) as store:
         key, secret = store.create_client(
             name, rate_limit=rate_limit, default_lead_source=default_lead_source, active=not inactive
         )
-    typer.echo(json.dumps({"api_key": key, "api_secret": secret}))
+    if write_credentials_to is None:
+        typer.echo(json.dumps({"api_key": key, "api_secret": secret}))
+        return
+    try:
+        key_file, secret_file = write_credentials(write_credentials_to, key, secret, force=force)
+    except (CredentialFilesExist, OSError) as exc:
+        fail(f"client {key} was created but its credentials could not be written: {exc}", ExitCode.USAGE)
+    err.print(f"client {key} created; wrote {key_file} and {secret_file} (mode 0600). "
+              "Put these lines under [capture] in your config:", markup=False)
+    typer.echo(config_lines(key_file, secret_file))
 
 
 @app.command("regenerate-secret")
@@ -113,7 +162,7 @@ def regenerate_secret(
     db: Path = DbOption,
 ) -> None:
     """Replace the client's secret; the old one stops working at once. Prints the new one once."""
-    with SandboxStore(db) as store:
+    with _store(db) as store:
         try:
             secret = store.regenerate_secret(api_key)
         except UnknownClient:
@@ -128,7 +177,7 @@ def set_active(
     db: Path = DbOption,
 ) -> None:
     """Activate or deactivate a client (an inactive client's requests get 401)."""
-    with SandboxStore(db) as store:
+    with _store(db) as store:
         try:
             store.set_active(api_key, active)
         except UnknownClient:

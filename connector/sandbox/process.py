@@ -11,6 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# `sandbox serve`'s first line is LISTENING + " " + the base URL, the line's last word.
+LISTENING = "sandbox Capture API listening on"
+
+
+def base_url_of(line: str) -> str | None:
+    """The base URL in `sandbox serve`'s first line, or None when the line is not that line."""
+    head, _, url = line.strip().rpartition(" ")
+    return url if head == LISTENING and url.startswith(("http://", "https://")) else None
+
 
 def _capture_sync_command() -> list[str]:
     script = Path(sys.executable).with_name("capture-sync")
@@ -62,9 +71,10 @@ def spawn_sandbox(db: Path, log: Path, port: int = 0, timeout_s: float = 30.0, *
         sel.register(proc.stdout, selectors.EVENT_READ)
         ready = sel.select(timeout_s)
     line = proc.stdout.readline().strip() if ready else ""
-    if not line.startswith("http"):
+    base_url = base_url_of(line)
+    if base_url is None:
         proc.kill()
         proc.wait()
         raise RuntimeError(f"sandbox serve did not start (first line {line!r}); its log {log}:\n{log.read_text()}")
-    port_used = int(line.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
-    return SandboxProcess(proc, line, db, port_used, log)
+    port_used = int(base_url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
+    return SandboxProcess(proc, base_url, db, port_used, log)

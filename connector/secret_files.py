@@ -1,0 +1,70 @@
+"""Writing an API key and secret to two files of mode 0600, for `sandbox create-client
+--write-credentials` and `demo`. A leaf module (standard library only), so both can import it.
+
+Each file is created with mode 0600 by `os.open` itself (the umask can only take bits away), so
+there is no moment at which another user could read it; a replaced file is written beside the old
+one under a temporary name, also 0600, and renamed over it, so a daemon re-reading the files sees
+the old pair or the new one, never a half-written file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+KEY_FILE, SECRET_FILE = "api_key", "api_secret"
+
+
+class CredentialFilesExist(Exception):
+    """The files are there already and replacing them was not asked for; the message names them."""
+
+
+def credential_paths(folder: Path) -> tuple[Path, Path]:
+    return folder / KEY_FILE, folder / SECRET_FILE
+
+
+def refuse_existing(folder: Path) -> None:
+    """Raise CredentialFilesExist when either file is there (a dangling link counts)."""
+    taken = [str(p) for p in credential_paths(folder) if p.exists() or p.is_symlink()]
+    if taken:
+        raise CredentialFilesExist(
+            f"{' and '.join(taken)} already exist{'s' if len(taken) == 1 else ''}: "
+            "pass --force to replace them, or pick another folder"
+        )
+
+
+def write_credentials(folder: Path, api_key: str, api_secret: str, *, force: bool = False) -> tuple[Path, Path]:
+    """Write `folder/api_key` and `folder/api_secret` (mode 0600; the folder is made 0700 when
+    missing). Without `force`, an existing file is refused before anything is written."""
+    paths = credential_paths(folder)
+    if not force:
+        refuse_existing(folder)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for path, value in zip(paths, (api_key, api_secret), strict=True):
+        _write_0600(path, value + "\n", replace=force)
+    return paths
+
+
+def _write_0600(path: Path, text: str, *, replace: bool) -> None:
+    target = path.with_name(f".{path.name}.{os.getpid()}.tmp") if replace else path
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # O_EXCL: never through a planted file
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if replace:
+            os.replace(target, path)
+    except BaseException:
+        if replace:
+            target.unlink(missing_ok=True)
+        raise
+
+
+def config_lines(key_file: Path, secret_file: Path) -> str:
+    """The two `[capture]` lines naming the files (absolute, so they hold wherever the config is)."""
+    return (
+        f"api_key_file = {json.dumps(str(key_file.resolve()))}\n"
+        f"api_secret_file = {json.dumps(str(secret_file.resolve()))}"
+    )
