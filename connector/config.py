@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+import structlog
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from . import logs
@@ -37,6 +38,8 @@ DEFAULT_SCHEDULE = "every 5m"
 _SOURCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 S = TypeVar("S", bound=BaseModel)
+
+log = structlog.get_logger("capture_sync.config")
 
 
 class _Section(BaseModel):
@@ -75,12 +78,21 @@ class LedgerSettings(_Section):
 
 class DaemonSettings(_Section):
     retry_sweep: str = "every 5m"
+    credentials_check: str = "every 30s"  # while the API refuses the credentials: how often to read them again
 
 
 @dataclass(frozen=True)
 class Credentials:
+    """The pair, and where each half was read from ("env CAPTURE_API_KEY" or "file /path"): what a
+    person needs to fix a wrong pair, and never the value itself."""
+
     api_key: str
     api_secret: SecretStr
+    key_from: str = "(given)"
+    secret_from: str = "(given)"
+
+    def origins(self) -> str:
+        return f"key from {self.key_from}, secret from {self.secret_from}"
 
 
 @dataclass(frozen=True)
@@ -141,6 +153,15 @@ class Config:
         assert self.base_url is not None and self.credentials is not None
         return self.base_url, self.credentials
 
+    def reload_credentials(self) -> Credentials | None:
+        """The pair where it came from, read again now (the files may hold a rotated secret); None
+        when it cannot be read or is incomplete, with the reason logged."""
+        problems: list[str] = []
+        credentials = _credentials(self.capture, self.path.parent, problems)
+        if problems:
+            log.warning("credentials.unreadable", problems=problems)
+        return credentials
+
     def close_sources(self) -> None:
         """Release what the sources hold (database connections, HTTP clients)."""
         for source in self.sources:
@@ -188,6 +209,7 @@ def load_config(path: str | Path) -> Config:
     daemon = _section(DaemonSettings, _table(doc, "daemon", problems), "daemon", problems)
     if daemon is not None:
         _check_schedule(daemon.retry_sweep, "daemon.retry_sweep", problems)
+        _check_schedule(daemon.credentials_check, "daemon.credentials_check", problems)
     base_url = os.environ.get(ENV_BASE_URL) or (capture.base_url if capture else None)
     if base_url is not None and capture is not None:
         try:
@@ -238,12 +260,16 @@ def _read_secret_file(path: Path, key: str, problems: list[str]) -> str | None:
     return value
 
 
-def _credential(env: str, file: Path | None, folder: Path, key: str, problems: list[str]) -> str | None:
+def _credential(
+    env: str, file: Path | None, folder: Path, key: str, problems: list[str]
+) -> tuple[str | None, str]:
+    """The value and where it came from; env takes precedence over the file."""
     if os.environ.get(env):
-        return os.environ[env].strip()
+        return os.environ[env].strip(), f"env {env}"
     if file is None:
-        return None
-    return _read_secret_file(_beside(folder, file), key, problems)
+        return None, "nowhere"
+    path = _beside(folder, file)
+    return _read_secret_file(path, key, problems), f"file {path}"
 
 
 def _beside(folder: Path, path: Path) -> Path:
@@ -252,11 +278,11 @@ def _beside(folder: Path, path: Path) -> Path:
 
 
 def _credentials(capture: CaptureSettings, folder: Path, problems: list[str]) -> Credentials | None:
-    api_key = _credential(ENV_API_KEY, capture.api_key_file, folder, "api_key_file", problems)
-    secret = _credential(ENV_API_SECRET, capture.api_secret_file, folder, "api_secret_file", problems)
+    api_key, key_from = _credential(ENV_API_KEY, capture.api_key_file, folder, "api_key_file", problems)
+    secret, secret_from = _credential(ENV_API_SECRET, capture.api_secret_file, folder, "api_secret_file", problems)
     logs.register_secret(secret)
     if api_key and secret:
-        return Credentials(api_key, SecretStr(secret))
+        return Credentials(api_key, SecretStr(secret), key_from, secret_from)
     if api_key or secret:
         missing = f"env {ENV_API_SECRET} or capture.api_secret_file" if api_key else f"env {ENV_API_KEY} or capture.api_key_file"
         problems.append(f"credentials: the {'secret' if api_key else 'key'} is missing ({missing})")

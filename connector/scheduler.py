@@ -5,6 +5,12 @@ drives the ledger at a time: a replay re-sends open batches, and it must never r
 sync is still waiting on. APScheduler adds the rest: one instance per job (max_instances=1), and
 ticks missed while a pass ran collapse into one catch-up run (coalesce).
 
+Refused credentials at start stop the daemon (exit 3: a setup mistake). Once it has started, a 401
+never ends it: the client re-reads the credential files at once (a rotated secret written there is
+verified and used); if that does not cure it, the daemon sends nothing, says so once, re-reads the
+files on every credentials tick (and at once on SIGHUP), and carries on by itself, re-sending what
+was left open under its same keys, as soon as they hold a pair GET /info accepts.
+
 A broken source never stops the daemon: a source's tick is a sync of that source alone, which
 checks its setup first, so a source that cannot be read (a missing file, a database down) or that
 fails mid-read is reported in one line on each of its ticks while the other sources go on, and it
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -23,6 +30,7 @@ import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
+from .api import CaptureError, Unauthorized
 from .delivery import RunReport, SourceJob, preflight, replay, sync
 from .problems import ConfigProblem
 from .schedule import schedule_trigger
@@ -44,7 +52,9 @@ class Daemon:
         self.config, self.ledger, self.client, self.stop = config, ledger, client, stop
         self.settings = config.delivery_settings()
         self.exit_code = 0
+        self.auth_failed: str | None = None  # why the API refuses the credentials in use; None when it accepts them
         self._one_at_a_time = asyncio.Lock()
+        self._checking = asyncio.Lock()
         self._running: set[asyncio.Task[Any]] = set()
 
     async def _pass(self, what: str, start: Callable[[], Awaitable[RunReport]]) -> None:
@@ -52,14 +62,14 @@ class Daemon:
         assert task is not None
         self._running.add(task)
         try:
+            if self.auth_failed and not await self.check_credentials():
+                return  # nothing is sent under refused credentials; said once, when they were refused
             async with self._one_at_a_time:
                 if self.stop.is_set():
                     return
                 report = await start()
             if report.auth_failed:
-                log.error("authentication failed: stopping the daemon", run=what, reason=report.halted_by)
-                self.exit_code = 3
-                self.stop.set()
+                self._refused(report.halted_by or "authentication failed", run=what)
             elif report.blocked_total:
                 log.warning("entries are blocked: see `capture-sync ledger list --state blocked`", blocked=report.blocked_total)
         except ConfigProblem as exc:  # the source changed under the daemon (a column gone): fix the config or the source
@@ -72,6 +82,47 @@ class Daemon:
 
     async def sync_source(self, job: SourceJob) -> None:
         await self._pass(f"sync:{job.name}", lambda: sync(self.ledger, self.client, [job], self.settings, stop=self.stop))
+
+    def _refused(self, reason: str, **context: Any) -> None:
+        if self.auth_failed is None:
+            log.error(
+                "daemon.auth_failed", reason=reason, **context,
+                then="nothing is sent until the credentials work: fix the files (a rotated secret goes into "
+                "its file); they are read again on every credentials tick and at once on SIGHUP",
+            )
+        self.auth_failed = reason
+
+    async def check_credentials(self, trigger: str = "tick") -> bool:
+        """Read the credentials again and, when they differ from the pair in use or that pair is
+        refused, verify them with GET /info and use them. True when a working pair is in use."""
+        async with self._checking:
+            pair = await asyncio.to_thread(self.config.reload_credentials)
+            if pair is None:
+                return self.auth_failed is None
+            if self.auth_failed is None and self.client.uses(pair):
+                return True
+            try:
+                await self.client.use_credentials(pair)
+            except CaptureError as exc:
+                if isinstance(exc, Unauthorized):
+                    self._refused(str(exc), trigger=trigger)
+                    return False
+                log.warning("credentials.unverified", trigger=trigger, reason=str(exc))
+                return self.auth_failed is None  # an outage says nothing about the pair
+            if self.auth_failed is not None:
+                self.auth_failed = None
+                log.info("daemon.auth_recovered", trigger=trigger, credentials=pair.origins())
+                self._start(self.sweep())  # what the refusal left open goes now, under its same keys
+            return True
+
+    async def credentials_tick(self) -> None:
+        if self.auth_failed:
+            await self.check_credentials()
+
+    def _start(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
 
     async def sweep(self) -> None:
         """Re-send what an outage left unsettled; skips the API call when nothing is left."""
@@ -86,6 +137,10 @@ class Daemon:
             first = {"next_run_time": now} if isinstance(trigger, IntervalTrigger) else {}
             scheduler.add_job(self.sync_source, trigger, args=[source.job], id=f"source:{source.name}", name=source.name, **first)
         scheduler.add_job(self.sweep, schedule_trigger(self.config.daemon.retry_sweep), id="retry-sweep", name="retry-sweep")
+        scheduler.add_job(
+            self.credentials_tick, schedule_trigger(self.config.daemon.credentials_check), id="credentials",
+            name="credentials",
+        )
         return scheduler
 
     async def serve(self) -> int:
@@ -94,6 +149,12 @@ class Daemon:
         found = await asyncio.to_thread(preflight, self.config.jobs())
         if found.config_problems:
             raise ConfigProblem(found.config_problems)
+        try:
+            await self.client.info(retry=False)  # refused credentials at start are a setup mistake: exit 3
+        except Unauthorized:
+            raise
+        except CaptureError as exc:  # an outage: the passes ask again
+            log.warning("api.unreachable", reason=str(exc), then="starting; each pass asks again")
         for path, mode in self.config.exposed_files():
             log.warning("file.readable_by_others", file=str(path), mode=f"{mode:04o}", fix=f"chmod 600 {path}")
         # Not a line per tick, nor a warning per tick skipped or coalesced while a pass runs: both
@@ -101,6 +162,8 @@ class Daemon:
         logging.getLogger("apscheduler").setLevel(logging.ERROR)
         scheduler = self._scheduler()
         scheduler.start()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGHUP, lambda: self._start(self.check_credentials("SIGHUP")))
         log.info(
             "daemon started", sources=[s.name for s in self.config.sources], ledger=str(self.config.ledger_path),
             unavailable=found.unavailable,  # said now: a source's first tick may be an hour away
@@ -114,6 +177,7 @@ class Daemon:
             if self._running:
                 await asyncio.wait(set(self._running), timeout=STOP_WAIT_S)
             scheduler.shutdown(wait=False)
+            loop.remove_signal_handler(signal.SIGHUP)
         log.info("daemon stopped", exit_code=self.exit_code)
         return self.exit_code
 

@@ -1,6 +1,6 @@
 """The Capture API: models, a retrying async client and one exception per outcome."""
 
-from .client import Attempt, CaptureClient, RateGate, check_base_url, check_idempotency_key
+from .client import Attempt, CaptureClient, CredentialPair, RateGate, check_base_url, check_idempotency_key
 from .errors import (
     BadRequest,
     CaptureError,
@@ -29,7 +29,7 @@ from .models import (
 from .retry import NO_RETRY, RetryPolicy, is_retryable
 
 __all__ = [
-    "Attempt", "CaptureClient", "RateGate", "check_base_url", "check_idempotency_key",
+    "Attempt", "CaptureClient", "CredentialPair", "RateGate", "check_base_url", "check_idempotency_key",
     "BadRequest", "CaptureError", "IdempotencyConflict", "InsecureURLError",
     "InvalidIdempotencyKey", "OutcomeUnknown", "RateLimited", "ServiceUnavailable",
     "Unauthorized", "UnexpectedStatus",

@@ -3,10 +3,15 @@
 Every call goes through `_call`: rate gate, one HTTP attempt, envelope parsing into a typed result
 or a typed exception, an `Attempt` report, and the retry policy around all of it. A retry re-sends
 the very same bytes under the very same Idempotency-Key.
+
+A 401 may mean the secret was rotated (spec 5: regenerating it stops the old one at once). When the
+client was given a way to re-read its credentials, it does so once: a changed pair is verified with
+GET /info and put in use, and the request in hand goes again under its same key and bytes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import email.utils
 import functools
@@ -17,7 +22,7 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, NamedTuple, Protocol, TypeVar, cast
 
 import httpx
 import structlog
@@ -31,6 +36,7 @@ from .errors import (
     InvalidIdempotencyKey,
     OutcomeUnknown,
     RateLimited,
+    Unauthorized,
     UnexpectedStatus,
 )
 from .models import (
@@ -47,7 +53,7 @@ from .models import (
     encode_bulk,
     encode_json,
 )
-from .retry import RetryPolicy
+from .retry import NO_RETRY, RetryPolicy
 
 log = structlog.get_logger("capture_sync.api")
 
@@ -64,6 +70,28 @@ class Attempt:
     latency_s: float
     status_code: int | None
     error: CaptureError | None = None
+
+
+class _Request(NamedTuple):
+    """One logical request: every attempt sends these same bytes under this same key."""
+
+    method: str
+    path: str
+    body: bytes | None
+    key: str | None
+    operation: str
+
+
+class CredentialPair(Protocol):
+    """A key and secret, and where they were read from (for messages; never the values)."""
+
+    @property
+    def api_key(self) -> str: ...
+
+    @property
+    def api_secret(self) -> SecretStr: ...
+
+    def origins(self) -> str: ...
 
 
 class RateGate(Protocol):
@@ -142,6 +170,12 @@ class _CaptureAuth(httpx.Auth):
         self._api_key = api_key
         self._api_secret = api_secret
 
+    def holds(self, pair: CredentialPair) -> bool:
+        return (self._api_key, self._api_secret) == (pair.api_key, pair.api_secret)
+
+    def use(self, pair: CredentialPair) -> None:
+        self._api_key, self._api_secret = pair.api_key, pair.api_secret
+
     def auth_flow(self, request: httpx.Request):
         request.headers["X-API-Key"] = self._api_key
         request.headers["X-API-Secret"] = self._api_secret.get_secret_value()
@@ -174,7 +208,11 @@ class CaptureClient:
         rate_gate: RateGate | None = None,
         on_attempt: Callable[[Attempt], Awaitable[None] | None] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        credentials_from: str | None = None,
+        reload_credentials: Callable[[], CredentialPair | None] | None = None,
     ) -> None:
+        """`reload_credentials` re-reads the pair where it came from (None when it cannot be read);
+        `credentials_from` says where that is, in the message of a 401 that renewal did not cure."""
         if not api_key:
             raise ValueError("an API key is required")
         secret = api_secret if isinstance(api_secret, SecretStr) else SecretStr(api_secret)
@@ -185,9 +223,15 @@ class CaptureClient:
         self.retry_policy = retry_policy or RetryPolicy()
         self.rate_gate = rate_gate
         self.on_attempt = on_attempt
+        self.credentials_from = credentials_from
+        self.reload_credentials = reload_credentials
+        self._auth = _CaptureAuth(api_key, secret)
+        self._generation = 0  # bumped each time another pair is put in use
+        self._renewing = asyncio.Lock()
+        self._refused: CredentialPair | None = None  # the last re-read pair GET /info refused
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
-            auth=_CaptureAuth(api_key, secret),
+            auth=self._auth,
             timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
             limits=httpx.Limits(
                 max_connections=max_connections, max_keepalive_connections=max_connections
@@ -209,9 +253,10 @@ class CaptureClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def info(self) -> ClientInfo:
-        """GET /info: the client's settings; the first call any integration should make."""
-        return await self._call("GET", "/info", None, None, ClientInfo, "info")
+    async def info(self, *, retry: bool = True) -> ClientInfo:
+        """GET /info: the client's settings; the first call any integration should make. Without
+        `retry`, one attempt: a quick look that an outage must not hold up."""
+        return await self._call("GET", "/info", None, None, ClientInfo, "info", None if retry else NO_RETRY)
 
     async def capture_person(
         self, person: PersonInput | dict[str, Any] | bytes, idempotency_key: str
@@ -249,6 +294,42 @@ class CaptureClient:
             "POST", "/persons/bulk", body, idempotency_key, BulkCaptureResult, "capture_bulk"
         )
 
+    def uses(self, pair: CredentialPair) -> bool:
+        """Is `pair` the one requests carry now?"""
+        return self._auth.holds(pair)
+
+    async def use_credentials(self, pair: CredentialPair) -> ClientInfo:
+        """Verify `pair` with GET /info and put it in use for every request from now on; raises
+        Unauthorized (the pair in use stays) when the API refuses it."""
+        candidate = _CaptureAuth(pair.api_key, pair.api_secret)
+        register_secret(pair.api_secret.get_secret_value())
+        info = await self._retrying(_Request("GET", "/info", None, None, "info"), ClientInfo, auth=candidate)
+        if not self._auth.holds(pair):
+            self._auth.use(pair)
+            self._generation += 1
+            log.info("credentials.renewed", credentials=pair.origins())
+        self.credentials_from = pair.origins()
+        return info
+
+    async def _renewed(self, generation: int) -> bool:
+        """After a 401 on a request sent under pair `generation`: is another working pair in use
+        now? Re-reads the credentials once; an unchanged pair, or one the API refuses, is no cure."""
+        if self.reload_credentials is None:
+            return False
+        async with self._renewing:  # concurrent 401s re-read and verify once
+            if self._generation != generation:
+                return True  # another request renewed the pair while this one was answered
+            pair = self.reload_credentials()
+            if pair is None or self._auth.holds(pair) or pair == self._refused:
+                return False
+            try:
+                await self.use_credentials(pair)
+            except Unauthorized:
+                self._refused = pair
+                log.error("credentials.refused", credentials=pair.origins())
+                return False
+            return True
+
     async def _call(
         self,
         method: str,
@@ -257,21 +338,37 @@ class CaptureClient:
         key: str | None,
         result_model: type[R],
         operation: str,
+        policy: RetryPolicy | None = None,
     ) -> R:
-        async for attempt in self.retry_policy.retrying():
+        request = _Request(method, path, body, key, operation)
+        generation = self._generation
+        try:
+            return await self._retrying(request, result_model, policy=policy)
+        except Unauthorized as exc:
+            refused = exc
+        if await self._renewed(generation):  # the same logical request: same key, same bytes
+            try:
+                return await self._retrying(request, result_model, policy=policy)
+            except Unauthorized as exc:
+                refused = exc
+        if self.credentials_from is None:
+            raise refused
+        raise Unauthorized(
+            f"{refused.message}; {self.credentials_from}", status_code=refused.status_code, name=refused.name,
+            code=refused.code, operation=refused.operation,
+        )
+
+    async def _retrying(
+        self, request: _Request, result_model: type[R], *, auth: _CaptureAuth | None = None,
+        policy: RetryPolicy | None = None,
+    ) -> R:
+        async for attempt in (policy or self.retry_policy).retrying():
             with attempt:
-                return await self._attempt(method, path, body, key, result_model, operation)
+                return await self._attempt(request, result_model, auth)
         raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
 
-    async def _attempt(
-        self,
-        method: str,
-        path: str,
-        body: bytes | None,
-        key: str | None,
-        result_model: type[R],
-        operation: str,
-    ) -> R:
+    async def _attempt(self, request: _Request, result_model: type[R], auth: _CaptureAuth | None) -> R:
+        method, path, body, key, operation = request
         if self.rate_gate is not None:
             await self.rate_gate.acquire()
         headers = {"Content-Type": "application/json"} if body is not None else {}
@@ -283,7 +380,9 @@ class CaptureClient:
         error: CaptureError | None = None
         try:
             try:
-                response = await self._http.request(method, path, content=body, headers=headers)
+                response = await self._http.request(
+                    method, path, content=body, headers=headers, auth=auth or httpx.USE_CLIENT_DEFAULT
+                )
             except httpx.TimeoutException as exc:
                 raise OutcomeUnknown(f"request timed out ({type(exc).__name__})", operation=operation) from None
             except httpx.TransportError as exc:

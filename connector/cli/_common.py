@@ -40,7 +40,10 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 EXIT_MEANING = {  # what a report's non-zero exit code asks the user to do
-    ExitCode.AUTH: "authentication failed: check CAPTURE_API_KEY / CAPTURE_API_SECRET and that the client is active",
+    ExitCode.AUTH: (
+        "authentication failed: fix the key or secret where they were read from (named above), or "
+        "activate the client; `capture-sync check` tells which"
+    ),
     ExitCode.UNSETTLED: "work remains unsettled (the API is unavailable?): run `capture-sync replay` later",
     ExitCode.BLOCKED: (
         "entries need a person's decision: see `capture-sync ledger list --state blocked` (a 409) and "
@@ -160,11 +163,14 @@ def _one_line(exc: Exception) -> str:
 
 
 def api_client(cfg: Config) -> CaptureClient:
+    """A 401 re-reads the credentials once (a rotated secret in its file is picked up, verified and
+    used for the request in hand); one that renewal does not cure names where they were read from."""
     base_url, creds = cfg.api()
     return CaptureClient(
         base_url, creds.api_key, creds.api_secret, timeout_s=cfg.capture.timeout_s,
         retry_policy=cfg.capture.retry.policy(), allow_insecure_http=cfg.capture.allow_insecure_http,
         max_connections=max(cfg.capture.concurrency, 1),
+        credentials_from=creds.origins(), reload_credentials=cfg.reload_credentials,
     )
 
 

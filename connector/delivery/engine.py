@@ -12,7 +12,7 @@ import json
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -26,6 +26,7 @@ from ..api import (
     BulkCaptureResult,
     CaptureClient,
     CaptureError,
+    ClientInfo,
     IdempotencyConflict,
     PersonCaptureResult,
     PersonInput,
@@ -174,6 +175,36 @@ def extract(
         flush()
 
 
+OnInfo = Callable[[ClientInfo], None]
+
+
+def _halt(report: RunReport, exc: CaptureError) -> None:
+    report.halted_by = str(exc)
+    if isinstance(exc, Unauthorized):
+        report.auth_failed = True
+    log.warning("delivery.halted", error=type(exc).__name__, reason=str(exc))
+
+
+async def _connect(
+    client: CaptureClient, report: RunReport, on_info: OnInfo | None, *, before_reading: bool = False,
+) -> ClientInfo | None:
+    """GET /info, the spec's first call before sending (spec 5): the client's rate limit, and
+    `on_info` may refuse the run (a ConfigProblem). None when it failed, with the report halted.
+    `before_reading`: one attempt, and only refused credentials halt; an outage must not hold the
+    reading back (the sources are read and queued, and delivery asks again with retries)."""
+    try:
+        info = await client.info(retry=not before_reading)
+    except CaptureError as exc:
+        if before_reading and not isinstance(exc, Unauthorized):
+            log.warning("api.unreachable", reason=str(exc), then="reading the sources; delivery asks again")
+        else:
+            _halt(report, exc)
+        return None
+    if on_info is not None:
+        on_info(info)
+    return info
+
+
 class _Delivery:
     """Drains the ledger with bounded concurrency until it is empty, halted or stopped."""
 
@@ -189,12 +220,7 @@ class _Delivery:
         self.want = Claim(settings.batch_size, self.claimed, include_stalled)  # `claimed` grows in place
         self.attempts: dict[str | None, list[Attempt]] = defaultdict(list)
 
-    async def run(self) -> None:
-        try:
-            info = await self.client.info()
-        except CaptureError as exc:
-            self._halt(exc)
-            return
+    async def run(self, info: ClientInfo) -> None:
         if info.rate_limit >= 1:
             self.client.rate_gate = AdaptiveRateLimiter(info.rate_limit, self.settings.rate_window_s)
         self.client.on_attempt = lambda attempt: self.attempts[attempt.idempotency_key].append(attempt)
@@ -217,11 +243,8 @@ class _Delivery:
             raise errors[0]
 
     def _halt(self, exc: CaptureError) -> None:
-        self.report.halted_by = str(exc)
-        if isinstance(exc, Unauthorized):
-            self.report.auth_failed = True
+        _halt(self.report, exc)
         self.halt.set()
-        log.warning("delivery.halted", error=type(exc).__name__, reason=str(exc))
 
     async def _worker(self) -> None:
         work = self._claim_next()
@@ -301,10 +324,16 @@ class _Delivery:
 
 async def _deliver(
     ledger: Ledger, client: CaptureClient, settings: DeliverySettings, report: RunReport,
-    progress: Progress | None, stop: asyncio.Event | None, *, include_stalled: bool,
+    progress: Progress | None, stop: asyncio.Event | None, *, include_stalled: bool, info: ClientInfo | None,
 ) -> None:
+    """`info` is this run's GET /info answer; without one (the API was not reachable when the run
+    began) delivery asks first and stops, halted, if it still cannot."""
+    if info is None:
+        info = await _connect(client, report, None)
+        if info is None:
+            return
     delivery = _Delivery(ledger, client, settings, report, progress or _NoProgress(), stop, include_stalled)
-    await delivery.run()
+    await delivery.run(info)
 
 
 @contextmanager
@@ -331,16 +360,23 @@ def _recorded(ledger: Ledger, report: RunReport) -> Iterator[None]:
 async def sync(
     ledger: Ledger, client: CaptureClient, jobs: Sequence[SourceJob], settings: DeliverySettings, *,
     dry_run: bool = False, progress: Progress | None = None, stop: asyncio.Event | None = None,
+    on_info: OnInfo | None = None,
 ) -> RunReport:
     """One pass over the sources, then drain the ledger (design 5 `sync`). The setup is checked
-    first (a config problem raises ConfigProblem before anything is read). A source that cannot be
-    read, or fails mid-read, is in the report's `unavailable` or `source_failures`; the other
-    sources are read and everything the ledger holds is delivered all the same."""
+    first (a config problem raises ConfigProblem before anything is read), then GET /info: refused
+    credentials end the run before a source is read; an API that does not answer yet does not stop
+    the reading (delivery asks again). A source that cannot be read, or fails mid-read, is in the
+    report's `unavailable` or `source_failures`; the other sources are read and everything the
+    ledger holds is delivered all the same."""
     if dry_run:
         return await asyncio.to_thread(preview, ledger, jobs)
     report = RunReport(kind="sync")
     with _recorded(ledger, report):
-        for job in await asyncio.to_thread(_readable, jobs, report):
+        readable = await asyncio.to_thread(_readable, jobs, report)
+        info = await _connect(client, report, on_info, before_reading=True)
+        if report.auth_failed:
+            return report
+        for job in readable:
             if stop is not None and stop.is_set():
                 report.stopped = True
                 break
@@ -348,23 +384,27 @@ async def sync(
                 extract, ledger, job, settings.chunk_size, report, progress or _NoProgress(), stop
             )
         if not report.stopped:
-            await _deliver(ledger, client, settings, report, progress, stop, include_stalled=False)
+            await _deliver(ledger, client, settings, report, progress, stop, include_stalled=False, info=info)
     return report
 
 
 async def replay(
     ledger: Ledger, client: CaptureClient, settings: DeliverySettings, *,
     include_failed: bool = False, progress: Progress | None = None, stop: asyncio.Event | None = None,
+    on_info: OnInfo | None = None,
 ) -> RunReport:
     """Re-send what the ledger holds unsettled: written batches first with their original key and
     body, then unknown and pending entries; then, if asked, failed ones under new batch keys."""
     report = RunReport(kind="replay")
     started = time.time()
     with _recorded(ledger, report):
-        await _deliver(ledger, client, settings, report, progress, stop, include_stalled=True)
+        info = await _connect(client, report, on_info)
+        if info is None:
+            return report
+        await _deliver(ledger, client, settings, report, progress, stop, include_stalled=True, info=info)
         if include_failed and not (report.halted_by or report.stopped):
             if ledger.requeue_failed(before=started):
-                await _deliver(ledger, client, settings, report, progress, stop, include_stalled=False)
+                await _deliver(ledger, client, settings, report, progress, stop, include_stalled=False, info=info)
     return report
 
 
