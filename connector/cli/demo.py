@@ -6,7 +6,6 @@ run sees the first one's state and shows that nothing is captured twice.
 
 import json
 import os
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -92,7 +91,6 @@ def demo(
         config_path.write_text(_CONFIG.format(base_url=json.dumps(server.base_url), csv=json.dumps(str(csv.resolve()))))
         cfg = load_config(config_path)
         out.print(f"sandbox Capture API at {server.base_url}; config {config_path}", markup=False)
-        started = time.time()
 
         async def go(stop):
             async with api_client(cfg) as client:
@@ -101,26 +99,34 @@ def demo(
 
         with open_ledger(cfg, exclusive=True) as ledger:
             report = run_until_signal(go)
-            actions = [c["action"] for c in server.store.captures() if c["at"] >= started]
-            _summary(report, csv, created=actions.count("created"), merged=actions.count("updated"))
+            _summary(report, csv)
             print_outcome(report, config_path)
             out.print()
             print_status(ledger, config_path)
     return report.exit_code
 
 
-def _summary(report: delivery.RunReport, csv: Path, *, created: int, merged: int) -> None:
+def _summary(report: delivery.RunReport, csv: Path) -> None:
+    """What this run did, in the ledger's words (the states `status` counts, design 3): the counts
+    come from the run's report, never from the sandbox, so they are what a real CRM run would show."""
     if report.read == 0 and report.sent == 0:
         out.print(f"Nothing new to capture: every contact in {csv.name} was delivered by an earlier run "
                   "(the ledger remembers each one; nothing was sent twice).", markup=False)
         return
-    t = table(f"Demo summary: {report.read} contacts read from {csv.name}", "outcome", "count", "", numeric=("count",))
-    t.add_row("captured", str(created), "new persons created in the CRM")
-    t.add_row("duplicates", str(merged + report.duplicate),
-              "the same person again (e.g. the same email in another case): merged by the CRM, not created twice")
-    t.add_row("rejected", str(report.rejected), "failed local validation; never sent")
-    t.add_row("failed", str(report.failed), "refused by the API")
-    if report.unchanged:
-        t.add_row("unchanged", str(report.unchanged), "delivered by an earlier run; not sent again")
+    t = table(f"Demo summary: {report.read} contacts read from {csv.name}", "state", "count", "", numeric=("count",))
+    for state, count, meaning in (
+        ("captured", report.captured, "listed in the API's `successful`: a person created, or merged into one "
+         "the CRM already had"),
+        ("duplicate", report.duplicate, "listed in the API's `duplicates`: the CRM reported an existing person; "
+         "never sent again"),
+        ("rejected", report.rejected, "failed local validation; never sent"),
+        ("failed", report.failed, "refused by the API"),
+        ("blocked", report.blocked, "the API answered 409; see `capture-sync status`"),
+        ("unknown", report.unknown, "the answer could not be placed on them; asked again alone"),
+        ("unsettled", report.unsettled, "still to be sent: run `capture-sync replay`"),
+        ("unchanged", report.unchanged, "delivered by an earlier run; not sent again"),
+    ):
+        if count or state in ("captured", "duplicate", "rejected", "failed"):
+            t.add_row(state, str(count), meaning)
     out.print(t)
     print_reasons(report)
