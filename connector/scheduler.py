@@ -30,8 +30,9 @@ import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from .api import CaptureError, Unauthorized
+from .api import CaptureError, ClientInfo, Unauthorized
 from .delivery import RunReport, SourceJob, preflight, replay, sync
+from .health import DaemonHealth
 from .problems import ConfigProblem
 from .schedule import schedule_trigger
 
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("capture_sync.daemon")
 
+SWEEP = "retry-sweep"
 STOP_WAIT_S = 9.5  # the engine's own grace is shorter; SIGTERM to exit stays within 10 s
 
 
@@ -52,22 +54,25 @@ class Daemon:
         self.config, self.ledger, self.client, self.stop = config, ledger, client, stop
         self.settings = config.delivery_settings()
         self.exit_code = 0
-        self.auth_failed: str | None = None  # why the API refuses the credentials in use; None when it accepts them
+        self.health = DaemonHealth()
         self._one_at_a_time = asyncio.Lock()
         self._checking = asyncio.Lock()
         self._running: set[asyncio.Task[Any]] = set()
 
-    async def _pass(self, what: str, start: Callable[[], Awaitable[RunReport]]) -> None:
+    async def _pass(self, name: str, start: Callable[[], Awaitable[RunReport]]) -> None:
+        """One pass of a source (`name`) or of the retry sweep, under the one-at-a-time lock."""
+        what = name if name == SWEEP else f"sync:{name}"
         task = asyncio.current_task()
         assert task is not None
         self._running.add(task)
         try:
-            if self.auth_failed and not await self.check_credentials():
+            if self.health.auth_failed and not await self.check_credentials():
                 return  # nothing is sent under refused credentials; said once, when they were refused
             async with self._one_at_a_time:
                 if self.stop.is_set():
                     return
                 report = await start()
+            self.health.passed(name, report)
             if report.auth_failed:
                 self._refused(report.halted_by or "authentication failed", run=what)
             elif report.blocked_total:
@@ -81,16 +86,22 @@ class Daemon:
             self._running.discard(task)
 
     async def sync_source(self, job: SourceJob) -> None:
-        await self._pass(f"sync:{job.name}", lambda: sync(self.ledger, self.client, [job], self.settings, stop=self.stop))
+        await self._pass(
+            job.name, lambda: sync(self.ledger, self.client, [job], self.settings, stop=self.stop, on_info=self.on_info)
+        )
+
+    def on_info(self, info: ClientInfo) -> None:
+        """Each pass's GET /info: the API answers under the credentials in use."""
+        self.health.answered(info)
 
     def _refused(self, reason: str, **context: Any) -> None:
-        if self.auth_failed is None:
+        if self.health.auth_failed is None:
             log.error(
                 "daemon.auth_failed", reason=reason, **context,
                 then="nothing is sent until the credentials work: fix the files (a rotated secret goes into "
                 "its file); they are read again on every credentials tick and at once on SIGHUP",
             )
-        self.auth_failed = reason
+        self.health.auth_failed = reason
 
     async def check_credentials(self, trigger: str = "tick") -> bool:
         """Read the credentials again and, when they differ from the pair in use or that pair is
@@ -98,25 +109,25 @@ class Daemon:
         async with self._checking:
             pair = await asyncio.to_thread(self.config.reload_credentials)
             if pair is None:
-                return self.auth_failed is None
-            if self.auth_failed is None and self.client.uses(pair):
+                return self.health.auth_failed is None
+            if self.health.auth_failed is None and self.client.uses(pair):
                 return True
             try:
-                await self.client.use_credentials(pair)
+                self.on_info(await self.client.use_credentials(pair))
             except CaptureError as exc:
                 if isinstance(exc, Unauthorized):
                     self._refused(str(exc), trigger=trigger)
                     return False
                 log.warning("credentials.unverified", trigger=trigger, reason=str(exc))
-                return self.auth_failed is None  # an outage says nothing about the pair
-            if self.auth_failed is not None:
-                self.auth_failed = None
+                return self.health.auth_failed is None  # an outage says nothing about the pair
+            if self.health.auth_failed is not None:
+                self.health.auth_failed = None
                 log.info("daemon.auth_recovered", trigger=trigger, credentials=pair.origins())
                 self._start(self.sweep())  # what the refusal left open goes now, under its same keys
             return True
 
     async def credentials_tick(self) -> None:
-        if self.auth_failed:
+        if self.health.auth_failed:
             await self.check_credentials()
 
     def _start(self, coro: Awaitable[Any]) -> None:
@@ -127,7 +138,7 @@ class Daemon:
     async def sweep(self) -> None:
         """Re-send what an outage left unsettled; skips the API call when nothing is left."""
         if await asyncio.to_thread(self.ledger.unsettled_count):
-            await self._pass("retry-sweep", lambda: replay(self.ledger, self.client, self.settings, stop=self.stop))
+            await self._pass(SWEEP, lambda: replay(self.ledger, self.client, self.settings, stop=self.stop, on_info=self.on_info))
 
     def _scheduler(self) -> AsyncIOScheduler:
         scheduler = AsyncIOScheduler(job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None})
@@ -136,7 +147,7 @@ class Daemon:
             trigger = schedule_trigger(source.schedule)
             first = {"next_run_time": now} if isinstance(trigger, IntervalTrigger) else {}
             scheduler.add_job(self.sync_source, trigger, args=[source.job], id=f"source:{source.name}", name=source.name, **first)
-        scheduler.add_job(self.sweep, schedule_trigger(self.config.daemon.retry_sweep), id="retry-sweep", name="retry-sweep")
+        scheduler.add_job(self.sweep, schedule_trigger(self.config.daemon.retry_sweep), id=SWEEP, name=SWEEP)
         scheduler.add_job(
             self.credentials_tick, schedule_trigger(self.config.daemon.credentials_check), id="credentials",
             name="credentials",
@@ -149,8 +160,8 @@ class Daemon:
         found = await asyncio.to_thread(preflight, self.config.jobs())
         if found.config_problems:
             raise ConfigProblem(found.config_problems)
-        try:
-            await self.client.info(retry=False)  # refused credentials at start are a setup mistake: exit 3
+        try:  # refused credentials at start are a setup mistake: exit 3
+            self.on_info(await self.client.info(retry=False))
         except Unauthorized:
             raise
         except CaptureError as exc:  # an outage: the passes ask again
