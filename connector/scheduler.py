@@ -115,6 +115,10 @@ class Daemon:
             try:
                 self.on_info(await self.client.use_credentials(pair))
             except CaptureError as exc:
+                if isinstance(exc, Unauthorized) and self.health.auth_failed is None:
+                    log.error("credentials.refused", trigger=trigger, reason=str(exc),
+                              then="the pair in use goes on being used; fix the files")
+                    return True
                 if isinstance(exc, Unauthorized):
                     self._refused(str(exc), trigger=trigger)
                     return False

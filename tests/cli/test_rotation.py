@@ -131,6 +131,25 @@ def test_the_daemon_stays_up_while_the_files_hold_a_refused_secret_and_resumes_o
     assert new_secret not in log.read_text()
 
 
+def test_sighup_with_a_pair_the_api_refuses_keeps_the_working_pair_in_use(kit, feed, tmp_path: Path) -> None:
+    box, key, config = feed
+    log = tmp_path / "daemon.log"
+    daemon = start(kit, ["run", "-c", str(config())], log)
+    try:
+        wait_until(lambda: len(box.store.captures()) >= 60, daemon, log, "the pass to be under way")
+        kit.credentials(tmp_path, key, "a-mistyped-secret")
+        daemon.send_signal(signal.SIGHUP)
+        wait_until(lambda: bool(events(log, "credentials.refused")), daemon, log, "the new pair to be refused")
+        wait_until(lambda: len(box.store.persons()) == CONTACTS, daemon, log, "every contact captured")
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=STOP_BOUND_S) == 0, log.read_text()
+    finally:
+        stop(daemon)
+    assert events(log, "daemon.auth_failed") == []
+    assert len(box.store.captures()) == CONTACTS
+    assert "a-mistyped-secret" not in log.read_text()
+
+
 def test_sync_picks_up_a_secret_rotated_mid_run(kit, feed, tmp_path: Path) -> None:
     box, key, config = feed
     log = tmp_path / "sync.log"
