@@ -51,6 +51,8 @@ class FieldRule:
                 if value is None:
                     break
                 value = as_text(transform(value))
+        elif self.default is not None and isinstance(value, str):
+            value = as_text(value)  # blank or invisible text is absent, so the default applies to it too
         return self.default if value is None else value
 
 
