@@ -2,12 +2,12 @@
 
 import json
 from dataclasses import asdict
-from pathlib import Path
 
 import typer
 
 from ..config import Config
 from ..ledger import STATES, BatchDetail, EntryDetail, EntryView, Ledger
+from ..recovery import batch_recovery
 from ._common import ExitCode, command, err, fail, open_ledger, out, table
 
 app = typer.Typer(help="Inspect the ledger's entries and batches, and resolve blocked ones.", no_args_is_help=True)
@@ -104,7 +104,7 @@ def show(
                 details = [ledger.show(str(key))]
             except KeyError:
                 fail(f"no entry or batch has the key {key!r}", ExitCode.USAGE)
-        recoveries = [_recovery(_blocking_batch(ledger, d), cfg.path) for d in details]
+        recoveries = [[step.line() for step in batch_recovery(_blocking_batch(ledger, d), cfg.path)] for d in details]
     if as_json:
         shown = [asdict(d) for d in details]
         out.print_json(json.dumps(shown if by_record else shown[0], ensure_ascii=False))
@@ -150,34 +150,6 @@ def _print_detail(detail: EntryDetail | BatchDetail) -> None:
             "" if a.latency_ms is None else f"{a.latency_ms:.0f}", a.outcome,
         )
     out.print(attempts)
-
-
-def _recovery(batch: BatchDetail | None, config_path: Path) -> list[str]:
-    """For a batch that no automatic step will finish: its likely cause and the commands that recover it."""
-    c = f"-c {config_path}"
-    if batch is None:
-        return []
-    if batch.state == "blocked":
-        after_timeout = any(a.status_code is None for a in batch.attempts)
-        cause = (
-            "likely cause: the first request with this key timed out on our side while the server was still "
-            "running it, so the retry met a 409 (spec 4.4 rule 3: no automatic retry)"
-            if after_timeout else
-            "likely cause: the server has an earlier request with this key that needs manual recovery (spec 4.4 rule 3)"
-        )
-        return [
-            cause,
-            "check in the CRM whether these persons arrived, then either",
-            f"  capture-sync ledger resolve {c} {batch.key} --requeue   " + (
-                "(send it again under its same key: once the first request has finished, the server answers "
-                "with its earlier result instead of capturing again)" if batch.operation == "person" else
-                "(send them again in a new batch; their per-person keys let the server recognise any it already has)"
-            ),
-            f"  capture-sync ledger resolve {c} {batch.key} --dismiss   (never send them again)",
-        ]
-    if batch.state == "stalled":
-        return [f"stopped by a non-retryable server error; `capture-sync replay {c}` re-sends it with the same key and body"]
-    return []
 
 
 @app.command()

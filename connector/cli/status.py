@@ -7,7 +7,8 @@ from pathlib import Path
 import typer
 
 from ..config import Config
-from ..ledger import Attention, Ledger, StatusReport
+from ..ledger import Ledger, StatusReport
+from ..recovery import attention_lines
 from ._common import command, out, table
 from .ledger import open_existing
 
@@ -34,39 +35,6 @@ def print_status(ledger: Ledger, config_path: Path, *, as_json: bool = False) ->
     _print_tables(report)
     for line in attention_lines(report.attention, config_path):
         out.print(line, markup=False)
-
-
-def attention_lines(attention: Attention, config_path: Path) -> list[str]:
-    """One line per kind of unsettled work that a plain `sync` will not finish, with its command."""
-    c = f"-c {config_path}"
-    lines = []
-    if attention.blocked:
-        lines.append(
-            f"{attention.blocked} blocked: a batch got 409 (an earlier request with its key needs manual recovery, "
-            f"often one still running after a client-side timeout); see `capture-sync ledger list {c} --state blocked`, "
-            f"then `capture-sync ledger show {c} KEY` for the command that recovers it"
-        )
-    if attention.stalled:
-        lines.append(
-            f"{attention.stalled} in flight in batches stopped by a non-retryable server error: "
-            f"`capture-sync replay {c}` re-sends them with the same keys"
-        )
-    if attention.unknown:
-        lines.append(
-            f"{attention.unknown} unknown: the server's answer could not be placed on them; the next sync or "
-            "replay asks for each alone under its own per-person key"
-        )
-    if attention.unresolved:
-        lines.append(
-            f"{attention.unresolved} unknown even when asked alone: check them in the CRM "
-            f"(`capture-sync ledger list {c} --state unknown`), then `capture-sync ledger resolve {c} KEY --requeue` or `--dismiss`"
-        )
-    if attention.waiting:
-        lines.append(
-            f"{attention.waiting} newer versions wait for an older version of their record to settle, "
-            "so that the newest data lands last"
-        )
-    return lines
 
 
 def _print_tables(report: StatusReport) -> None:
