@@ -20,6 +20,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from . import logs
+from .alerts import Alert, parse_alerts
 from .api.client import check_base_url
 from .api.errors import InsecureURLError
 from .api.retry import RetryPolicy
@@ -28,6 +29,7 @@ from .mapping import Mapping
 from .plugins import build_source
 from .problems import ConfigProblem, problems_from
 from .schedule import schedule_trigger
+from .secret_files import read_secret_file
 
 DEFAULT_PATH = Path("capture-sync.toml")
 ENV_CONFIG = "CAPTURE_SYNC_CONFIG"
@@ -79,6 +81,7 @@ class LedgerSettings(_Section):
 class DaemonSettings(_Section):
     retry_sweep: str = "every 5m"
     credentials_check: str = "every 30s"  # while the API refuses the credentials: how often to read them again
+    alerts_check: str = "every 15s"  # how often the [[alerts]] conditions are judged (and after every pass)
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,7 @@ class Config:
     sources: tuple[SourceConfig, ...]
     base_url: str | None
     credentials: Credentials | None
+    alerts: tuple[Alert, ...] = ()
 
     @property
     def ledger_path(self) -> Path:
@@ -193,8 +197,8 @@ def load_config(path: str | Path) -> Config:
         raise ConfigProblem([f"{path}: not valid TOML: {exc}"]) from None
     problems: list[str] = []
     folder = path.parent
-    for key in sorted(set(doc) - {"capture", "ledger", "daemon", "sources"}):
-        problems.append(f"{key}: unknown table or key (known: capture, ledger, daemon, sources)")
+    for key in sorted(set(doc) - {"capture", "ledger", "daemon", "sources", "alerts"}):
+        problems.append(f"{key}: unknown table or key (known: capture, ledger, daemon, sources, alerts)")
     capture_doc = _table(doc, "capture", problems)
     for key, env in (("api_key", ENV_API_KEY), ("api_secret", ENV_API_SECRET)):
         if key in capture_doc:
@@ -210,6 +214,7 @@ def load_config(path: str | Path) -> Config:
     if daemon is not None:
         _check_schedule(daemon.retry_sweep, "daemon.retry_sweep", problems)
         _check_schedule(daemon.credentials_check, "daemon.credentials_check", problems)
+        _check_schedule(daemon.alerts_check, "daemon.alerts_check", problems)
     base_url = os.environ.get(ENV_BASE_URL) or (capture.base_url if capture else None)
     if base_url is not None and capture is not None:
         try:
@@ -219,10 +224,11 @@ def load_config(path: str | Path) -> Config:
             problems.append(f"{where}: {exc}")
     credentials = _credentials(capture, folder, problems) if capture else None
     sources = _sources(doc.get("sources", []), folder, problems)
+    alerts = parse_alerts(doc.get("alerts"), folder, problems)
     if problems:
         raise ConfigProblem([f"{path}: {p}" for p in problems])
     assert capture is not None and ledger is not None and daemon is not None
-    return Config(path, capture, ledger, daemon, tuple(sources), base_url, credentials)
+    return Config(path, capture, ledger, daemon, tuple(sources), base_url, credentials, alerts)
 
 
 def _table(doc: dict[str, Any], key: str, problems: list[str]) -> dict[str, Any]:
@@ -248,18 +254,6 @@ def _check_schedule(text: Any, where: str, problems: list[str]) -> None:
         problems.append(f"{where}: {exc}")
 
 
-def _read_secret_file(path: Path, key: str, problems: list[str]) -> str | None:
-    try:
-        value = path.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        problems.append(f"capture.{key}: cannot read {path}: {exc.strerror or exc}")
-        return None
-    if not value:
-        problems.append(f"capture.{key}: {path} is empty")
-        return None
-    return value
-
-
 def _credential(
     env: str, file: Path | None, folder: Path, key: str, problems: list[str]
 ) -> tuple[str | None, str]:
@@ -269,7 +263,7 @@ def _credential(
     if file is None:
         return None, "nowhere"
     path = _beside(folder, file)
-    return _read_secret_file(path, key, problems), f"file {path}"
+    return read_secret_file(path, f"capture.{key}", problems), f"file {path}"
 
 
 def _beside(folder: Path, path: Path) -> Path:

@@ -30,6 +30,7 @@ import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
+from .alerts import Alerts
 from .api import CaptureError, ClientInfo, Unauthorized
 from .delivery import RunReport, SourceJob, preflight, replay, sync
 from .health import DaemonHealth
@@ -55,6 +56,7 @@ class Daemon:
         self.settings = config.delivery_settings()
         self.exit_code = 0
         self.health = DaemonHealth()
+        self.alerts = Alerts(config.alerts, self.health, ledger, config=config.path, sources=[s.name for s in config.sources])
         self._one_at_a_time = asyncio.Lock()
         self._checking = asyncio.Lock()
         self._running: set[asyncio.Task[Any]] = set()
@@ -83,6 +85,7 @@ class Daemon:
             log.error("pass failed; the next tick tries again", run=what, error=f"{type(exc).__name__}: {exc}",
                       exc_info=log.isEnabledFor(logging.DEBUG))
         finally:
+            await self.alerts.check()  # after each pass too: a tick would judge only the last of several passes
             self._running.discard(task)
 
     async def sync_source(self, job: SourceJob) -> None:
@@ -156,6 +159,8 @@ class Daemon:
             self.credentials_tick, schedule_trigger(self.config.daemon.credentials_check), id="credentials",
             name="credentials",
         )
+        if self.config.alerts:  # a tick for what changes between passes: an outage's length, a stale source
+            scheduler.add_job(self.alerts.check, schedule_trigger(self.config.daemon.alerts_check), id="alerts", name="alerts")
         return scheduler
 
     async def serve(self) -> int:
@@ -192,6 +197,7 @@ class Daemon:
             if self._running:
                 await asyncio.wait(set(self._running), timeout=STOP_WAIT_S)
             scheduler.shutdown(wait=False)
+            await self.alerts.aclose()
             loop.remove_signal_handler(signal.SIGHUP)
         log.info("daemon stopped", exit_code=self.exit_code)
         return self.exit_code

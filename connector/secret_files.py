@@ -62,6 +62,20 @@ def _write_0600(path: Path, text: str, *, replace: bool) -> None:
         raise
 
 
+def read_secret_file(path: Path, where: str, problems: list[str]) -> str | None:
+    """The one value a secret file holds (the API secret, a webhook URL), stripped; None, with a
+    problem `where: ...` naming the file (never its content), when it cannot be read or is empty."""
+    try:
+        value = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        problems.append(f"{where}: cannot read {path}: {exc.strerror or exc}")
+        return None
+    if not value:
+        problems.append(f"{where}: {path} is empty")
+        return None
+    return value
+
+
 def config_lines(key_file: Path, secret_file: Path) -> str:
     """The two `[capture]` lines naming the files (absolute, so they hold wherever the config is)."""
     return (
