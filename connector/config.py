@@ -71,6 +71,7 @@ class CaptureSettings(_Section):
     allow_insecure_http: bool = False
     rate_window_s: float = Field(60.0, gt=0)
     retry: RetrySettings = RetrySettings.model_validate({})
+    require_flow: bool = False  # sync and run refuse a base URL and client no `check --flow` has passed against
 
 
 class LedgerSettings(_Section):

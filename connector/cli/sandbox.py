@@ -17,7 +17,7 @@ from pathlib import Path
 import typer
 
 from ..sandbox import Behaviour, Faults, SandboxStore, UnknownClient
-from ..sandbox.behaviour import BulkResultShape, IdempotencyScope, InvalidPerson
+from ..sandbox.behaviour import BulkResultShape, IdempotencyScope, InvalidPerson, PersonKeyScope
 from ..sandbox.store import DEFAULT_RATE_LIMIT
 from ..sandbox.process import LISTENING
 from ..secret_files import CredentialFilesExist, config_lines, refuse_existing, write_credentials
@@ -81,6 +81,17 @@ def serve(
         help="Keys per (client, operation), or shared: POST /person's Idempotency-Key and bulk persons' "
         "idempotency_key are one namespace (a key captured by one is a replay or duplicate in the other; spec 4.4).",
     ),
+    person_key_scope: PersonKeyScope = typer.Option(
+        "client", "--person-key-scope",
+        help="How long a bulk person's idempotency_key is remembered (spec 2.2): for the client, or request: "
+        "within one request only, so a person re-offered in a later request is captured again (check --flow "
+        "fails its per-person key scope step).",
+    ),
+    no_person_replay: bool = typer.Option(
+        False, "--no-person-replay",
+        help="Fault: a repeated POST /person Idempotency-Key captures again instead of replaying (breaks spec 4.2; "
+        "check --flow fails its replay step).",
+    ),
 ) -> None:
     """Serve the sandbox until SIGTERM or Ctrl-C; its first line says where it listens.
 
@@ -96,11 +107,11 @@ def serve(
     try:
         faults = Faults(
             p_retryable_503, p_fatal_503, latency_ms / 1000, p_commit_drop, seed, p_latency_spike, spike_ms / 1000,
-            p_person_fail,
+            p_person_fail, no_person_replay,
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    behaviour = Behaviour(bulk_result_shape, invalid_person, idempotency_scope)
+    behaviour = Behaviour(bulk_result_shape, invalid_person, idempotency_scope, person_key_scope)
     stop_signals = {signal.SIGINT, signal.SIGTERM}
     # Blocked before the server thread exists, so it inherits the mask and this thread takes them.
     unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)

@@ -5,9 +5,10 @@ from .job import SourceJob
 from .preflight import Preflight, preflight
 from .ratelimit import AdaptiveRateLimiter
 from .report import ExitCode, RunReport, exit_code_for
-from .settle import match_bulk, person_outcome
+from .settle import ObjectReading, match_bulk, person_outcome, read_bulk
 
 __all__ = [
     "DeliverySettings", "Progress", "SourceJob", "extract", "preview", "replay", "sync", "to_mapped",
     "Preflight", "preflight", "AdaptiveRateLimiter", "ExitCode", "RunReport", "exit_code_for", "match_bulk", "person_outcome",
+    "ObjectReading", "read_bulk",
 ]

@@ -25,6 +25,7 @@ class ExitCode(IntEnum):
     UNSETTLED = 4      # work remains unsettled (outage), or a stop signal ended the run early
     BLOCKED = 5
     SOURCE_FAILED = 6  # a source raised mid-read: what it yielded before was kept and delivered
+    FLOW_FAILED = 7    # `check --flow`: a step of the synthetic test flow failed (the server answered)
     INTERRUPTED = 130  # KeyboardInterrupt outside the stop handler (typer's code)
 
 

@@ -296,8 +296,46 @@ def _by_count(leftovers: list[_Found], open_: list[int], contested: dict[int, st
     return f"no result object carries evidence for this person and the leftovers cannot settle by count: {why}"
 
 
+@dataclass(frozen=True, slots=True)
+class ObjectReading:
+    """One result object as the matcher read it, for `check --flow`'s report: the kinds of evidence
+    it carries (key, email, phone, index, person_id, id, error), those of them only nested objects
+    hold, its indices, and the member (position) it was placed on by its own evidence, if any."""
+
+    array: str
+    slot: int
+    evidence: tuple[str, ...]
+    nested: tuple[str, ...]
+    indices: tuple[int, ...]
+    member: int | None
+
+
 def match_bulk(members: Sequence[Member], result: BulkCaptureResult) -> list[Outcome]:
     """One outcome per member, in member order: a settled state only where the server gave it."""
+    return _match(members, result)[0]
+
+
+def read_bulk(
+    members: Sequence[Member], result: BulkCaptureResult
+) -> tuple[list[Outcome], list[ObjectReading], int | None]:
+    """`match_bulk`'s outcomes, what it read in each object, and the index base it trusted (0, 1 or None)."""
+    outcomes, found, base = _match(members, result)
+    by_key = {m.key: pos for pos, m in enumerate(members)}
+    readings = []
+    objects = [obj for _, array in _CATEGORIES for obj in getattr(result, array)]
+    for f, obj in zip(found, objects, strict=True):
+        top: list[tuple[str, Any]] = []
+        if isinstance(obj, dict):
+            _collect({k: v for k, v in obj.items() if not isinstance(v, (dict, list))}, 0, by_key, top)
+        kinds = tuple(dict.fromkeys(kind for kind, _ in f.pieces))
+        shallow = {kind for kind, _ in top}
+        readings.append(ObjectReading(
+            f.array, f.slot, kinds, tuple(k for k in kinds if k not in shallow), tuple(sorted(f.indices)), f.member,
+        ))
+    return outcomes, readings, base
+
+
+def _match(members: Sequence[Member], result: BulkCaptureResult) -> tuple[list[Outcome], list[_Found], int | None]:
     found = _scan(members, result)
     pairs = _indexed(found)
     base = _index_base(pairs, {f.member for f in found if f.member is not None}, len(members))
@@ -319,7 +357,7 @@ def match_bulk(members: Sequence[Member], result: BulkCaptureResult) -> list[Out
             outcomes.append(_settle(m, rest))
         else:
             outcomes.append(Outcome(m.entry_id, "unknown", error=rest))
-    return outcomes
+    return outcomes, found, base
 
 
 def person_outcome(member: Member, result: PersonCaptureResult) -> Outcome:

@@ -90,7 +90,17 @@ def _v2(db: sqlite_utils.Database) -> None:
     entries.add_column("notes", str)
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2]
+def _v3(db: sqlite_utils.Database) -> None:
+    """`flows`: when `check --flow` last passed against a base URL for a client name, and what it saw
+    (JSON), so that sync and run can tell a server that has passed the spec's synthetic test flow."""
+    db.table("flows").create(
+        {"base_url": str, "client_name": str, "passed_at": float, "summary": str},
+        pk=("base_url", "client_name"),
+        not_null={"passed_at", "summary"},
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..api.client import Attempt
-from . import _batches, _enqueue, _operator, views
+from . import _batches, _enqueue, _flows, _operator, views
 from ._types import BatchState, BatchWork, Claim, EnqueueCounts, EntryState, Mapped, Outcome
 from .schema import LedgerError, connect, describe
 
@@ -233,6 +233,18 @@ class Ledger:
             raise ValueError("action is requeue or dismiss")
         with self._write() as db:
             return _operator.resolve(db, key, action, time.time())
+
+    # --- the synthetic test flow ---------------------------------------------------------------
+
+    def record_flow_pass(self, base_url: str, client_name: str, summary: dict[str, Any]) -> None:
+        """`check --flow` passed every step against `base_url` as `client_name`; only a pass is kept."""
+        with self._write() as db:
+            _flows.record_pass(db, base_url, client_name, summary, time.time())
+
+    def flow_passed(self, base_url: str, client_name: str) -> float | None:
+        """When the flow last passed against this base URL for this client name, or None."""
+        with self._lock:
+            return _flows.passed_at(self._conn, base_url, client_name)
 
     # --- runs and views ----------------------------------------------------------------------
 

@@ -269,6 +269,7 @@ def create_app(
     behaviour = behaviour or Behaviour()
     reject_invalid = behaviour.invalid_person == "reject-request"
     shared_keys = behaviour.idempotency_scope == "shared"
+    request_scoped = behaviour.person_key_scope == "request"
     window = SlidingWindow(rate_window_s)
     store.release_all_running()
     if faults.p_commit_drop:
@@ -311,12 +312,12 @@ def create_app(
             raise ApiError(409, "idempotency_key_reused", "this Idempotency-Key was first used with another body")
         if claim.state == "running":
             raise ApiError(409, "idempotency_key_in_progress", "a request with this Idempotency-Key is still running")
-        if claim.state == "replay":
+        if claim.state == "replay" and not (faults.no_person_replay and operation == "person"):
             assert claim.status_code is not None and claim.response is not None
             return _json(claim.status_code, _replayed(claim.response))
         try:
             await delay()
-            with store.capture_session(client, operation, key) as session:
+            with store.capture_session(client, operation, key, request_scoped=request_scoped) as session:
                 status, envelope = work(session)
                 session.finish(status, envelope)
         except BaseException:

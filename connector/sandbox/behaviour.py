@@ -25,6 +25,15 @@ anything reasonable, and the connector must stay correct against all of it; each
   capture's person key, so a later bulk person with that key is a duplicate. Bodies are not
   compared across operations (the bulk rule for per-person keys). The bulk request's own header
   key stays per operation, and a repeated POST /person key is still a replay or 409 as always.
+- `person_key_scope` (spec 2.2: "a stable key for this person within the batch", which says
+  nothing of later requests): `client` (default) remembers a bulk person's `idempotency_key` for
+  the client, so a person offered again in a later request under its key is a duplicate; `request`
+  honours it within one request only: a key seen in an earlier request captures that person again
+  (the repeat capture is stored without its person key, as the store holds each key once; it shows
+  in `captures()` by identity). With `shared` scope, a POST /person is a request of its own and so
+  finds no earlier capture either. The connector re-offers an `unknown` member alone in a new
+  request under its same key (design 2), so against this server such a member is captured twice:
+  the one behaviour the connector is not safe against, and what `check --flow` probes.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from typing import Literal, get_args
 BulkResultShape = Literal["echo", "nested", "index1", "array_index", "bare"]
 InvalidPerson = Literal["failed", "reject-request"]
 IdempotencyScope = Literal["operation", "shared"]
+PersonKeyScope = Literal["client", "request"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +54,12 @@ class Behaviour:
     bulk_result_shape: BulkResultShape = "echo"
     invalid_person: InvalidPerson = "failed"
     idempotency_scope: IdempotencyScope = "operation"
+    person_key_scope: PersonKeyScope = "client"
 
     def __post_init__(self) -> None:
         for name, kind in (
             ("bulk_result_shape", BulkResultShape), ("invalid_person", InvalidPerson),
-            ("idempotency_scope", IdempotencyScope),
+            ("idempotency_scope", IdempotencyScope), ("person_key_scope", PersonKeyScope),
         ):
             if getattr(self, name) not in get_args(kind):
                 raise ValueError(f"{name} must be one of {', '.join(get_args(kind))}")

@@ -6,6 +6,10 @@ so that person is listed in `failed` and the others are captured; POST /person a
 400 (spec 7: "the person data is invalid"). Both use the error code `person_refused`. Under
 `Behaviour(invalid_person="reject-request")` bulk persons are never refused this way (that server
 refuses whole requests for invalid persons, never single valid ones); POST /person still is.
+
+`no_person_replay` breaks spec 4.2 on purpose: a repeated POST /person Idempotency-Key (same body)
+runs the capture again and answers `idempotent_replay: false` instead of replaying the stored
+result, a server without idempotency; `check --flow` must fail its replay step against it.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ class Faults:
     p_latency_spike: float = 0.0
     spike_s: float = 0.0
     p_person_fail: float = 0.0
+    no_person_replay: bool = False  # a repeated POST /person key captures again (not a probability)
     _rng: random.Random = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -286,11 +286,11 @@ class SandboxStore:
 
     @contextmanager
     def capture_session(
-        self, client: Client, operation: Operation, request_key: str
+        self, client: Client, operation: Operation, request_key: str, *, request_scoped: bool = False
     ) -> Iterator[CaptureSession]:
         """One transaction for a request's captures and its stored response (see `CaptureSession`)."""
         with self._write() as db:
-            yield CaptureSession(db, client, operation, request_key)
+            yield CaptureSession(db, client, operation, request_key, request_scoped=request_scoped)
 
     # -- inspection ----------------------------------------------------------------------------
 
@@ -322,20 +322,27 @@ class SandboxStore:
 
 
 class CaptureSession:
-    """Captures inside one open write transaction; `finish` stores the response for replays."""
+    """Captures inside one open write transaction; `finish` stores the response for replays.
+    `request_scoped` (Behaviour person_key_scope="request"): person keys count within this request only."""
 
-    def __init__(self, db: sqlite3.Connection, client: Client, operation: Operation, request_key: str) -> None:
+    def __init__(
+        self, db: sqlite3.Connection, client: Client, operation: Operation, request_key: str,
+        *, request_scoped: bool = False,
+    ) -> None:
         self._db = db
         self._client = client
         self._operation = operation
         self._request_key = request_key
+        self._request_scoped = request_scoped
 
     def earlier_capture(self, person_key: str) -> Captured | None:
-        """The earlier capture under this client's person key, if any."""
-        row = self._db.execute(
-            "SELECT person_id, action FROM captures WHERE client = ? AND person_key = ?",
-            (self._client.api_key, person_key),
-        ).fetchone()
+        """The earlier capture under this client's person key (in this request, when request-scoped), if any."""
+        sql = "SELECT person_id, action FROM captures WHERE client = ? AND person_key = ?"
+        params: tuple[str, ...] = (self._client.api_key, person_key)
+        if self._request_scoped:
+            sql += " AND operation = ? AND request_key = ?"
+            params += (self._operation, self._request_key)
+        row = self._db.execute(sql, params).fetchone()
         return Captured(row["person_id"], row["action"]) if row else None
 
     def capture(self, person: PersonInput, person_key: str | None = None) -> Captured:
@@ -359,6 +366,10 @@ class CaptureSession:
                 "UPDATE persons SET data = ?, updated_at = ? WHERE id = ?",
                 (json.dumps(merged), now, person_id),
             )
+        if person_key is not None and self._request_scoped and self._db.execute(
+            "SELECT 1 FROM captures WHERE client = ? AND person_key = ?", (self._client.api_key, person_key)
+        ).fetchone():
+            person_key = None  # a key from an earlier request captured again: the index holds it once
         self._db.execute(
             "INSERT INTO captures "
             "(client, operation, request_key, person_key, person_id, identity, action, at, data) "

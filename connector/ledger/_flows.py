@@ -1,0 +1,28 @@
+"""When the synthetic test flow (`check --flow`) last passed, per base URL and client name (v3).
+Nothing here commits: the Ledger method around each function is the transaction."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+
+def normal_url(base_url: str) -> str:
+    """One spelling per server: `.../capture/` and `.../capture` are the same base URL."""
+    return base_url.strip().rstrip("/")
+
+
+def record_pass(db: sqlite3.Connection, base_url: str, client_name: str, summary: dict[str, Any], now: float) -> None:
+    db.execute(
+        "INSERT INTO flows (base_url, client_name, passed_at, summary) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT(base_url, client_name) DO UPDATE SET passed_at = excluded.passed_at, summary = excluded.summary",
+        (normal_url(base_url), client_name, now, json.dumps(summary, sort_keys=True)),
+    )
+
+
+def passed_at(db: sqlite3.Connection, base_url: str, client_name: str) -> float | None:
+    row = db.execute(
+        "SELECT passed_at FROM flows WHERE base_url = ? AND client_name = ?", (normal_url(base_url), client_name)
+    ).fetchone()
+    return None if row is None else float(row[0])
