@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import structlog
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 
 from . import logs
 from .alerts import Alert, parse_alerts
@@ -26,6 +26,7 @@ from .api.errors import InsecureURLError
 from .api.retry import RetryPolicy
 from .delivery import DeliverySettings, SourceJob
 from .mapping import Mapping
+from .ops import parse_address
 from .plugins import build_source
 from .problems import ConfigProblem, problems_from
 from .schedule import schedule_trigger
@@ -83,6 +84,18 @@ class DaemonSettings(_Section):
     retry_sweep: str = "every 5m"
     credentials_check: str = "every 30s"  # while the API refuses the credentials: how often to read them again
     alerts_check: str = "every 15s"  # how often the [[alerts]] conditions are judged (and after every pass)
+    # `run` serves /metrics, /healthz, /readyz and a status page there ("127.0.0.1:9464"); off when unset.
+    # They have no login: an address that is not loopback needs http_public = true.
+    http_public: bool = False
+    http_address: str | None = None
+    status_page_contact_data: bool = False  # the status page may show blocked persons' names, emails, phones
+
+    @field_validator("http_address")
+    @classmethod
+    def _listenable(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None:
+            parse_address(value, public=bool(info.data.get("http_public")))
+        return value
 
 
 @dataclass(frozen=True)

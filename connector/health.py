@@ -4,6 +4,7 @@ alerts, metrics and status page read from, so that they can never disagree with 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -42,6 +43,9 @@ class DaemonHealth:
     outage_since: float | None = None     # delivery halted by an unavailable API since then; None when it delivers
     passes: dict[str, SourcePass] = field(default_factory=dict)   # source (or "retry-sweep") -> its last pass
     last_success: dict[str, float] = field(default_factory=dict)  # source -> end of its last pass that exited 0
+    # source -> what its passes read and made of it since start (read, enqueued, unchanged, rejected):
+    # the metrics' counters, kept whole here because `passes` holds only the last pass
+    read_totals: dict[str, Counter[str]] = field(default_factory=dict)
 
     @property
     def ready(self) -> bool:
@@ -59,6 +63,8 @@ class DaemonHealth:
         )
         if int(report.exit_code) == 0:
             self.last_success[name] = now
+        totals = self.read_totals.setdefault(name, Counter())
+        totals.update(read=report.read, enqueued=report.enqueued, unchanged=report.unchanged, rejected=report.rejected)
         if report.halted_by and not report.auth_failed:
             self.outage_since = self.outage_since or now
         elif not report.stopped:

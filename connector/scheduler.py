@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from .api.client import CaptureClient
     from .config import Config
     from .ledger import Ledger
+    from .ops import HttpAddress
+    from .ops._server import OpsServer
 
 log = structlog.get_logger("capture_sync.daemon")
 
@@ -51,8 +53,13 @@ STOP_WAIT_S = 9.5  # the engine's own grace is shorter; SIGTERM to exit stays wi
 class Daemon:
     """Runs the configured sources on their schedules until `stop` is set."""
 
-    def __init__(self, config: Config, ledger: Ledger, client: CaptureClient, stop: asyncio.Event) -> None:
+    def __init__(
+        self, config: Config, ledger: Ledger, client: CaptureClient, stop: asyncio.Event, *,
+        http: HttpAddress | None = None,
+    ) -> None:
+        """`http`: where to serve /metrics, /healthz, /readyz and the status page (connector.ops)."""
         self.config, self.ledger, self.client, self.stop = config, ledger, client, stop
+        self.http = http
         self.settings = config.delivery_settings()
         self.exit_code = 0
         self.health = DaemonHealth()
@@ -181,6 +188,7 @@ class Daemon:
         # are the intended behaviour. A job's unexpected error is still logged (ERROR).
         logging.getLogger("apscheduler").setLevel(logging.ERROR)
         scheduler = self._scheduler()
+        ops = await self._serve_http()
         scheduler.start()
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGHUP, lambda: self._start(self.check_credentials("SIGHUP")))
@@ -194,13 +202,26 @@ class Daemon:
             # Pause, let the passes in hand finish, and only then shut down: APScheduler's asyncio
             # executor cancels the jobs still running when it shuts down.
             scheduler.pause()
+            http_stopped = asyncio.ensure_future(ops.stop() if ops else asyncio.sleep(0))
             if self._running:
                 await asyncio.wait(set(self._running), timeout=STOP_WAIT_S)
             scheduler.shutdown(wait=False)
             await self.alerts.aclose()
             loop.remove_signal_handler(signal.SIGHUP)
+            await http_stopped
         log.info("daemon stopped", exit_code=self.exit_code)
         return self.exit_code
+
+    async def _serve_http(self) -> OpsServer | None:
+        """Start the operations endpoints when asked to; an address it cannot listen on is a config problem."""
+        if self.http is None:
+            return None
+        from .ops import start_ops  # prometheus-client and uvicorn load only when serving
+
+        try:
+            return await start_ops(self.http, self.config, self.health, self.client)
+        except OSError as exc:
+            raise ConfigProblem([f"http address {self.http}: cannot listen there: {exc.strerror or exc}"]) from None
 
     async def once(self) -> RunReport:
         """`run --once`: every source once, then drain the ledger, as a cron job would."""

@@ -70,6 +70,7 @@ class Attempt:
     latency_s: float
     status_code: int | None
     error: CaptureError | None = None
+    number: int = 1  # its place among the attempts of one logical request: above 1, a retry
 
 
 class _Request(NamedTuple):
@@ -222,7 +223,9 @@ class CaptureClient:
         self.base_url = check_base_url(base_url, allow_insecure_http=allow_insecure_http)
         self.retry_policy = retry_policy or RetryPolicy()
         self.rate_gate = rate_gate
-        self.on_attempt = on_attempt
+        self.on_attempt = on_attempt  # the caller in hand (the delivery engine sets its own per run)
+        # Watchers of every attempt whoever the caller is (the daemon's metrics); they must not block.
+        self.observers: list[Callable[[Attempt], None]] = []
         self.credentials_from = credentials_from
         self.reload_credentials = reload_credentials
         self._auth = _CaptureAuth(api_key, secret)
@@ -364,10 +367,12 @@ class CaptureClient:
     ) -> R:
         async for attempt in (policy or self.retry_policy).retrying():
             with attempt:
-                return await self._attempt(request, result_model, auth)
+                return await self._attempt(request, result_model, auth, attempt.retry_state.attempt_number)
         raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
 
-    async def _attempt(self, request: _Request, result_model: type[R], auth: _CaptureAuth | None) -> R:
+    async def _attempt(
+        self, request: _Request, result_model: type[R], auth: _CaptureAuth | None, number: int = 1
+    ) -> R:
         method, path, body, key, operation = request
         if self.rate_gate is not None:
             await self.rate_gate.acquire()
@@ -407,6 +412,7 @@ class CaptureClient:
                 latency_s=time.perf_counter() - t0,
                 status_code=response.status_code if response is not None else None,
                 error=error,
+                number=number,
             )
             log.debug(
                 "capture_api.attempt",
@@ -416,6 +422,8 @@ class CaptureClient:
                 error=type(error).__name__ if error else None,
                 latency_ms=round(report.latency_s * 1000, 1),
             )
+            for observe in self.observers:
+                observe(report)
             if self.on_attempt is not None:
                 maybe = self.on_attempt(report)
                 if maybe is not None:

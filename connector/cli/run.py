@@ -5,6 +5,8 @@ import asyncio
 import typer
 
 from ..config import Config
+from ..ops import HttpAddress, parse_address
+from ..problems import ConfigProblem
 from ..scheduler import Daemon
 from ._common import api_client, command, open_ledger, print_report, run_until_signal
 
@@ -13,6 +15,14 @@ from ._common import api_client, command, open_ledger, print_report, run_until_s
 def run(
     cfg: Config,
     once: bool = typer.Option(False, "--once", help="Run every source once, deliver, and exit (for cron or a timer)."),
+    http: str | None = typer.Option(
+        None, "--http", metavar="HOST:PORT",
+        help="Serve /metrics (Prometheus), /healthz, /readyz and a status page at / there, e.g. 127.0.0.1:9464 "
+        "(overrides [daemon] http_address; port 0 picks a free one, logged as ops.serving).",
+    ),
+    http_public: bool = typer.Option(
+        False, "--http-public", help="Allow an --http address that is not loopback: the endpoints have no login.",
+    ),
 ) -> int:
     """The daemon: each source on its schedule plus a retry sweep, until SIGTERM or SIGINT.
 
@@ -23,11 +33,16 @@ def run(
     --once, the exit codes are those of `sync`.
 
     Example: capture-sync run -c /etc/capture-sync/capture-sync.toml
+
+    Example: capture-sync run -c capture-sync.toml --http 127.0.0.1:9464
     """
+    if once and http:
+        raise ConfigProblem(["--http serves while the daemon runs; it does nothing with --once"])
+    address = _http_address(cfg, http, http_public) if not once else None
 
     async def go(stop: asyncio.Event) -> int:
         async with api_client(cfg) as client:
-            daemon = Daemon(cfg, ledger, client, stop)
+            daemon = Daemon(cfg, ledger, client, stop, http=address)
             if not once:
                 return await daemon.serve()
             report = await daemon.once()
@@ -36,3 +51,13 @@ def run(
 
     with open_ledger(cfg, exclusive=True) as ledger:
         return run_until_signal(go)
+
+
+def _http_address(cfg: Config, flag: str | None, public: bool) -> HttpAddress | None:
+    text = flag or cfg.daemon.http_address
+    if text is None:
+        return None
+    try:
+        return parse_address(text, public=public or cfg.daemon.http_public)
+    except ValueError as exc:
+        raise ConfigProblem([f"{'--http' if flag else f'{cfg.path}: daemon.http_address'}: {exc}"]) from None

@@ -1,0 +1,30 @@
+"""What the daemon shows to operators over HTTP (`run --http ADDRESS`): /metrics for Prometheus,
+/healthz and /readyz for probes, and a read-only status page at /.
+
+Importing this package is cheap (the address rule only): prometheus-client and uvicorn load in
+`start_ops`, when the daemon actually serves, so `--help` and the other commands never pay for them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._address import HttpAddress, is_loopback, parse_address
+
+if TYPE_CHECKING:
+    from ..api.client import CaptureClient
+    from ..config import Config
+    from ..health import DaemonHealth
+    from ._server import OpsServer
+
+
+async def start_ops(address: HttpAddress, config: Config, health: DaemonHealth, client: CaptureClient) -> OpsServer:
+    """Listen on `address` on the running loop (raises OSError when it cannot) and serve until `stop()`."""
+    from ._server import OpsServer
+
+    server = OpsServer(address, config, health, client)
+    await server.start()
+    return server
+
+
+__all__ = ["HttpAddress", "is_loopback", "parse_address", "start_ops"]

@@ -1,0 +1,196 @@
+"""The read-only status page at `/`: plain server-rendered HTML, one small inline stylesheet, no
+script, readable on a phone.
+
+Every value goes through `html.escape`: source names, record ids, error texts and payloads come
+from outside. Contact data (a blocked person's name, email or phone) is shown only when the operator
+opted in with `[daemon] status_page_contact_data = true`; keys, source names and counts always are.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from html import escape
+from pathlib import Path
+
+from ..health import DaemonHealth
+from ..ledger import EntryView, StatusReport
+from ..recovery import Step, attention_lines, batch_recovery, resolve_command
+from ._snapshot import Snapshot
+
+CONTACT_FIELDS = ("name", "first_name", "last_name", "email", "phone", "company")
+PASS_COUNTS = ("read", "rejected", "captured", "duplicate", "failed")
+RUN_COUNTS = ("read", "captured", "duplicate", "rejected", "failed", "blocked")
+
+STYLE = """
+body{font:15px/1.45 system-ui,sans-serif;margin:0 auto;max-width:60rem;padding:.75rem;color:#1b1b1b}
+h1{font-size:1.3rem;margin:.2rem 0}h2{font-size:1.05rem;margin:1.2rem 0 .4rem}
+.scroll{overflow-x:auto}table{border-collapse:collapse;min-width:100%}
+th,td{padding:.25rem .5rem;border-bottom:1px solid #ddd;text-align:left;white-space:nowrap}
+td.n,th.n{text-align:right}code{font-size:.85rem;background:#f3f3f3;padding:.1rem .25rem;word-break:break-all}
+.ok{color:#176b2c}.bad{color:#a4161a}.warn{color:#8a5a00}.muted{color:#666;font-size:.85rem}
+li{margin:.3rem 0}.card{border:1px solid #ddd;border-radius:6px;padding:.5rem .75rem;margin:.5rem 0}
+"""
+
+
+@dataclass(frozen=True)
+class PageSource:
+    name: str
+    schedule: str
+
+
+def render(
+    snapshot: Snapshot, health: DaemonHealth, sources: list[PageSource], config_path: Path,
+    *, ready: bool, reasons: list[str], contact_data: bool,
+) -> str:
+    report = snapshot.report
+    parts = [
+        _header(health, ready, reasons, snapshot),
+        _sources(sources, health, report),
+        _states(report),
+        _attention(report, config_path),
+        _blocked(snapshot, config_path, contact_data),
+        _unknown(snapshot, config_path, contact_data),
+        _runs(report),
+    ]
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        '<meta name=viewport content="width=device-width,initial-scale=1">'
+        '<meta http-equiv=refresh content=30><title>capture-sync status</title>'
+        f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>"
+    )
+
+
+def _when(at: float | None) -> str:
+    if at is None:
+        return "never"
+    ago = max(time.time() - at, 0)
+    span = f"{ago:.0f} s" if ago < 120 else f"{ago / 60:.0f} min" if ago < 7200 else f"{ago / 3600:.1f} h"
+    stamp = datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f'<span title="{escape(stamp)}">{escape(span)} ago</span>'
+
+
+def _table(head: Iterable[str], rows: Iterable[Iterable[str]], numeric: Iterable[str] = ()) -> str:
+    """`rows` hold HTML already escaped by the caller; `head` is escaped here."""
+    nums = set(numeric)
+    cols = list(head)
+    th = "".join(f'<th{" class=n" if c in nums else ""}>{escape(c)}</th>' for c in cols)
+    body = "".join(
+        "<tr>" + "".join(f'<td{" class=n" if c in nums else ""}>{v}</td>' for c, v in zip(cols, row, strict=True)) + "</tr>"
+        for row in rows
+    )
+    return f'<div class=scroll><table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def _header(health: DaemonHealth, ready: bool, reasons: list[str], snapshot: Snapshot) -> str:
+    state = '<b class=ok>ready</b>' if ready else '<b class=bad>not ready</b>: ' + escape("; ".join(reasons))
+    client = f" · client {escape(health.client.client_name)}" if health.client else ""
+    outage = (f' · <span class=warn>delivery halted by an unavailable API since {_when(health.outage_since)}</span>'
+              if health.outage_since else "")
+    return (
+        f"<h1>capture-sync</h1><p>{state}{client}{outage}</p>"
+        f'<p class=muted>daemon up since {_when(health.started_at)} · ledger read {_when(snapshot.taken_at)} · '
+        "refreshes every 30 s</p>"
+    )
+
+
+def _sources(sources: list[PageSource], health: DaemonHealth, report: StatusReport) -> str:
+    rows = []
+    for s in sources:
+        p = health.passes.get(s.name)
+        if p is None:
+            state = '<span class=muted>no pass yet</span>'
+        elif p.exit_code == 0:
+            state = '<span class=ok>ok</span>'
+        else:
+            state = f'<span class=bad>exit {p.exit_code}</span>' + (f": {escape(p.halted_by)}" if p.halted_by else "")
+        pending = sum(report.by_source.get(s.name, {}).get(k, 0) for k in ("pending", "in_flight", "unknown"))
+        rows.append([
+            escape(s.name), escape(s.schedule), _when(p.at if p else None), state,
+            *(str(getattr(p, c)) if p else "" for c in PASS_COUNTS), str(pending),
+        ])
+    head = ["source", "schedule", "last pass", "state", *(f"{c} (last pass)" for c in PASS_COUNTS), "unsettled"]
+    return "<h2>Sources</h2>" + _table(head, rows, numeric=head[4:])
+
+
+def _states(report: StatusReport) -> str:
+    rows = [[escape(state), str(n)] for state, n in report.by_state.items() if n]
+    oldest = (f"<p>oldest unsettled entry: {escape(report.oldest_unsettled)}</p>" if report.oldest_unsettled
+              else "<p class=ok>everything is settled</p>" if report.settled else "")
+    return "<h2>Entries by state</h2>" + (_table(["state", "entries"], rows, numeric=["entries"]) if rows
+                                          else "<p class=muted>the ledger is empty</p>") + oldest
+
+
+def _attention(report: StatusReport, config_path: Path) -> str:
+    lines = attention_lines(report.attention, config_path)
+    return "<h2>Needs attention</h2><ul>" + "".join(f"<li>{escape(line)}</li>" for line in lines) + "</ul>" if lines else ""
+
+
+def _steps(steps: list[Step]) -> str:
+    items = "".join(
+        f"<li><code>{escape(s.command)}</code><br><span class=muted>{escape(s.text)}</span></li>" if s.command
+        else f"<li>{escape(s.text)}</li>"
+        for s in steps
+    )
+    return f"<ul>{items}</ul>"
+
+
+def _who(entry: EntryView, contact_data: bool) -> str:
+    """An entry's source and key; with contact data, its record id and the person's fields."""
+    who = f"{escape(entry.source)} <code>{escape(entry.key)}</code>"
+    if contact_data:
+        person = ", ".join(str(entry.payload[f]) for f in CONTACT_FIELDS if entry.payload and entry.payload.get(f))
+        who += f" record {escape(entry.record_id)}" + (f": {escape(person)}" if person else "")
+    return who
+
+
+def _blocked(snapshot: Snapshot, config_path: Path, contact_data: bool) -> str:
+    if not snapshot.blocked:
+        return ""
+    cards = []
+    for batch in snapshot.blocked:
+        blocked = [m for m in batch.members if m.state == "blocked"]
+        members = "".join(f"<li>{_who(m, contact_data)}</li>" for m in blocked)
+        cards.append(
+            f'<div class=card><b>batch <code>{escape(batch.key)}</code></b> ({escape(batch.operation)}, '
+            f"{len(blocked)} blocked)<ul>{members}</ul>{_steps(batch_recovery(batch, config_path))}</div>"
+        )
+    more = snapshot.blocked_batches - len(snapshot.blocked)
+    tail = (f"<p>and {more} more batches: <code>{escape(f'capture-sync ledger list -c {config_path} --state blocked')}"
+            "</code></p>" if more > 0 else "")
+    return "<h2>Blocked entries (409)</h2>" + "".join(cards) + tail
+
+
+def _unknown(snapshot: Snapshot, config_path: Path, contact_data: bool) -> str:
+    if not snapshot.unknown:
+        return ""
+    items = []
+    for u in snapshot.unknown:
+        if u.asked_alone:
+            steps = [
+                Step("check in the CRM whether this person arrived, then either"),
+                Step("send it again", resolve_command(config_path, u.entry.key, "requeue")),
+                Step("never send it again", resolve_command(config_path, u.entry.key, "dismiss")),
+            ]
+        else:
+            steps = [Step("the next sync or replay asks for it alone under its own per-person key")]
+        items.append(f"<div class=card>{_who(u.entry, contact_data)}{_steps(steps)}</div>")
+    total = snapshot.report.by_state.get("unknown", 0)
+    more = (f"<p>and {total - len(items)} more: <code>{escape(f'capture-sync ledger list -c {config_path} --state unknown')}"
+            "</code></p>" if total > len(items) else "")
+    return "<h2>Unknown entries</h2>" + "".join(items) + more
+
+
+def _runs(report: StatusReport) -> str:
+    if not report.runs:
+        return ""
+    rows = [
+        [str(r.id), escape(r.kind), escape(r.started_at or ""),
+         f"{r.duration_s:.1f}" if r.duration_s is not None else "running",
+         "" if r.exit_code is None else str(r.exit_code), *(str(r.counts.get(c, 0)) for c in RUN_COUNTS)]
+        for r in report.runs
+    ]
+    head = ["run", "kind", "started (UTC)", "seconds", "exit", *RUN_COUNTS]
+    return "<h2>Last runs</h2>" + _table(head, rows, numeric=["seconds", "exit", *RUN_COUNTS])

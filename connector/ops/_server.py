@@ -1,0 +1,163 @@
+"""Serving /metrics, /healthz, /readyz and the status page on the daemon's own event loop.
+
+A bare ASGI callable on uvicorn, which the project already ships (the sandbox runs on it): its HTTP
+parsing, keep-alive and slow-client handling are tested by others, where a hand-written asyncio
+server would have to earn that trust. It runs as a task of the daemon's loop, so every handler
+reads DaemonHealth where the daemon writes it, without locks; the ledger is read in a worker thread.
+uvicorn's own signal handling is switched off: SIGTERM, SIGINT and SIGHUP stay the daemon's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import time
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+import structlog
+import uvicorn
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from ._address import HttpAddress
+from ._metrics import Metrics
+from ._page import PageSource, render
+from ._snapshot import LedgerReader, SettledTally, Snapshot
+
+if TYPE_CHECKING:
+    from ..api.client import CaptureClient
+    from ..config import Config
+    from ..health import DaemonHealth
+
+log = structlog.get_logger("capture_sync.ops")
+
+Scope = MutableMapping[str, Any]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+MAX_SNAPSHOT_AGE_S = 5.0
+STOP_GRACE_S = 1  # open connections get this long once the daemon stops; the daemon's bound is 10 s
+PAGE_HEADERS = [
+    (b"content-security-policy", b"default-src 'none'; style-src 'unsafe-inline'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cache-control", b"no-store"),
+]
+
+
+class _Uvicorn(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield  # the daemon owns the signals; it stops this server itself
+
+
+class OpsServer:
+    def __init__(self, address: HttpAddress, config: Config, health: DaemonHealth, client: CaptureClient) -> None:
+        self.address, self.config, self.health = address, config, health
+        self.sources = [PageSource(s.name, s.schedule) for s in config.sources]
+        self.reader = LedgerReader(config.ledger_path)
+        self.metrics = Metrics(health, client, [s.name for s in self.sources], config.capture.rate_window_s)
+        self.tally = SettledTally(counted_until=health.started_at)
+        self.metrics.state.tally = self.tally
+        self.client = client
+        self._snapshot: Snapshot | None = None
+        self._reading: asyncio.Lock | None = None
+        self._server: _Uvicorn | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.bound: HttpAddress | None = None
+
+    async def start(self) -> None:
+        family = socket.AF_INET6 if ":" in self.address.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.address.host, self.address.port))
+        except OSError:
+            sock.close()
+            raise
+        self.bound = HttpAddress(self.address.host, sock.getsockname()[1])
+        config = uvicorn.Config(
+            self.app, interface="asgi3", proxy_headers=False, log_config=None, log_level="warning", access_log=False,
+            lifespan="off", server_header=False,
+            timeout_graceful_shutdown=STOP_GRACE_S,
+        )
+        self._reading = asyncio.Lock()
+        self._server = _Uvicorn(config)
+        self.client.observers.append(self.metrics.observe)
+        self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="ops-http")
+        # host and port apart: at INFO the log masks anything phone-like, a dotted address included
+        log.info("ops.serving", host=self.bound.host, port=self.bound.port, endpoints=["/metrics", "/healthz", "/readyz", "/"])
+
+    async def stop(self) -> None:
+        if self._server is None or self._task is None:
+            return
+        self._server.should_exit = True
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._task), STOP_GRACE_S + 1.0)
+        if not self._task.done():
+            self._server.force_exit = True
+            self._task.cancel()
+        with contextlib.suppress(ValueError):
+            self.client.observers.remove(self.metrics.observe)
+
+    async def snapshot(self) -> Snapshot:
+        """The ledger as of now, or as of the last read if no pass ended since and it is fresh."""
+        assert self._reading is not None
+        async with self._reading:  # concurrent scrapes share one read
+            ended = max((p.at for p in self.health.passes.values()), default=None)
+            snap = self._snapshot
+            if snap is None or time.time() - snap.taken_at > MAX_SNAPSHOT_AGE_S or (ended and ended > snap.taken_at):
+                snap = self._snapshot = await asyncio.to_thread(self.reader.snapshot, self.tally, ended)
+                self.metrics.state.snapshot = snap
+            return snap
+
+    async def readiness(self) -> list[str]:
+        """Why the daemon is not ready; empty when it is."""
+        reasons = []
+        if not self.health.ready:
+            reasons.append(f"authentication failing: {self.health.auth_failed}" if self.health.auth_failed
+                           else "GET /info has not succeeded yet")
+        if (problem := await asyncio.to_thread(self.reader.writable)) is not None:
+            reasons.append(f"ledger not writable: {problem}")
+        return reasons
+
+    async def app(self, scope: Scope, receive: Callable[[], Awaitable[Any]], send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["method"] not in ("GET", "HEAD"):
+            return await _reply(send, 405, b"only GET\n", b"text/plain; charset=utf-8", [(b"allow", b"GET, HEAD")])
+        path = scope["path"]
+        try:
+            if path == "/metrics":
+                await self.snapshot()
+                return await _reply(send, 200, generate_latest(self.metrics.registry), CONTENT_TYPE_LATEST.encode())
+            if path == "/healthz":
+                return await _json(send, 200, {"status": "alive", "uptime_s": round(time.time() - self.health.started_at, 1)})
+            if path == "/readyz":
+                reasons = await self.readiness()
+                return await _json(send, 503 if reasons else 200, {"ready": not reasons, "reasons": reasons})
+            if path == "/":
+                snap, reasons = await self.snapshot(), await self.readiness()
+                page = render(
+                    snap, self.health, self.sources, self.config.path, ready=not reasons, reasons=reasons,
+                    contact_data=self.config.daemon.status_page_contact_data,
+                )
+                return await _reply(send, 200, page.encode(), b"text/html; charset=utf-8", PAGE_HEADERS)
+        except Exception as exc:  # a failed read (a locked or damaged ledger) is one answer, never the daemon
+            log.error("ops.request_failed", path=path, error=f"{type(exc).__name__}: {exc}")
+            return await _reply(send, 500, b"internal error; see the daemon's log\n", b"text/plain; charset=utf-8")
+        await _reply(send, 404, b"not found: /, /metrics, /healthz, /readyz\n", b"text/plain; charset=utf-8")
+
+
+async def _json(send: Send, status: int, body: dict[str, Any]) -> None:
+    await _reply(send, status, json.dumps(body).encode() + b"\n", b"application/json")
+
+
+async def _reply(
+    send: Send, status: int, body: bytes, content_type: bytes, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    await send({
+        "type": "http.response.start", "status": status,
+        "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), *(headers or [])],
+    })
+    await send({"type": "http.response.body", "body": body})
