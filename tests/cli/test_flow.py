@@ -8,6 +8,7 @@ it saw, exits non-zero and records nothing. And the gate sync and run pass befor
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 
@@ -148,6 +149,24 @@ def test_without_yes_and_without_a_terminal_nothing_is_sent(tmp_path, kit, sandb
     assert proc.stderr.strip().count("\n") == 0 and "--yes" in proc.stderr and "nothing was sent" in proc.stderr
     assert sandbox.store.captures() == [] and not (tmp_path / "ledger.sqlite3").exists()
     assert "--yes" in kit.run("check", "--help").stdout
+
+
+def test_on_a_terminal_it_asks_first_and_a_no_sends_nothing(tmp_path, kit, sandbox):
+    config, _ = _setup(tmp_path, kit, sandbox)
+    controller, terminal = os.openpty()
+    try:
+        proc = subprocess.Popen(
+            [str(kit.script), "check", "-c", str(config), "--flow"], stdin=terminal,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=kit.env(),
+        )
+        os.write(controller, b"n\n")
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert proc.returncode == 2
+    assert "Send a few synthetic test persons to" in stderr and "not confirmed; nothing was sent" in stderr
+    assert sandbox.store.captures() == [] and stdout.strip() == ""  # (click puts the prompt's last space on stdout)
 
 
 def test_a_flow_runs_while_the_daemon_holds_the_ledger(tmp_path, kit, sandbox):
