@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
 
+from ..delivery import ExitCode
 from ..health import DaemonHealth
 from ..ledger import EntryView, StatusReport
 from ..recovery import Step, attention_lines, batch_recovery, resolve_command
@@ -96,23 +97,33 @@ def _header(health: DaemonHealth, ready: bool, reasons: list[str], snapshot: Sna
     )
 
 
+def _meaning(exit_code: int) -> str:
+    """`blocked`, `unsettled`, `auth`, `source failed`, ...: the exit code in the README's table."""
+    return ExitCode(exit_code).name.lower().replace("_", " ") if exit_code in ExitCode._value2member_map_ else "error"
+
+
 def _sources(sources: list[PageSource], health: DaemonHealth, report: StatusReport) -> str:
-    rows = []
+    """One card per source: a phone has no room for a table of ten columns."""
+    cards = []
     for s in sources:
         p = health.passes.get(s.name)
         if p is None:
-            state = '<span class=muted>no pass yet</span>'
+            state = "<span class=muted>no pass yet</span>"
         elif p.exit_code == 0:
-            state = '<span class=ok>ok</span>'
+            state = "<span class=ok>ok</span>"
         else:
-            state = f'<span class=bad>exit {p.exit_code}</span>' + (f": {escape(p.halted_by)}" if p.halted_by else "")
-        pending = sum(report.by_source.get(s.name, {}).get(k, 0) for k in ("pending", "in_flight", "unknown"))
-        rows.append([
-            escape(s.name), escape(s.schedule), _when(p.at if p else None), state,
-            *(str(getattr(p, c)) if p else "" for c in PASS_COUNTS), str(pending),
-        ])
-    head = ["source", "schedule", "last pass", "state", *(f"{c} (last pass)" for c in PASS_COUNTS), "unsettled"]
-    return "<h2>Sources</h2>" + _table(head, rows, numeric=head[4:])
+            state = f"<span class=bad>exit {p.exit_code} ({escape(_meaning(p.exit_code))})</span>"
+            state += f" {escape(p.halted_by)}" if p.halted_by else ""
+        counts = " · ".join(f"{c} {getattr(p, c)}" for c in PASS_COUNTS) if p else ""
+        unsettled = sum(report.by_source.get(s.name, {}).get(k, 0) for k in ("pending", "in_flight", "unknown", "blocked"))
+        cards.append(
+            f"<div class=card><b>{escape(s.name)}</b> <span class=muted>{escape(s.schedule)}</span><br>"
+            f"last pass {_when(p.at if p else None)}: {state}<br>"
+            + (f"<span class=muted>last pass: {escape(counts)}</span><br>" if counts else "")
+            + f"<span class=muted>in the ledger, unsettled: {unsettled}; last success {_when(health.last_success.get(s.name))}"
+            "</span></div>"
+        )
+    return "<h2>Sources</h2>" + "".join(cards)
 
 
 def _states(report: StatusReport) -> str:
