@@ -17,7 +17,14 @@ from typing import Any
 import httpx
 import structlog
 from pydantic import SecretStr
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+    wait_random,
+)
 
 log = structlog.get_logger("capture_sync.alerts")
 
@@ -93,10 +100,8 @@ class Webhook:
         retrying = AsyncRetrying(
             retry=retry_if_exception(_retryable),
             stop=stop_after_attempt(self.policy.max_attempts),
-            wait=wait_exponential_jitter(
-                initial=self.policy.initial_backoff_s, max=self.policy.max_backoff_s,
-                jitter=self.policy.initial_backoff_s / 2,
-            ),
+            wait=wait_exponential(multiplier=self.policy.initial_backoff_s, max=self.policy.max_backoff_s)
+            + wait_random(0, self.policy.initial_backoff_s / 2),
             before_sleep=lambda state: self._failed(item, state),
             reraise=True,
         )
