@@ -15,7 +15,8 @@ mkdir -p "$DIR" && cd "$DIR"
 start_sandbox() {
   coproc SANDBOX { exec capture-sync sandbox serve --port "$PORT" --db sandbox.sqlite3; }
   sandbox_pid=$SANDBOX_PID
-  read -r listening <&"${SANDBOX[0]}" && echo "$listening"
+  read -r listening <&"${SANDBOX[0]}"   # fails (and so does the script) if serve could not start
+  echo "$listening"
 }
 stop_sandbox() { kill "$sandbox_pid" 2>/dev/null && wait "$sandbox_pid" || true; }
 trap stop_sandbox EXIT

@@ -115,3 +115,14 @@ def test_the_production_capture_table_is_a_valid_config_with_the_walkthrough_sou
     cfg = load_config(config)
     assert cfg.capture.require_flow is True
     assert cfg.base_url.startswith("https://")
+
+
+def test_the_walkthrough_stops_at_once_when_its_port_is_taken(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAPTURE_")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        env["PORT"] = str(taken.getsockname()[1])
+        done = subprocess.run(["bash", str(SCRIPT)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert f"cannot listen on 127.0.0.1:{env['PORT']}" in done.stderr and "--port" in done.stderr
+    assert not (tmp_path / "capture-sync-walkthrough" / "credentials").exists()  # nothing after step 1 ran
