@@ -1,0 +1,156 @@
+"""The operations endpoints' promises, piece by piece: where they may listen, what a scrape may hold,
+when the daemon says it is ready, and that the status page escapes what it did not write."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from connector.api import ClientInfo
+from connector.api.client import Attempt
+from connector.config import load_config
+from connector.delivery import AdaptiveRateLimiter, RunReport
+from connector.health import DaemonHealth
+from connector.ledger import STATES, Attention, BatchDetail, EntryView, Ledger, Mapped, RunView, StatusReport
+from connector.ops import parse_address
+from connector.ops._metrics import Metrics
+from connector.ops._page import PageSource, render
+from connector.ops._server import OpsServer
+from connector.ops._snapshot import LedgerReader, SettledTally, Snapshot
+from connector.problems import ConfigProblem
+
+EMAIL, RECORD = "ada.secret@example.org", "crm-row-4711"
+
+
+def test_only_loopback_addresses_are_served_unless_the_operator_says_otherwise() -> None:
+    assert str(parse_address("127.0.0.1:9464")) == "127.0.0.1:9464"
+    assert str(parse_address("[::1]:0")) == "[::1]:0"
+    assert parse_address("localhost:9464").port == 9464
+    for public in ("0.0.0.0:9464", "10.1.2.3:9464", "metrics.example.org:9464"):
+        with pytest.raises(ValueError, match="http_public"):
+            parse_address(public)
+    assert parse_address("0.0.0.0:9464", public=True).host == "0.0.0.0"
+    for bad in ("9464", "127.0.0.1", "127.0.0.1:http", "127.0.0.1:70000", ":9464"):
+        with pytest.raises(ValueError, match="HOST:PORT"):
+            parse_address(bad)
+
+
+def _config(tmp_path: Path, daemon: str = "") -> Path:
+    (tmp_path / "c.csv").write_text("id,Email\n1,a@example.org\n")
+    path = tmp_path / "capture-sync.toml"
+    path.write_text(
+        'capture.base_url = "http://127.0.0.1:1/api/v1/capture"\n'
+        f"[daemon]\n{daemon}\n"
+        '[[sources]]\nname = "signups"\ntype = "csv"\npath = "c.csv"\nprimary_key = "id"\n'
+        '[sources.mapping]\nname = "id"\nemail = "Email"\n'
+    )
+    return path
+
+
+def test_a_public_http_address_in_the_config_is_a_problem_naming_its_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigProblem) as refused:
+        load_config(_config(tmp_path, 'http_address = "0.0.0.0:9464"'))
+    assert "daemon.http_address" in str(refused.value) and "http_public = true" in str(refused.value)
+    allowed = load_config(_config(tmp_path, 'http_public = true\nhttp_address = "0.0.0.0:9464"'))
+    assert allowed.daemon.http_address == "0.0.0.0:9464"
+
+
+@pytest.fixture
+def ledger_path(tmp_path: Path) -> Path:
+    """A ledger holding one valid person and one rejected record, both carrying contact data."""
+    path = tmp_path / "ledger.sqlite3"
+    with Ledger(path) as ledger:
+        ledger.enqueue("signups", "m1", [
+            Mapped(RECORD, payload=json.dumps({"name": "Ada", "email": EMAIL})),
+            Mapped("row-2", raw={"Email": EMAIL + "x"}, reasons=("email: not an address",)),
+        ], {"line": 2})
+    return path
+
+
+def test_a_scrape_holds_no_key_email_or_record_value_and_follows_the_naming_conventions(ledger_path: Path) -> None:
+    health = DaemonHealth()
+    health.answered(ClientInfo(client_name="c", rate_limit=120, has_custom_field_mapping=False))
+    health.passed("signups", RunReport(read=2, enqueued=1, rejected=1))
+    client = SimpleNamespace(rate_gate=AdaptiveRateLimiter(120, 60.0), observers=[])
+    metrics = Metrics(health, client, ["signups"], 60.0)  # type: ignore[arg-type]
+    person_key = "p-" + "a" * 40
+    metrics.observe(Attempt("capture_bulk", "b-" + "f" * 32, time.time(), 0.2, 200))
+    metrics.observe(Attempt("capture_person", person_key, time.time(), 30.0, None, number=2))
+    metrics.state.snapshot = LedgerReader(ledger_path).snapshot(SettledTally(0.0), None)
+
+    text = generate_latest(metrics.registry).decode()
+
+    for secret in (EMAIL, RECORD, person_key, "b-" + "f" * 32, "not an address"):
+        assert secret not in text
+    allowed = {"source": {"signups"}, "state": set(STATES), "operation": {"capture_bulk", "capture_person"},
+               "status": {"200", "none"}}
+    for family in text_string_to_metric_families(text):
+        assert family.name.startswith("capture_sync_"), family.name
+        for sample in family.samples:
+            if family.type == "counter":
+                assert sample.name.endswith("_total"), sample.name
+            for label, value in sample.labels.items():
+                assert label == "le" or value in allowed[label], (sample.name, label, value)
+    scrape = {(s.name, tuple(sorted(s.labels.items()))): s.value
+              for f in text_string_to_metric_families(text) for s in f.samples}
+    assert scrape[("capture_sync_records_read_total", (("source", "signups"),))] == 2
+    assert scrape[("capture_sync_entries", (("source", "signups"), ("state", "rejected")))] == 1
+    assert scrape[("capture_sync_retries_total", (("operation", "capture_person"),))] == 1
+    assert scrape[("capture_sync_requests_total", (("operation", "capture_person"), ("status", "none")))] == 1
+    assert scrape[("capture_sync_rate_limit_remaining_requests", ())] == 119  # the attempt with no answer is not counted
+
+
+async def test_ready_only_after_get_info_while_the_credentials_work_and_the_ledger_is_writable(
+    tmp_path: Path, ledger_path: Path
+) -> None:
+    config = load_config(_config(tmp_path, 'http_address = "127.0.0.1:0"'))
+    config = type(config)(**{**config.__dict__, "ledger": config.ledger.model_copy(update={"path": ledger_path})})
+    health = DaemonHealth()
+    server = OpsServer(parse_address("127.0.0.1:0"), config, health, SimpleNamespace(observers=[]))  # type: ignore[arg-type]
+
+    assert await server.readiness() == ["GET /info has not succeeded yet"]
+    health.answered(ClientInfo(client_name="c", rate_limit=10, has_custom_field_mapping=False))
+    assert await server.readiness() == []
+    health.auth_failed = "HTTP 401: invalid secret; key from file k, secret from file s"
+    assert await server.readiness() == [f"authentication failing: {health.auth_failed}"]
+    health.auth_failed = None
+    ledger_path.unlink()
+    assert [r.split(":")[0] for r in await server.readiness()] == ["ledger not writable"]
+
+
+def _page(contact_data: bool) -> str:
+    hostile = "<script>alert(1)</script>"
+    member = EntryView(
+        "p-1", "signups", '<img src=x onerror="alert(2)">', "blocked", None, None, None,
+        payload={"name": "Quixote <b>bold</b>", "email": "quix<script>@example.org"},
+    )
+    report = StatusReport(
+        by_state={"blocked": 1}, by_source={"signups": {"blocked": 1}},
+        runs=[RunView(1, "sync", "2026-01-01T00:00:00+00:00", 1.0, 5, {"blocked": 1})],
+        oldest_unsettled="2026-01-01T00:00:00+00:00", attention=Attention(blocked=1),
+    )
+    batch = BatchDetail("b-1", "bulk", "blocked", hostile, [member], [])
+    snapshot = Snapshot(0.0, report, [batch], 1, [], None)
+    health = DaemonHealth()
+    health.answered(ClientInfo(client_name=hostile, rate_limit=10, has_custom_field_mapping=False))
+    return render(snapshot, health, [PageSource("signups", "every 5m")], Path("/etc/<cs>/c.toml"),
+                  ready=False, reasons=[f"authentication failing: {hostile}"], contact_data=contact_data)
+
+
+def test_the_status_page_escapes_every_value_and_shows_contact_data_only_when_asked() -> None:
+    page = _page(contact_data=False)
+    assert "<script>" not in page and "<img" not in page and "<b>bold" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page  # the client name and the reason, escaped
+    assert "capture-sync ledger resolve -c /etc/&lt;cs&gt;/c.toml b-1 --requeue" in page
+    assert "quix" not in page and "Quixote" not in page and "onerror" not in page  # no contact data, no record id
+
+    shown = _page(contact_data=True)
+    assert "<script>" not in shown and "<img" not in shown
+    assert "quix&lt;script&gt;@example.org" in shown and "Quixote &lt;b&gt;bold&lt;/b&gt;" in shown
+    assert "&lt;img src=x onerror=&quot;alert(2)&quot;&gt;" in shown
