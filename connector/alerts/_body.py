@@ -22,8 +22,8 @@ _WHAT: dict[Condition, tuple[str, str]] = {  # (started, cleared), formatted wit
         "The Capture API accepts the credentials again: delivery resumed.",
     ),
     "blocked": (
-        "{blocked} entries are blocked and wait for a decision.",
-        "No entries are blocked any more.",
+        "{blocked} entries wait for a person's decision (blocked by a 409, or unknown after being asked alone).",
+        "No entries wait for a decision any more.",
     ),
     "outage": (
         "Delivery halted: the Capture API has been unavailable for {duration} ({unsettled} entries wait).",

@@ -75,10 +75,14 @@ class Webhook:
         self._queue: asyncio.Queue[Outgoing] = asyncio.Queue(self.policy.queue_size)
         self._client: httpx.AsyncClient | None = None
         self._worker: asyncio.Task[None] | None = None
+        self._closed = False
 
     def post(self, body: dict[str, Any], **about: Any) -> None:
         """Queue `body` for sending; returns at once. A full queue drops its oldest body. `about`
         names it in log lines."""
+        if self._closed:  # a pass that outlived the daemon's stop: no task may start after aclose
+            log.warning("alert.unsent", alert=self.label, **about, reason="the daemon stopped")
+            return
         if self._queue.full():
             dropped = self._queue.get_nowait()
             self._queue.task_done()
@@ -134,6 +138,7 @@ class Webhook:
 
     async def aclose(self, timeout_s: float) -> None:
         """Give the queued bodies `timeout_s` to go, then stop; what is left is said in one line."""
+        self._closed = True
         if self._worker is not None and not self._worker.done():
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._queue.join(), timeout_s)

@@ -138,3 +138,18 @@ def test_the_url_is_masked_in_logs_once_read(folder: Path, monkeypatch: pytest.M
     assert logs.redact_secrets(None, "info", {"event": "posting", "to": f"POST {HOOK}"}) == {
         "event": "posting", "to": f"POST {logs.MASK}"
     }
+
+
+def test_an_empty_url_file_is_named_without_its_content(folder: Path) -> None:
+    (folder / "hook").write_text("\n")
+    [problem] = problems(write(folder, '[[alerts]]\nurl_file = "hook"\n'))
+    assert problem.endswith(f"alerts[0].url_file: {folder / 'hook'} is empty")
+
+
+def test_the_example_config_shows_an_alerts_entry_that_loads_when_uncommented(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    example = (Path(__file__).resolve().parents[2] / "config" / "capture-sync.example.toml").read_text()
+    block = example[example.index("# [[alerts]]"):]
+    monkeypatch.setenv("CAPTURE_SYNC_ALERT_URL", HOOK)
+    entry = "\n".join(line.removeprefix("# ") for line in block.splitlines() if line.startswith("# "))
+    [alert] = load_config(write(folder, "\n" + entry + "\n")).alerts
+    assert alert.settings.format == "slack" and alert.settings.stale_after == 7200

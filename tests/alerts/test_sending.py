@@ -59,7 +59,7 @@ async def test_blocked_entries_raise_one_json_alert_with_counts_and_the_command_
     started, cleared = hook.bodies
     assert (started["condition"], started["status"], started["counts"]) == ("blocked", "started", {"blocked": 3})
     assert (cleared["status"], cleared["counts"]) == ("cleared", {"blocked": 0})
-    assert started["summary"] == "3 entries are blocked and wait for a decision."
+    assert started["summary"].startswith("3 entries wait for a person's decision (blocked by a 409")
     assert started["command"] == "capture-sync ledger list -c /etc/cs.toml --state blocked"
     assert set(started) == {
         "app", "alert", "condition", "status", "subject", "summary", "since", "at", "duration_s", "counts",
