@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import logs
-from ..api import CaptureClient, CaptureError, Unauthorized
+from ..api import CaptureClient, CaptureError, ClientInfo, Unauthorized
 from ..config import DEFAULT_PATH, ENV_CONFIG, Config, load_config
 from ..delivery import ExitCode as ExitCode  # the commands take it from here
 from ..delivery import RunReport, exit_code_for
@@ -171,6 +171,17 @@ def api_client(cfg: Config) -> CaptureClient:
         retry_policy=cfg.capture.retry.policy(), allow_insecure_http=cfg.capture.allow_insecure_http,
         max_connections=max(cfg.capture.concurrency, 1),
         credentials_from=creds.origins(), reload_credentials=cfg.reload_credentials,
+    )
+
+
+def flow_gate_for(cfg: Config, ledger: Ledger) -> Callable[[ClientInfo], None]:
+    """What a sending command does with its GET /info answer: while no synthetic test flow has
+    passed against this base URL as this client, warn once, or refuse (`capture.require_flow`)."""
+    from ..flow import flow_gate
+
+    base_url, _ = cfg.api()
+    return lambda info: flow_gate(
+        ledger, base_url, info.client_name, required=cfg.capture.require_flow, config=cfg.path
     )
 
 
