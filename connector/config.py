@@ -19,7 +19,7 @@ from typing import Any, Literal, TypeVar
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 
-from . import logs
+from . import env_overrides, logs
 from .alerts import Alert, parse_alerts
 from .api.client import check_base_url
 from .api.errors import InsecureURLError
@@ -210,6 +210,9 @@ def load_config(path: str | Path) -> Config:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigProblem([f"{path}: not valid TOML: {exc}"]) from None
     problems: list[str] = []
+    overridden = env_overrides.apply(
+        doc, os.environ, {"capture": CaptureSettings, "ledger": LedgerSettings, "daemon": DaemonSettings}, problems
+    )
     folder = path.parent
     for key in sorted(set(doc) - {"capture", "ledger", "daemon", "sources", "alerts"}):
         problems.append(f"{key}: unknown table or key (known: capture, ledger, daemon, sources, alerts)")
@@ -240,7 +243,7 @@ def load_config(path: str | Path) -> Config:
     sources = _sources(doc.get("sources", []), folder, problems)
     alerts = parse_alerts(doc.get("alerts"), folder, problems)
     if problems:
-        raise ConfigProblem([f"{path}: {p}" for p in problems])
+        raise ConfigProblem([f"{path}: {env_overrides.annotate(p, overridden)}" for p in problems])
     assert capture is not None and ledger is not None and daemon is not None
     return Config(path, capture, ledger, daemon, tuple(sources), base_url, credentials, alerts)
 

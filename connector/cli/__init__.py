@@ -10,7 +10,7 @@ app = typer.Typer(
     name="capture-sync",
     help="Keep a CRM fed with new contacts through its Capture API, effectively once.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     pretty_exceptions_enable=False,
 )
 
@@ -40,6 +40,9 @@ app.command("status", rich_help_panel="Inspect")(status.status)
 app.add_typer(ledger.app, name="ledger", rich_help_panel="Inspect")
 from . import sources  # noqa: E402
 app.add_typer(sources.app, name="sources", rich_help_panel="Inspect")
+from . import runs, state  # noqa: E402
+app.add_typer(runs.app, name="runs", rich_help_panel="Inspect")
+app.add_typer(state.app, name="state", rich_help_panel="Inspect")
 
 
 def main() -> None:

@@ -1,7 +1,9 @@
 """`capture-sync ledger`: inspect entries and batches, and repair what needs a person's decision."""
 
 import json
+import time
 from dataclasses import asdict
+from typing import Literal
 
 import typer
 
@@ -169,13 +171,20 @@ def resolve(
     """
     if requeue == dismiss:
         fail("say what to do: exactly one of --requeue or --dismiss", ExitCode.USAGE)
+    action: Literal["requeue", "dismiss"] = "requeue" if requeue else "dismiss"
     with open_existing(cfg) as ledger:
+        # A run of its own, so that `runs show` attributes the entries it changed to this command.
+        t0, code = time.monotonic(), ExitCode.USAGE
+        run_id = ledger.start_run("resolve", note=f"ledger resolve {key} --{action}")
         try:
-            changed = ledger.resolve(key, "requeue" if requeue else "dismiss")
+            changed = ledger.resolve(key, action)
+            code = ExitCode.OK
         except KeyError:
             fail(f"no entry or batch has the key {key!r}", ExitCode.USAGE)
         except ValueError as exc:
             fail(str(exc), ExitCode.USAGE)
+        finally:
+            ledger.finish_run(run_id, {}, time.monotonic() - t0, int(code))
     if requeue:
         out.print(f"requeued {changed} entries; `capture-sync replay` (or the daemon's next sweep) sends them")
     else:

@@ -119,7 +119,7 @@ def _read(ledger: Ledger, job: SourceJob, report: RunReport) -> Iterator[Record 
     rejection; a source that breaks mid-read must not cost the records it already gave)."""
     count = 0
     try:
-        for item in job.source.read(ledger.source_state(job.name)):
+        for item in job.source.read(None if job.from_start else ledger.source_state(job.name)):
             count += 1
             yield item
     except Exception as exc:  # a plugin may raise anything; KeyboardInterrupt and stops are not this
@@ -153,6 +153,9 @@ def extract(
     records before it, its cursor at the last of them."""
     chunk: list[Mapped] = []
     last_state: Any = None
+    report.sources_read.append(job.name)
+    if job.from_start:  # the cursor it replaces stays in the state history, to be put back if wanted
+        ledger.change_source_state(job.name, None, "full-refresh")
 
     def flush() -> None:
         counts = ledger.enqueue(job.name, job.mapping.version, chunk, last_state)
@@ -340,7 +343,7 @@ async def _deliver(
 def _recorded(ledger: Ledger, report: RunReport) -> Iterator[None]:
     """Record the run in the ledger with the exit code the command returns, however it ends."""
     t0 = time.monotonic()
-    run_id = ledger.start_run(report.kind)
+    run_id = report.run_id = ledger.start_run(report.kind)
     try:
         yield
     except BaseException as exc:
@@ -350,7 +353,7 @@ def _recorded(ledger: Ledger, report: RunReport) -> Iterator[None]:
         report.unsettled = ledger.unsettled_count()
         report.blocked_total = ledger.blocked_count()
         report.duration_s = time.monotonic() - t0
-        ledger.finish_run(run_id, report.counts(), report.duration_s, int(report.exit_code))
+        ledger.finish_run(run_id, report.counts(), report.duration_s, int(report.exit_code), report.sources_read)
         log.info(
             "run.finished", kind=report.kind, duration_s=round(report.duration_s, 3), unsettled=report.unsettled,
             exit_code=int(report.exit_code), **report.counts(),
@@ -408,11 +411,15 @@ async def replay(
     return report
 
 
-def preview(ledger: Ledger, jobs: Sequence[SourceJob]) -> RunReport:
+def preview(
+    ledger: Ledger, jobs: Sequence[SourceJob], sink: Callable[[dict[str, Any]], None] | None = None
+) -> RunReport:
     """--dry-run: map and validate what a sync would read, and count what it would send, without
     sending, committing a cursor or changing any entry. Whether the CRM would create or update a
     person cannot be known without asking it, so the preview does not guess. The setup is checked
-    as by `sync`."""
+    as by `sync`. The report keeps the first PREVIEW_LIMIT persons; `sink` gets every one as it is
+    read (`"outcome": "send"`) and every rejected record with its reasons (`"outcome": "rejected"`),
+    so a preview of any size streams to a file."""
     shown: list[dict[str, Any]] = []
     report = RunReport(kind="dry_run", dry_run_preview=shown)
     t0 = time.monotonic()
@@ -424,10 +431,16 @@ def preview(ledger: Ledger, jobs: Sequence[SourceJob]) -> RunReport:
                 report.unchanged += 1
             elif item.payload is None:
                 report.rejected += 1
+                if sink is not None:
+                    sink({"source": job.name, "record_id": item.record_id, "outcome": "rejected",
+                          "reasons": list(item.reasons), "record": item.raw})
             else:
                 report.enqueued += 1
+                person = {"source": job.name, "record_id": item.record_id, **json.loads(item.payload)}
                 if len(shown) < PREVIEW_LIMIT:
-                    shown.append({"source": job.name, "record_id": item.record_id, **json.loads(item.payload)})
+                    shown.append(person)
+                if sink is not None:
+                    sink({"outcome": "send", **person})
     report.unsettled = ledger.unsettled_count()
     report.duration_s = time.monotonic() - t0
     return report

@@ -15,3 +15,4 @@ class SourceJob:
     name: str
     source: Source
     mapping: Mapping
+    from_start: bool = False  # `sync --full-refresh`: this pass reads from the start, its cursor ignored

@@ -62,6 +62,8 @@ class RunReport:
     halted_by: str | None = None  # the error that ended delivery early (outage, auth)
     unavailable: dict[str, str] = field(default_factory=dict)      # source -> why it was not read (preflight)
     source_failures: dict[str, str] = field(default_factory=dict)  # source -> why its read ended early
+    sources_read: list[str] = field(default_factory=list)  # the sources this run began to read
+    run_id: int | None = None  # its row in the ledger's runs (`capture-sync runs show RUN`); a dry run has none
     ended_by: ExitCode | None = None  # an exception ended the run: the code the command exits with
     rejection_reasons: Counter[str] = field(default_factory=Counter)
     duration_s: float = 0.0

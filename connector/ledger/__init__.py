@@ -1,6 +1,8 @@
 """The SQLite ledger: records, cursors, write-ahead batches, attempts and runs (design 3)."""
 
 from ._types import BatchWork, Claim, EnqueueCounts, EntryState, Mapped, Member, Outcome
+from ._runs import RunEntry
+from ._states import SourceState, StateChange
 from .schema import SCHEMA_VERSION, LedgerError
 from .store import Ledger, LedgerLocked
 from .views import STATES, Attention, AttemptView, BatchDetail, EntryDetail, EntryView, RunView, StatusReport
@@ -8,5 +10,5 @@ from .views import STATES, Attention, AttemptView, BatchDetail, EntryDetail, Ent
 __all__ = [
     "SCHEMA_VERSION", "LedgerError", "BatchWork", "Claim", "EnqueueCounts", "EntryState", "Ledger",
     "LedgerLocked", "Mapped", "Member", "Outcome", "STATES", "Attention", "AttemptView",
-    "BatchDetail", "EntryDetail", "EntryView", "RunView", "StatusReport",
+    "BatchDetail", "EntryDetail", "EntryView", "RunView", "StatusReport", "RunEntry", "SourceState", "StateChange",
 ]

@@ -100,7 +100,29 @@ def _v3(db: sqlite_utils.Database) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3]
+def _v4(db: sqlite_utils.Database) -> None:
+    """Run reports and cursor control. `entries.run_id`: the run that last changed the entry (older
+    entries keep NULL: no run is known for them); `runs.sources` (JSON list) and `runs.note` say what
+    a run read or what an operator did; `state_history` keeps every cursor a person or a full refresh
+    replaced, so that it can be put back. Only adds columns and tables: safe on any v3 ledger."""
+    entries = db.table("entries")
+    entries.add_column("run_id", int)
+    entries.create_index(["run_id", "state"], index_name="entries_run_state")
+    runs = db.table("runs")
+    runs.add_column("sources", str)
+    runs.add_column("note", str)
+    db.table("state_history").create(
+        {
+            "id": int, "source": str, "old_state": str, "new_state": str, "action": str,
+            "run_id": int, "changed_at": float,
+        },
+        pk="id",
+        not_null={"source", "action", "changed_at"},
+    )
+    db.table("state_history").create_index(["source", "id"])
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

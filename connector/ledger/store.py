@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..api.client import Attempt
-from . import _batches, _enqueue, _flows, _operator, views
+from . import _batches, _enqueue, _flows, _operator, _runs, _states, views
 from ._types import BatchState, BatchWork, Claim, EnqueueCounts, EntryState, Mapped, Outcome
 from .schema import LedgerError, connect, describe
 
@@ -40,6 +40,8 @@ class Ledger:
         self._conn = connect(self.path, synchronous=synchronous, busy_timeout_s=busy_timeout_s)
         self._lock = threading.RLock()
         self._lock_fd: int | None = None
+        self._run_id: int | None = None  # the run in hand: every entry a write changes is stamped with it
+        _runs.install_stamp(self._conn, lambda: self._run_id)
 
     def __enter__(self) -> Ledger:
         return self
@@ -248,22 +250,50 @@ class Ledger:
 
     # --- runs and views ----------------------------------------------------------------------
 
-    def start_run(self, kind: str) -> int:
+    def start_run(self, kind: str, note: str | None = None) -> int:
+        """A new run row; until `finish_run`, every entry this ledger changes belongs to it. `note`
+        says what an operator's run did (`ledger resolve KEY --requeue`)."""
         with self._write() as db:
-            run_id = db.execute(
-                "INSERT INTO runs (kind, started_at) VALUES (?, ?)", (kind, time.time())
-            ).lastrowid
-        assert run_id is not None  # an INSERT always sets it
-        return run_id
+            self._run_id = _runs.start(db, kind, time.time(), note)
+        return self._run_id
 
-    def finish_run(self, run_id: int, counts: dict[str, int], duration_s: float, exit_code: int) -> None:
-        cols = ("read", "enqueued", "unchanged", "rejected", "sent", "captured", "duplicate", "failed", "blocked")
+    def finish_run(
+        self, run_id: int, counts: dict[str, int], duration_s: float, exit_code: int,
+        sources: Sequence[str] | None = None,
+    ) -> None:
+        if self._run_id == run_id:
+            self._run_id = None
         with self._write() as db:
-            db.execute(
-                f"UPDATE runs SET finished_at = ?, duration_s = ?, exit_code = ?, "
-                f"{', '.join(f'{c} = ?' for c in cols)} WHERE id = ?",
-                (time.time(), duration_s, exit_code, *(counts.get(c, 0) for c in cols), run_id),
-            )
+            _runs.finish(db, run_id, counts, duration_s, exit_code, sources, time.time())
+
+    def runs(self, limit: int = 20) -> list[views.RunView]:
+        with self._lock:
+            return _runs.recent(self._conn, limit)
+
+    def find_run(self, ref: str) -> views.RunView | None:
+        """A run by id, or `last`."""
+        with self._lock:
+            return _runs.find(self._conn, ref)
+
+    def run_entries(self, run_id: int, state: str | None = None) -> list[_runs.RunEntry]:
+        with self._lock:
+            return _runs.entries(self._conn, run_id, state)
+
+    # --- cursor control ----------------------------------------------------------------------
+
+    def change_source_state(self, source: str, state: Any, action: str) -> Any:
+        """Replace a source's cursor (None: read from the start next time), keeping the old one in the
+        history with the run in hand; returns the old one."""
+        with self._write() as db:
+            return _states.change(db, source, state, action, self._run_id, time.time())
+
+    def source_states(self) -> list[_states.SourceState]:
+        with self._lock:
+            return _states.current(self._conn)
+
+    def state_history(self, source: str | None = None, limit: int = 20) -> list[_states.StateChange]:
+        with self._lock:
+            return _states.history(self._conn, source, limit)
 
     def unsettled_count(self) -> int:
         marks = ",".join("?" * len(UNSETTLED))

@@ -54,6 +54,8 @@ class RunView:
     duration_s: float | None
     exit_code: int | None
     counts: dict[str, int]
+    sources: list[str] = field(default_factory=list)  # the sources it read (v4; older runs: none known)
+    note: str | None = None  # what an operator's run did, e.g. `ledger resolve KEY --requeue`
 
 
 @dataclass
