@@ -57,8 +57,17 @@ def mask_secrets(text: str) -> str:
     return text
 
 
+# Digit runs the phone pattern would take that are no phone: an IPv4 address (a listening address,
+# a URL's host) and an ISO date (with its hour), which INFO logs must keep readable.
+_NOT_A_PHONE = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}|\d{4}-\d{2}-\d{2}(?:[ T]\d{2})?")
+
+
+def _phone(match: re.Match[str]) -> str:
+    return match.group(0) if _NOT_A_PHONE.fullmatch(match.group(0)) else "<phone>"
+
+
 def mask_pii(text: str) -> str:
-    return _PHONE.sub("<phone>", _EMAIL.sub("<email>", text))
+    return _PHONE.sub(_phone, _EMAIL.sub("<email>", text))
 
 
 def redact_secrets(_logger: Any, _method: str, event: EventDict) -> EventDict:

@@ -1,0 +1,28 @@
+"""Contact data is masked in logs above DEBUG, and what only looks like it (an address the daemon
+listens on, a date) stays readable."""
+
+from __future__ import annotations
+
+import pytest
+
+from connector.logs import mask_pii
+
+
+@pytest.mark.parametrize("phone", ["+1 415 555 0104", "(415) 555-0104", "415.555.0104", "+44 20 7946 0958"])
+def test_phone_numbers_are_masked(phone: str) -> None:
+    masked = mask_pii(f"refused {phone} today")
+    assert "<phone>" in masked and not any(ch.isdigit() for ch in masked)
+
+
+def test_emails_are_masked() -> None:
+    assert mask_pii("ada.lovelace+crm@example.org was refused") == "<email> was refused"
+
+
+@pytest.mark.parametrize("text", [
+    "serving on http://127.0.0.1:9464/metrics",
+    "sandbox at 10.20.30.40:8765",
+    "last pass 2026-11-24 04:25:21",
+    "since 2026-11-24T04:25:21Z",
+])
+def test_addresses_and_dates_are_not_taken_for_phones(text: str) -> None:
+    assert mask_pii(text) == text
