@@ -1,6 +1,8 @@
 """The gate `sync` and `run` pass before sending: has the synthetic test flow passed against this
-base URL for this client? Spec 1 says production comes only after it works; a warning says so once
-per process, and `[capture] require_flow = true` turns it into a refusal."""
+base URL? Spec 1 says production comes only after it works; a warning says so once per process, and
+`[capture] require_flow = true` turns it into a refusal. A pass as any client counts: the flow probes
+the server's behaviour (replays, result objects, key scope), and the spec wants it run with a
+disposable test client rather than the production one."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from ..ledger import Ledger
 from ..problems import ConfigProblem
 
 log = structlog.get_logger("capture_sync.flow")
-_warned: set[tuple[str, str]] = set()  # (base URL, client name) pairs this process has warned about
+_warned: set[str] = set()  # the base URLs this process has warned about
 
 
 def flow_command(config: str | Path | None = None) -> str:
@@ -23,20 +25,22 @@ def flow_command(config: str | Path | None = None) -> str:
 def flow_gate(
     ledger: Ledger, base_url: str, client_name: str, *, required: bool, config: str | Path | None = None
 ) -> None:
-    """Nothing when a flow has passed against `base_url` as `client_name`; else one warning
-    (`flow.not_passed`) per pair and process, or, when `required`, a ConfigProblem (exit 2) naming the
-    command to run. `config` fills the command's -c."""
-    if ledger.flow_passed(base_url, client_name) is not None:
+    """Nothing when a flow has passed against `base_url` (as any client); else one warning
+    (`flow.not_passed`) per base URL and process, or, when `required`, a ConfigProblem (exit 2) naming
+    the command to run. `client_name` is the client sending now, for the message; `config` fills the
+    command's -c."""
+    if ledger.flow_passed(base_url) is not None:
         return
     command = flow_command(config)
     if required:
         raise ConfigProblem([
-            f"capture.require_flow: no synthetic test flow has passed against {base_url} as client "
-            f"{client_name!r}: run `{command}` first (it sends a few synthetic test persons)"
+            f"capture.require_flow: no synthetic test flow has passed against {base_url} (sending as client "
+            f"{client_name!r}): run `{command}` first, best with a disposable test client (it sends a few "
+            "synthetic test persons)"
         ])
-    if (base_url, client_name) in _warned:
+    if base_url in _warned:
         return
-    _warned.add((base_url, client_name))
+    _warned.add(base_url)
     log.warning(
         "flow.not_passed", base_url=base_url, client_name=client_name, command=command,
         why="the spec asks for a synthetic test flow before production; set capture.require_flow to refuse",

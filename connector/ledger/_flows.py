@@ -21,8 +21,10 @@ def record_pass(db: sqlite3.Connection, base_url: str, client_name: str, summary
     )
 
 
-def passed_at(db: sqlite3.Connection, base_url: str, client_name: str) -> float | None:
-    row = db.execute(
-        "SELECT passed_at FROM flows WHERE base_url = ? AND client_name = ?", (normal_url(base_url), client_name)
-    ).fetchone()
-    return None if row is None else float(row[0])
+def passed_at(db: sqlite3.Connection, base_url: str, client_name: str | None) -> float | None:
+    """The last pass against `base_url` as `client_name`, or as any client when it is None."""
+    sql, params = "SELECT MAX(passed_at) FROM flows WHERE base_url = ?", [normal_url(base_url)]
+    if client_name is not None:
+        sql, params = sql + " AND client_name = ?", [*params, client_name]
+    row = db.execute(sql, params).fetchone()
+    return None if row[0] is None else float(row[0])

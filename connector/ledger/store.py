@@ -243,8 +243,8 @@ class Ledger:
         with self._write() as db:
             _flows.record_pass(db, base_url, client_name, summary, time.time())
 
-    def flow_passed(self, base_url: str, client_name: str) -> float | None:
-        """When the flow last passed against this base URL for this client name, or None."""
+    def flow_passed(self, base_url: str, client_name: str | None = None) -> float | None:
+        """When the flow last passed against this base URL as this client (any client: None), or None."""
         with self._lock:
             return _flows.passed_at(self._conn, base_url, client_name)
 
