@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 RUN_STAMP := $(VENV)/.installed-run
 
-.PHONY: demo test bench soak install install-dev clean
+.PHONY: demo test bench bench-peers soak install install-dev clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,21 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
+# dlt and the Singer SDK in a venv of their own (pinned in benchmarks/peers/requirements.txt), never in
+# the product's; then capture-sync, dlt, Singer and a plain httpx loop on one CSV, alternating rounds
+# (~10 min at the defaults). Smaller: make bench-peers PEERS_ARGS="--rounds 1 --records 10000".
+PEERS_VENV := .venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.installed
+PEERS_ARGS ?=
+
+$(PEERS_STAMP): benchmarks/peers/requirements.txt
+	$(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/pip install --quiet -r benchmarks/peers/requirements.txt
+	touch $(PEERS_STAMP)
+
+bench-peers: $(STAMP) $(PEERS_STAMP)
+	$(BIN)/python benchmarks/peers/run.py $(PEERS_ARGS)
+
 # The reliability suite's chaos test at 20,000 records (edited and added to as it runs) and 50 kills,
 # and a 30 s API outage; prints kills survived, records, versions, captured once, refused, lost,
 # doubled, stale (~5 min).
@@ -45,4 +60,4 @@ soak: $(STAMP)
 	SOAK_RECORDS=20000 SOAK_KILLS=50 SOAK_OUTAGE_S=30 $(BIN)/python -m pytest tests/reliability/test_chaos.py tests/reliability/test_outage.py -s -q -p no:cacheprovider
 
 clean:
-	rm -rf $(VENV) capture-sync-demo .pytest_cache .hypothesis
+	rm -rf $(VENV) $(PEERS_VENV) capture-sync-demo .pytest_cache .hypothesis

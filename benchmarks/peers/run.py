@@ -1,0 +1,196 @@
+"""capture-sync beside its peers (issue 15, `make bench-peers`): the same CSV job run by
+capture-sync, a dlt pipeline, a Singer SDK tap piped into a target, and a plain httpx loop, in
+alternating rounds against an in-process sandbox on 127.0.0.1.
+
+    .venv/bin/python benchmarks/peers/run.py [--rounds 3] [--records 100000] [--rate-records 20000]
+
+Per contender, medians over the rounds: CPU per record (user + sys of all its processes), wall
+time and peak RSS with no rate limit; persons captured and captured twice (from the sandbox's
+store); and, with a client limited to 12 requests per 1 s (a 1,200 persons/s ceiling), the share
+of that ceiling from process start to exit and the number of bulk requests answered 429.
+Each run gets a fresh sandbox; the order of the contenders rotates from round to round, so drift
+on this shared machine falls on each of them alike. Figures go to a table and to results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from contacts import generate
+from contenders import CONTENDERS, Job
+from measure import run_processes, sandbox, store_counts
+from rich.console import Console
+from rich.table import Table
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results.json"
+PEERS_PYTHON = HERE.parents[1] / ".venv-peers" / "bin" / "python"
+UNLIMITED = 1_000_000_000
+RATE_LIMIT, RATE_WINDOW_S, BATCH = 12, 1.0, 100
+CEILING = RATE_LIMIT / RATE_WINDOW_S * BATCH  # persons/s
+
+
+@dataclass(frozen=True)
+class Run:
+    contender: str
+    round: int
+    rate_limited: bool
+    records: int
+    exit_codes: tuple[int, ...]
+    wall_s: float
+    cpu_us_per_record: float
+    peak_rss_mb: float
+    captured: int
+    doubled: int
+    requests: int
+    answered_429: int
+
+    @property
+    def share_of_ceiling(self) -> float:
+        return self.captured / self.wall_s / CEILING
+
+
+def run_once(
+    name: str, round_no: int, folder: Path, csv_path: Path, records: int, rate_limited: bool,
+    peers_python: Path, tell_window: bool,
+) -> Run:
+    limit, window = (RATE_LIMIT, RATE_WINDOW_S) if rate_limited else (UNLIMITED, 60.0)
+    with sandbox(folder, rate_limit=limit, rate_window_s=window) as api:
+        job = Job(folder, csv_path, api, peers_python, window if tell_window or not rate_limited else None)
+        commands, env = CONTENDERS[name](job)
+        usage = run_processes(commands, folder / "contender.log", env)
+        statuses = dict(api.statuses)
+    captured, doubled = store_counts(api.db)
+    return Run(
+        name, round_no, rate_limited, records, usage.exit_codes, usage.wall_s, usage.cpu_s / records * 1e6,
+        usage.peak_rss_mb, captured, doubled, sum(statuses.values()), statuses.get(429, 0),
+    )
+
+
+def median(runs: list[Run], field: str) -> float:
+    return statistics.median(getattr(r, field) for r in runs)
+
+
+def summary(runs: list[Run]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for name in CONTENDERS:
+        free = [r for r in runs if r.contender == name and not r.rate_limited]
+        limited = [r for r in runs if r.contender == name and r.rate_limited]
+        out[name] = {
+            "cpu_us_per_record": median(free, "cpu_us_per_record"),
+            "cpu_us_per_record_range": [min(r.cpu_us_per_record for r in free), max(r.cpu_us_per_record for r in free)],
+            "wall_s": median(free, "wall_s"),
+            "peak_rss_mb": median(free, "peak_rss_mb"),
+            "captured": min(r.captured for r in free), "doubled": max(r.doubled for r in free),
+            "all_exited_0": all(set(r.exit_codes) == {0} for r in free + limited),
+        }
+        if limited:
+            out[name] |= {
+                "rate_limited_share_of_ceiling": median(limited, "share_of_ceiling"),
+                "rate_limited_wall_s": median(limited, "wall_s"),
+                "rate_limited_429": median(limited, "answered_429"),
+                "rate_limited_requests": median(limited, "requests"),
+                "rate_limited_captured": min(r.captured for r in limited),
+                "rate_limited_doubled": max(r.doubled for r in limited),
+            }
+    return out
+
+
+def table(result: dict[str, Any]) -> Table:
+    p = result["parameters"]
+    t = Table(title=(
+        f"capture-sync and its peers: medians of {p['rounds']} alternating rounds, {p['records']:,} records "
+        f"(rate-limited: {p['rate_records']:,} at {RATE_LIMIT} requests/{RATE_WINDOW_S:g} s = {CEILING:,.0f} persons/s)"
+    ))
+    for column in ("contender", "CPU/record", "wall", "peak RSS", "captured", "doubled", "share of ceiling", "429s"):
+        t.add_column(column, justify="left" if column == "contender" else "right")
+    for name, s in result["summary"].items():
+        lo, hi = s["cpu_us_per_record_range"]
+        share = s.get("rate_limited_share_of_ceiling")
+        t.add_row(
+            name + ("" if s["all_exited_0"] else " (a run failed)"),
+            f"{s['cpu_us_per_record']:,.0f} us ({lo:,.0f}-{hi:,.0f})", f"{s['wall_s']:.1f} s",
+            f"{s['peak_rss_mb']:,.0f} MB", f"{s['captured']:,}", f"{s['doubled']:,}",
+            "-" if share is None else f"{share:.2f}",
+            "-" if share is None else f"{s['rate_limited_429']:,.0f} of {s['rate_limited_requests']:,.0f}",
+        )
+    return t
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--records", type=int, default=100_000, help="rows of the run with no rate limit")
+    parser.add_argument("--rate-records", type=int, default=20_000, help="rows of the rate-limited run (0: skip it)")
+    parser.add_argument("--peers-python", type=Path, default=PEERS_PYTHON, help="the interpreter of .venv-peers")
+    parser.add_argument(
+        "--untold", action="store_true",
+        help="leave capture-sync's rate_window_s unset in the rate-limited run (default: told 1 s)",
+    )
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    if not args.peers_python.exists():
+        parser.error(f"{args.peers_python} is missing: `make bench-peers` creates .venv-peers")
+
+    console = Console(width=max(Console().width, 150))  # the table's 8 columns, even in a log
+    names = list(CONTENDERS)
+    runs: list[Run] = []
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="capture-sync-peers-") as tmp:
+        folder = Path(tmp)
+        big, small = folder / "contacts.csv", folder / "contacts-rate-limited.csv"
+        generate(big, args.records)
+        if args.rate_records:
+            generate(small, args.rate_records)
+        for round_no in range(args.rounds):
+            order = names[round_no % len(names):] + names[:round_no % len(names)]
+            plan = [(n, False) for n in order] + ([(n, True) for n in order] if args.rate_records else [])
+            for name, limited in plan:
+                records = args.rate_records if limited else args.records
+                run_folder = folder / f"r{round_no}-{name}-{'limited' if limited else 'free'}"
+                run = run_once(
+                    name, round_no, run_folder, small if limited else big, records, limited, args.peers_python,
+                    not args.untold,
+                )
+                runs.append(run)
+                console.print(
+                    f"round {round_no + 1} {name:<12} {'rate-limited' if limited else 'no limit':<12} "
+                    f"exit {','.join(map(str, run.exit_codes))}  {run.wall_s:6.1f} s  "
+                    f"{run.cpu_us_per_record:5.0f} us/record  {run.captured:,} captured, {run.doubled} doubled, "
+                    f"{run.answered_429} x 429" + (f"  share {run.share_of_ceiling:.2f}" if limited else "")
+                )
+                if set(run.exit_codes) != {0}:
+                    console.print(f"[red]{name} failed; its log:[/red]")
+                    console.print((run_folder / "contender.log").read_text()[-3000:], markup=False)
+
+    result = {
+        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()},
+        "parameters": {
+            "rounds": args.rounds, "records": args.records, "rate_records": args.rate_records,
+            "rate_limit": f"{RATE_LIMIT} requests / {RATE_WINDOW_S:g} s", "ceiling_persons_per_s": CEILING,
+            "capture_sync_told_window": not args.untold, "seconds": round(time.time() - started, 1),
+        },
+        "summary": summary(runs),
+        "runs": [asdict(r) | {"share_of_ceiling": r.share_of_ceiling} for r in runs],
+    }
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    console.print(table(result))
+    console.print(f"every run: {args.output}")
+    failed = sorted({r.contender for r in runs if set(r.exit_codes) != {0}})
+    if failed:
+        raise SystemExit(f"failed runs ({', '.join(failed)}): their logs are printed above")
+
+
+if __name__ == "__main__":
+    main()
