@@ -33,7 +33,6 @@ from apscheduler.triggers.interval import IntervalTrigger
 from .alerts import Alerts
 from .api import CaptureError, ClientInfo, Unauthorized
 from .delivery import RunReport, SourceJob, preflight, replay, sync
-from .flow import flow_gate
 from .health import DaemonHealth
 from .problems import ConfigProblem
 from .schedule import schedule_trigger
@@ -102,12 +101,8 @@ class Daemon:
         )
 
     def on_info(self, info: ClientInfo) -> None:
-        """Each pass's GET /info: the API answers under the credentials in use; the flow gate warns
-        once, or refuses (at start: exit 2; later: that pass) when a flow is required and none passed."""
+        """Each pass's GET /info: the API answers under the credentials in use."""
         self.health.answered(info)
-        base_url, _ = self.config.api()
-        flow_gate(self.ledger, base_url, info.client_name, required=self.config.capture.require_flow,
-                  config=self.config.path)
 
     def _refused(self, reason: str, **context: Any) -> None:
         if self.health.auth_failed is None:

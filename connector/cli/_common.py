@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import logs
-from ..api import CaptureClient, CaptureError, ClientInfo, Unauthorized
+from ..api import CaptureClient, CaptureError, Unauthorized
 from ..config import DEFAULT_PATH, ENV_CONFIG, Config, load_config
 from ..delivery import ExitCode as ExitCode  # the commands take it from here
 from ..delivery import RunReport, exit_code_for
@@ -174,15 +174,13 @@ def api_client(cfg: Config) -> CaptureClient:
     )
 
 
-def flow_gate_for(cfg: Config, ledger: Ledger) -> Callable[[ClientInfo], None]:
-    """What a sending command does with its GET /info answer: while no synthetic test flow has
-    passed against this base URL as this client, warn once, or refuse (`capture.require_flow`)."""
-    from ..flow import flow_gate
+def pass_flow_gate(cfg: Config, ledger: Ledger) -> None:
+    """Before a sending command reads or sends anything: while no synthetic test flow has passed
+    against this base URL, warn once, or refuse (`capture.require_flow`, exit 2)."""
+    from ..flow import flow_gate  # the flow loads the delivery engine: only commands that send need it
 
     base_url, _ = cfg.api()
-    return lambda info: flow_gate(
-        ledger, base_url, info.client_name, required=cfg.capture.require_flow, config=cfg.path
-    )
+    flow_gate(ledger, base_url, required=cfg.capture.require_flow, config=cfg.path)
 
 
 def open_ledger(cfg: Config, *, exclusive: bool = False) -> Ledger:

@@ -8,7 +8,7 @@ from ..config import Config
 from ..ops import HttpAddress, parse_address
 from ..problems import ConfigProblem
 from ..scheduler import Daemon
-from ._common import api_client, command, open_ledger, print_report, run_until_signal
+from ._common import api_client, command, open_ledger, pass_flow_gate, print_report, run_until_signal
 
 
 @command()
@@ -50,6 +50,7 @@ def run(
             return report.exit_code
 
     with open_ledger(cfg, exclusive=True) as ledger:
+        pass_flow_gate(cfg, ledger)
         return run_until_signal(go)
 
 

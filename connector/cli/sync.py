@@ -16,7 +16,7 @@ from ..config import Config
 from ..progress import TerminalProgress, progress_for
 from ._output import emit_json, report_dict
 from ._common import (
-    ExitCode, api_client, command, fail, flow_gate_for, open_ledger, out, print_report, run_until_signal,
+    ExitCode, api_client, command, fail, pass_flow_gate, open_ledger, out, print_report, run_until_signal,
 )
 
 
@@ -76,11 +76,11 @@ def sync(
         async with api_client(cfg) as client:
             with _progress(as_json) as progress:
                 return await delivery.sync(
-                    ledger, client, jobs, cfg.delivery_settings(), progress=progress, stop=stop,
-                    on_info=flow_gate_for(cfg, ledger),
+                    ledger, client, jobs, cfg.delivery_settings(), progress=progress, stop=stop
                 )
 
     with open_ledger(cfg, exclusive=True) as ledger:
+        pass_flow_gate(cfg, ledger)
         report = run_until_signal(go)
     return _finish(report, "Sync", cfg, as_json)
 
@@ -102,11 +102,11 @@ def replay(
         async with api_client(cfg) as client:
             with _progress(as_json) as progress:
                 return await delivery.replay(
-                    ledger, client, cfg.delivery_settings(), include_failed=include_failed, progress=progress, stop=stop,
-                    on_info=flow_gate_for(cfg, ledger),
+                    ledger, client, cfg.delivery_settings(), include_failed=include_failed, progress=progress, stop=stop
                 )
 
     with open_ledger(cfg, exclusive=True) as ledger:
+        pass_flow_gate(cfg, ledger)
         report = run_until_signal(go)
     return _finish(report, "Replay", cfg, as_json)
 

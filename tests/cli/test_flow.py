@@ -208,12 +208,12 @@ def test_a_version_2_ledger_migrates_and_keeps_its_entries(tmp_path):
 def test_the_gate_warns_once_per_server_with_the_command_to_run(tmp_path):
     url = f"http://127.0.0.1:1/{tmp_path.name}/api/v1/capture"  # unique: the gate remembers per process
     with Ledger(tmp_path / "ledger.sqlite3") as ledger, structlog.testing.capture_logs() as logs:
-        flow_gate(ledger, url, "crm", required=False, config="prod.toml")
-        flow_gate(ledger, url, "crm", required=False, config="prod.toml")
-        flow_gate(ledger, url + "/other", "crm", required=False)
-        flow_gate(ledger, url, "another-client", required=False)
+        flow_gate(ledger, url, required=False, config="prod.toml")
+        flow_gate(ledger, url, required=False, config="prod.toml")
+        flow_gate(ledger, url + "/other", required=False)
+        flow_gate(ledger, url, required=False)
     warnings = [e for e in logs if e["event"] == "flow.not_passed"]
-    assert [(w["base_url"], w["client_name"]) for w in warnings] == [(url, "crm"), (url + "/other", "crm")]
+    assert [w["base_url"] for w in warnings] == [url, url + "/other"]
     assert warnings[0]["command"] == "capture-sync check -c prod.toml --flow"
     assert warnings[1]["command"] == "capture-sync check -c CONFIG --flow"
     assert all(w["log_level"] == "warning" for w in warnings)
@@ -223,17 +223,17 @@ def test_the_gate_refuses_when_a_flow_is_required_and_passes_after_one(tmp_path)
     url = f"http://127.0.0.1:1/{tmp_path.name}/api/v1/capture"
     with Ledger(tmp_path / "ledger.sqlite3") as ledger:
         with pytest.raises(ConfigProblem) as refused:
-            flow_gate(ledger, url, "crm", required=True, config="prod.toml")
+            flow_gate(ledger, url, required=True, config="prod.toml")
         assert "capture.require_flow" in refused.value.problems[0]
         assert "capture-sync check -c prod.toml --flow" in refused.value.problems[0]
         ledger.record_flow_pass(url, "crm", {"steps": {}})
         with structlog.testing.capture_logs() as logs:
-            flow_gate(ledger, url, "crm", required=True)
-            flow_gate(ledger, url, "crm", required=False)
+            flow_gate(ledger, url, required=True)
+            flow_gate(ledger, url, required=False)
             # the flow probes the server: a pass with a disposable test client counts for the
             # production client too; a pass against another base URL does not
-            flow_gate(ledger, url + "/", "production-client", required=True)
+            flow_gate(ledger, url + "/", required=True)
             with pytest.raises(ConfigProblem):
-                flow_gate(ledger, url + "/elsewhere", "crm", required=True)
+                flow_gate(ledger, url + "/elsewhere", required=True)
         assert logs == []
         assert ledger.flow_passed(url, "crm") is not None and ledger.flow_passed(url, "production-client") is None

@@ -42,6 +42,19 @@ def test_required_flow_refuses_sync_replay_and_run_before_reading_anything(kit, 
     assert sandbox.store.persons() == []
 
 
+def test_required_flow_refuses_even_when_the_api_does_not_answer(kit, sandbox, tmp_path: Path) -> None:
+    key, secret = sandbox.create_client("gate-test")
+    kit.credentials(tmp_path, key, secret)
+    contacts = tmp_path / "contacts.csv"
+    kit.contacts(contacts, [kit.contact(1)])
+    closed = "http://127.0.0.1:9/api/v1/capture"  # nothing listens: the gate must not depend on GET /info
+    config = kit.config(tmp_path, closed, contacts, extra_capture=REQUIRE)
+    result = kit.run("sync", "-c", str(config))
+    assert result.code == 2, result.stderr
+    assert "capture.require_flow" in result.stderr
+    assert not (tmp_path / "ledger.sqlite3").exists() or entries(tmp_path) == 0
+
+
 def test_after_a_passed_flow_a_required_flow_lets_sync_deliver_without_a_warning(kit, sandbox, tmp_path: Path) -> None:
     config = setup(kit, sandbox, tmp_path, extra_capture=REQUIRE)
     flow = kit.run("check", "-c", str(config), "--flow", "--yes")
