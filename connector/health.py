@@ -42,15 +42,29 @@ class DaemonHealth:
     auth_failed: str | None = None        # why the API refuses the credentials in use; None when it accepts them
     outage_since: float | None = None     # delivery halted by an unavailable API since then; None when it delivers
     passes: dict[str, SourcePass] = field(default_factory=dict)   # source (or "retry-sweep") -> its last pass
-    last_success: dict[str, float] = field(default_factory=dict)  # source -> end of its last pass that exited 0
+    last_success: dict[str, float] = field(default_factory=dict)  # source -> end of its last pass that succeeded
     # source -> what its passes read and made of it since start (read, enqueued, unchanged, rejected):
     # the metrics' counters, kept whole here because `passes` holds only the last pass
     read_totals: dict[str, Counter[str]] = field(default_factory=dict)
 
     @property
     def ready(self) -> bool:
-        """The API answered GET /info under the credentials in use, and they are not refused since."""
-        return self.api_answered_at is not None and self.auth_failed is None
+        return not self.unready_reasons
+
+    @property
+    def unready_reasons(self) -> list[str]:
+        """Why the API side is not ready, for /readyz: GET /info has not answered under the credentials
+        in use, they are refused since, or an outage halted delivery since (a failed GET /info halts
+        the pass that asked)."""
+        reasons = []
+        if self.api_answered_at is None:
+            reasons.append("GET /info has not succeeded yet")
+        if self.auth_failed is not None:
+            reasons.append(f"authentication failing: {self.auth_failed}")
+        if self.outage_since is not None:
+            since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.outage_since))
+            reasons.append(f"delivery halted by an outage since {since}")
+        return reasons
 
     def answered(self, info: ClientInfo) -> None:
         self.client, self.api_answered_at = info, time.time()
@@ -61,7 +75,7 @@ class DaemonHealth:
             now, report.duration_s, int(report.exit_code), report.read, report.rejected, report.captured,
             report.duplicate, report.failed, report.halted_by,
         )
-        if int(report.exit_code) == 0:
+        if _succeeded(report):
             self.last_success[name] = now
         totals = self.read_totals.setdefault(name, Counter())
         totals.update(read=report.read, enqueued=report.enqueued, unchanged=report.unchanged, rejected=report.rejected)
@@ -69,3 +83,13 @@ class DaemonHealth:
             self.outage_since = self.outage_since or now
         elif not report.stopped:
             self.outage_since = None
+
+
+def _succeeded(report: RunReport) -> bool:
+    """The pass did its own work: read what it was given and delivered without a halt. Its exit
+    code is not the test: entries blocked or unsettled from any earlier pass make it 5 or 4, and
+    those have their own alert and status lines; they must not make every source look stale."""
+    return not (
+        report.halted_by or report.unavailable or report.source_failures or report.stopped
+        or report.ended_by is not None
+    )

@@ -114,10 +114,7 @@ class OpsServer:
 
     async def readiness(self) -> list[str]:
         """Why the daemon is not ready; empty when it is."""
-        reasons = []
-        if not self.health.ready:
-            reasons.append(f"authentication failing: {self.health.auth_failed}" if self.health.auth_failed
-                           else "GET /info has not succeeded yet")
+        reasons = self.health.unready_reasons
         if (problem := await asyncio.to_thread(self.reader.writable)) is not None:
             reasons.append(f"ledger not writable: {problem}")
         return reasons

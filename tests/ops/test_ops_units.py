@@ -120,6 +120,9 @@ async def test_ready_only_after_get_info_while_the_credentials_work_and_the_ledg
     health.auth_failed = "HTTP 401: invalid secret; key from file k, secret from file s"
     assert await server.readiness() == [f"authentication failing: {health.auth_failed}"]
     health.auth_failed = None
+    health.outage_since = 1_700_000_000.0
+    assert await server.readiness() == ["delivery halted by an outage since 2023-11-14T22:13:20Z"]
+    health.outage_since = None
     ledger_path.unlink()
     assert [r.split(":")[0] for r in await server.readiness()] == ["ledger not writable"]
 
@@ -154,3 +157,17 @@ def test_the_status_page_escapes_every_value_and_shows_contact_data_only_when_as
     assert "<script>" not in shown and "<img" not in shown
     assert "quix&lt;script&gt;@example.org" in shown and "Quixote &lt;b&gt;bold&lt;/b&gt;" in shown
     assert "&lt;img src=x onerror=&quot;alert(2)&quot;&gt;" in shown
+
+
+def test_a_pass_that_did_its_work_is_a_success_whatever_older_entries_make_its_exit_code() -> None:
+    health = DaemonHealth()
+    old_blocked = RunReport(kind="sync", read=3, captured=3, blocked_total=1)  # exit 5: blocked from an earlier pass
+    assert int(old_blocked.exit_code) == 5
+    health.passed("signups", old_blocked)
+    assert "signups" in health.last_success and health.ready is False  # ready still needs a GET /info
+    outage = RunReport(kind="sync", read=3, halted_by="connection failed (ConnectError)", unsettled=3)
+    health.passed("crm-export", outage)
+    assert "crm-export" not in health.last_success and health.outage_since is not None
+    assert any(r.startswith("delivery halted by an outage") for r in health.unready_reasons)
+    health.passed("crm-export", RunReport(kind="sync", read=0))
+    assert "crm-export" in health.last_success and health.outage_since is None
