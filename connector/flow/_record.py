@@ -9,6 +9,7 @@ headers carry the secret.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,10 @@ _SUCCESS: dict[str, type[BaseModel]] = {  # path suffix -> the success envelope 
     "/person": SuccessEnvelope[PersonCaptureResult],
     "/persons/bulk": SuccessEnvelope[BulkCaptureResult],
 }
+
+
+# RFC 3339 date-time, the format JSON Schema's "date-time" names (spec 2.3 and 7: timestamp).
+_DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,14 +75,16 @@ def envelope_problem(exchange: Exchange) -> str | None:
         return f"{exchange.label}: Content-Type {kind or '(none)'}, not application/json"
     ok = 200 <= status < 300
     model = _SUCCESS.get(next((s for s in _SUCCESS if exchange.path.endswith(s)), ""), SuccessEnvelope[Any])
-    try:
-        envelope = (model if ok else ErrorEnvelope).model_validate_json(body)
+    try:  # strict: "200" is no integer and "true" no boolean, whatever a lenient client would make of them
+        envelope = (model if ok else ErrorEnvelope).model_validate_json(body, strict=True)
     except ValidationError as exc:
         which = "success envelope (spec 2.3)" if ok else "error envelope (spec 7)"
         return f"{exchange.label}: not the {which}: {'; '.join(explain(exc))}"
     raw = json.loads(body)
-    if not isinstance(raw.get("timestamp"), str):
-        return f"{exchange.label}: timestamp is not a date-time string"
+    if raw.get("success") is not ok:  # 1 == True in Python: the Literal alone would take it
+        return f"{exchange.label}: success is {json.dumps(raw.get('success'))}, not {json.dumps(ok)}"
+    if not isinstance(raw.get("timestamp"), str) or not _DATE_TIME.fullmatch(raw["timestamp"]):
+        return f"{exchange.label}: timestamp {json.dumps(raw.get('timestamp'))} is not an RFC 3339 date-time"
     codes = [getattr(envelope, "statusCode")]
     if isinstance(envelope, ErrorEnvelope):
         codes.append(envelope.error.statusCode)
