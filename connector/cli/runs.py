@@ -135,11 +135,11 @@ def _row(run_id: int, entry: RunEntry, columns: dict[str, tuple[str, ...]], show
         name = _first(raw, columns.get("name", ())) or " ".join(
             v for v in (_first(raw, columns.get("first_name", ())), _first(raw, columns.get("last_name", ()))) if v
         )
-    reason = entry.reason or ""
-    if not show:
-        email, phone, reason = mask_email(email), mask_phone(phone), mask_text(reason)
+    reason, record_id = entry.reason or "", entry.record_id
+    if not show:  # a record id may be the contact's email (primary_key = "Email") or phone
+        email, phone, reason, record_id = mask_email(email), mask_phone(phone), mask_text(reason), mask_text(record_id)
     return {
-        "run": run_id, "source": entry.source, "record_id": entry.record_id, "state": entry.state, "reason": reason,
+        "run": run_id, "source": entry.source, "record_id": record_id, "state": entry.state, "reason": reason,
         "attempts": entry.attempts, "name": name, "email": email, "phone": phone, "key": entry.key,
         "updated_at": entry.updated_at or "",
     }

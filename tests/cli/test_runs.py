@@ -104,3 +104,21 @@ def test_ledger_resolve_is_a_run_of_its_own(kit, sandbox, tmp_path: Path) -> Non
     runs = json.loads(kit.run("runs", "list", "-c", config, "--json").stdout)["runs"]
     assert (runs[0]["kind"], runs[0]["exit_code"], runs[0]["note"]) == ("resolve", 2, f"ledger resolve {entry['key']} --dismiss")
     assert kit.run("runs", "show", "-c", config, "last", "--format", "jsonl").stdout == ""
+
+
+def test_a_record_id_that_is_an_email_is_masked_like_the_email(kit, sandbox, tmp_path: Path) -> None:
+    key, secret = sandbox.create_client()
+    kit.credentials(tmp_path, key, secret)
+    contacts = tmp_path / "contacts.csv"
+    kit.contacts(contacts, [kit.contact(1), kit.contact(2, First="")])  # the second is rejected: no name
+    config = kit.config(tmp_path, sandbox.base_url, contacts)
+    config.write_text(config.read_text().replace('primary_key = "id"', 'primary_key = "Email"'))
+    assert kit.run("sync", "-c", str(config)).code == 0
+
+    masked = kit.run("runs", "show", "-c", str(config), "last", "--format", "csv")
+    shown = kit.run("runs", "show", "-c", str(config), "last", "--format", "csv", "--show-contact-data")
+
+    assert masked.code == shown.code == 0, masked.stderr + shown.stderr
+    assert "ada1@example.org" not in masked.stdout and "ada2@example.org" not in masked.stdout
+    assert sorted(r["record_id"] for r in _csv_rows(masked.stdout)) == ["a***@example.org"] * 2
+    assert sorted(r["record_id"] for r in _csv_rows(shown.stdout)) == ["ada1@example.org", "ada2@example.org"]
