@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn, TextIO, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar, cast
 
 import typer
 from rich import box
@@ -30,6 +30,9 @@ from ..ledger import Ledger, LedgerError, LedgerLocked
 from ..problems import ConfigProblem
 from ..signals import stop_on_signals
 from ..source import SourceError
+
+if TYPE_CHECKING:
+    import httpx
 
 T = TypeVar("T")
 
@@ -162,15 +165,16 @@ def _one_line(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}" + ("" if _verbose else " (run with -v for details)")
 
 
-def api_client(cfg: Config) -> CaptureClient:
+def api_client(cfg: Config, transport: "httpx.AsyncBaseTransport | None" = None) -> CaptureClient:
     """A 401 re-reads the credentials once (a rotated secret in its file is picked up, verified and
-    used for the request in hand); one that renewal does not cure names where they were read from."""
+    used for the request in hand); one that renewal does not cure names where they were read from.
+    `transport` sits in front of the network (the flow keeps every response with one)."""
     base_url, creds = cfg.api()
     return CaptureClient(
         base_url, creds.api_key, creds.api_secret, timeout_s=cfg.capture.timeout_s,
         retry_policy=cfg.capture.retry.policy(), allow_insecure_http=cfg.capture.allow_insecure_http,
         max_connections=max(cfg.capture.concurrency, 1),
-        credentials_from=creds.origins(), reload_credentials=cfg.reload_credentials,
+        credentials_from=creds.origins(), reload_credentials=cfg.reload_credentials, transport=transport,
     )
 
 

@@ -10,11 +10,11 @@ import sys
 
 import typer
 
-from ..api import CaptureClient
 from ..config import Config
-from ..delivery import preflight
+from ..delivery import Preflight, preflight
 from ..flow import TITLES, FlowReport, Recorder, run_flow
 from ._common import ExitCode, api_client, command, err, fail, open_ledger, out, table
+from ._output import emit_json
 
 _FLOW_HELP = (
     "Run the spec's synthetic test flow instead: sends a few synthetic test persons (first name "
@@ -27,7 +27,10 @@ def check(
     cfg: Config,
     flow: bool = typer.Option(False, "--flow", help=_FLOW_HELP),
     yes: bool = typer.Option(False, "--yes", "-y", help="With --flow: send the test persons without asking."),
-    as_json: bool = typer.Option(False, "--json", help="With --flow: print one JSON object (every step) for machines."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print one JSON object for machines (the client's settings and each source's check, "
+        "or with --flow every step), and nothing else on stdout.",
+    ),
 ) -> int:
     """Call GET /info and print the client's settings (never the secret), then check each source.
 
@@ -51,14 +54,29 @@ def check(
     """
     if flow:
         return _flow(cfg, yes, as_json)
-    if yes or as_json:
-        fail("--yes and --json go with --flow", ExitCode.USAGE)
+    if yes:
+        fail("--yes goes with --flow", ExitCode.USAGE)
 
     async def info():
         async with api_client(cfg) as client:
             return await client.info()
 
     data = asyncio.run(info())
+    found = preflight(cfg.jobs())
+    verdicts = {source.name: _verdict(source.name, found) for source in cfg.sources}
+    code = ExitCode.USAGE if found.config_problems or found.unavailable else ExitCode.OK
+    exposed = cfg.exposed_files()
+    if as_json:
+        assert cfg.credentials is not None  # api_client needed them
+        emit_json({
+            "base_url": cfg.base_url, "client": data.model_dump(),
+            "credentials": {"key_from": cfg.credentials.key_from, "secret_from": cfg.credentials.secret_from},
+            "sources": [{"name": s.name, "schedule": s.schedule, "check": verdicts[s.name]} for s in cfg.sources],
+            "config_problems": found.config_problems, "unavailable": found.unavailable,
+            "readable_by_others": [{"path": str(path), "mode": f"{mode:04o}"} for path, mode in exposed],
+            "exit_code": int(code),
+        })
+        return code
     t = table(f"Capture API client at {cfg.base_url}", "setting", "value")
     t.add_row("client name", data.client_name)
     t.add_row("rate limit", f"{data.rate_limit} requests per window")
@@ -66,19 +84,21 @@ def check(
     t.add_row("custom field mapping", "yes" if data.has_custom_field_mapping else "no")
     out.print(t)
     _credentials_line(cfg)
-    found = preflight(cfg.jobs())
     sources = table("Sources", "source", "schedule", "check")
     for source in cfg.sources:
-        mapping = [p for p in found.config_problems if p.startswith(f"sources.{source.name}.mapping.")]
-        reason = found.unavailable.get(source.name)
-        verdict = f"FAILED: {reason}" if reason else f"FAILED: {len(mapping)} mapping problem(s)" if mapping else "ok"
-        sources.add_row(source.name, source.schedule, verdict)
+        sources.add_row(source.name, source.schedule, verdicts[source.name])
     out.print(sources)
-    for path, mode in cfg.exposed_files():
+    for path, mode in exposed:
         err.print(f"warning: {path} is readable by other users (mode {mode:04o}): chmod 600 {path}", markup=False)
     _errors(f"{len(found.config_problems)} mapped column(s) missing; nothing would be sent", found.config_problems)
     _errors(f"{len(found.unavailable)} source(s) cannot be read", list(found.unavailable.values()))
-    return ExitCode.USAGE if found.config_problems or found.unavailable else ExitCode.OK
+    return code
+
+
+def _verdict(name: str, found: Preflight) -> str:
+    mapping = [p for p in found.config_problems if p.startswith(f"sources.{name}.mapping.")]
+    reason = found.unavailable.get(name)
+    return f"FAILED: {reason}" if reason else f"FAILED: {len(mapping)} mapping problem(s)" if mapping else "ok"
 
 
 def _credentials_line(cfg: Config) -> None:
@@ -101,11 +121,7 @@ def _flow(cfg: Config, yes: bool, as_json: bool) -> int:
         recorder = Recorder()
 
         async def flow() -> FlowReport:
-            async with CaptureClient(
-                base_url, creds.api_key, creds.api_secret, timeout_s=cfg.capture.timeout_s,
-                retry_policy=cfg.capture.retry.policy(), allow_insecure_http=cfg.capture.allow_insecure_http,
-                transport=recorder, credentials_from=creds.origins(),
-            ) as client:
+            async with api_client(cfg, transport=recorder) as client:
                 return await run_flow(client, recorder)
 
         report = asyncio.run(flow())

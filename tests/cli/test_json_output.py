@@ -75,3 +75,30 @@ def test_a_dry_run_writes_its_whole_preview_to_a_file(kit, sandbox, tmp_path: Pa
 
     refused = kit.run("sync", "-c", config, "--output", str(preview))
     assert refused.code == 2 and "--dry-run" in refused.stderr
+
+
+def test_check_prints_one_json_object_with_the_client_the_credentials_origin_and_each_source(
+    kit, sandbox, tmp_path: Path
+) -> None:
+    key, secret = sandbox.create_client("json-check", rate_limit=77)
+    kit.credentials(tmp_path, key, secret)
+    contacts = tmp_path / "contacts.csv"
+    kit.contacts(contacts, [kit.contact(1)])
+    config = kit.config(tmp_path, sandbox.base_url, contacts)
+
+    result = kit.run("check", "-c", str(config), "--json")
+    report = _one_object(result.stdout)
+    assert result.code == report["exit_code"] == 0, result.stderr
+    assert (report["client"]["client_name"], report["client"]["rate_limit"]) == ("json-check", 77)
+    assert report["credentials"] == {
+        "key_from": f"file {tmp_path / 'api_key'}", "secret_from": f"file {tmp_path / 'api_secret'}",
+    }
+    assert report["sources"] == [{"name": "signups", "schedule": "every 5m", "check": "ok"}]
+    assert secret not in result.stdout + result.stderr
+
+    config.write_text(config.read_text().replace('email = "Email"', 'email = "E-mail"'))
+    broken = kit.run("check", "-c", str(config), "--json")
+    report = _one_object(broken.stdout)
+    assert broken.code == report["exit_code"] == 2
+    assert report["sources"][0]["check"] == "FAILED: 1 mapping problem(s)"
+    assert any("E-mail" in p for p in report["config_problems"])
