@@ -201,9 +201,10 @@ class SandboxStore:
             )
         return api_key, secret
 
-    def regenerate_secret(self, api_key: str) -> str:
-        """A new secret for the client; the old one stops working at once."""
-        secret = "cs_" + secrets.token_urlsafe(32)
+    def regenerate_secret(self, api_key: str, secret: str | None = None) -> str:
+        """A new secret for the client; the old one stops working at once. A test may choose the new
+        secret, to put it in place on the integration's side before the server switches."""
+        secret = secret or "cs_" + secrets.token_urlsafe(32)
         salt = secrets.token_bytes(16)
         with self._write() as db:
             cur = db.execute(

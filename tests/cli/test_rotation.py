@@ -85,11 +85,15 @@ def test_the_daemon_carries_on_when_the_secret_is_rotated_mid_pass_and_written_t
 ) -> None:
     box, key, config = feed
     log = tmp_path / "daemon.log"
-    daemon = start(kit, ["run", "-c", str(config())], log)
+    # No credentials tick in this test: only the 401's own re-read can carry the daemon on.
+    daemon = start(kit, ["run", "-c", str(config('\n[daemon]\ncredentials_check = "every 1h"\n'))], log)
     try:
         wait_until(lambda: len(box.store.captures()) >= 60, daemon, log, "the pass to be under way")
-        new_secret = box.store.regenerate_secret(key)  # the old secret stops working now
+        # The new secret is in its file before the server switches to it, so the first 401 finds it
+        # there (the other order, a 401 before the file is written, is the next test's).
+        new_secret = "rotated-" + key[-8:] + "-0000000000000000"
         kit.credentials(tmp_path, key, new_secret)
+        box.store.regenerate_secret(key, new_secret)  # the old secret stops working now
         wait_until(lambda: len(box.store.persons()) == CONTACTS, daemon, log, "every contact captured")
         assert daemon.poll() is None  # no restart: the same process goes on
         daemon.send_signal(signal.SIGTERM)
@@ -98,6 +102,8 @@ def test_the_daemon_carries_on_when_the_secret_is_rotated_mid_pass_and_written_t
         stop(daemon)
     assert len(box.store.captures()) == CONTACTS  # 0 lost, 0 doubled
     assert refused_then_accepted(tmp_path / "ledger.sqlite3"), "no request was refused and re-sent under its key"
+    assert events(log, "daemon.auth_failed") == []  # the request in hand went on: the daemon never stopped sending
+    assert len(events(log, "credentials.renewed")) == 1
     assert new_secret not in log.read_text()
 
 
