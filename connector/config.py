@@ -328,7 +328,7 @@ def _sources(raw: Any, folder: Path, problems: list[str]) -> list[SourceConfig]:
             problems.append(f"{where}.mapping: required table ([sources.mapping]) saying how fields become a person")
         else:
             try:
-                mapping = Mapping.from_config(mapping_table, where=f"{where}.mapping")
+                mapping = Mapping.from_config(mapping_table, where=f"{where}.mapping", search=folder)
             except ConfigProblem as exc:
                 problems.extend(exc.problems)
         if not isinstance(type_name, str) or not type_name:

@@ -1,9 +1,11 @@
 """Finding source types: the built-ins, packages registered under the entry-point group
-`capture_sync.sources`, and `"package.module:Class"` written in the config."""
+`capture_sync.sources`, and `"package.module:Class"` written in the config, imported from an
+installed package or, failing that, from the config's own folder (a plugin kept beside its config)."""
 
 from __future__ import annotations
 
 import importlib
+import sys
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -37,10 +39,22 @@ class SourceType:
     error: str | None = None  # why it could not be loaded
 
 
-def import_object(target: str) -> Any:
-    """`package.module:attr.path` -> the object; raises ImportError or AttributeError."""
+def import_object(target: str, search: Path | None = None) -> Any:
+    """`package.module:attr.path` -> the object; raises ImportError or AttributeError. A module that
+    is not installed is looked for in `search` (the config's folder) too: that folder goes at the end
+    of the import path, so an installed package of the same name always wins."""
     module_name, _, attr = target.partition(":")
-    obj: Any = importlib.import_module(module_name)
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        top = module_name.partition(".")[0]
+        if search is None or exc.name != top or not (
+            (search / f"{top}.py").is_file() or (search / top / "__init__.py").is_file()
+        ):
+            raise
+        if str(search) not in sys.path:
+            sys.path.append(str(search))
+        obj = importlib.import_module(module_name)
     for part in attr.split("."):
         obj = getattr(obj, part)
     return obj
@@ -52,8 +66,8 @@ def _as_source(obj: Any, target: str) -> type[Source]:
     return obj
 
 
-def _load(target: str) -> type[Source]:
-    return _as_source(import_object(target), target)
+def _load(target: str, search: Path | None = None) -> type[Source]:
+    return _as_source(import_object(target, search), target)
 
 
 def discover() -> list[SourceType]:
@@ -78,11 +92,11 @@ def source_types() -> dict[str, type[Source]]:
     return {t.name: t.cls for t in discover() if t.cls is not None}
 
 
-def load_source_type(type_name: str) -> type[Source]:
-    """"csv" | an entry-point name | "package.module:Class"; raises ConfigProblem."""
+def load_source_type(type_name: str, search: Path | None = None) -> type[Source]:
+    """"csv" | an entry-point name | "package.module:Class" (installed, or in `search`); raises ConfigProblem."""
     if ":" in type_name:
         try:
-            return _load(type_name)
+            return _load(type_name, search)
         except (ImportError, AttributeError, TypeError) as exc:
             raise ConfigProblem([f"cannot load source type {type_name!r}: {exc}"]) from exc
     if type_name in BUILTINS:
@@ -101,7 +115,7 @@ def build_source(name: str, type_name: str, options: dict[str, Any], config_dir:
     `config_dir` anchors relative `ConfigPath` options (default: the working directory)."""
     where = f"sources.{name}"
     try:
-        cls = load_source_type(type_name)
+        cls = load_source_type(type_name, config_dir)
     except ConfigProblem as exc:
         raise ConfigProblem([f"{where}.type: {p}" for p in exc.problems]) from exc
     try:

@@ -16,10 +16,12 @@ person fields; an exception it raises rejects the record.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -38,12 +40,13 @@ class Rejection:
     reasons: list[str]  # each names the field it came from
 
 
-def _load_callable(ref: str) -> Callable[..., Any]:
-    """`package.module:function`; raises ValueError with a readable reason."""
+def _load_callable(ref: str, search: Path | None = None) -> Callable[..., Any]:
+    """`package.module:function` (installed, or in `search`: the config's folder); raises ValueError
+    with a readable reason."""
     if ":" not in ref:
         raise ValueError(f"{ref!r} is not of the form \"package.module:function\"")
     try:
-        fn = import_object(ref)
+        fn = import_object(ref, search)
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"cannot load {ref!r}: {exc}") from None
     if not callable(fn):
@@ -59,14 +62,16 @@ class Mapping:
         self.targets = {rule.target: rule for rule in rules}
 
     @classmethod
-    def from_config(cls, table: dict[str, Any], *, where: str) -> Mapping:
-        """Raises ConfigProblem listing every problem, each naming `where.key`."""
+    def from_config(cls, table: dict[str, Any], *, where: str, search: Path | None = None) -> Mapping:
+        """Raises ConfigProblem listing every problem, each naming `where.key`. Python transforms and
+        the hook are imported from an installed package or from `search` (the config's folder)."""
         problems: list[str] = []
         rules: list[FieldRule] = []
         hook = None
+        load = functools.partial(_load_callable, search=search)
 
         def add(target: str, spec: Any) -> None:
-            rule, found = compile_field(target, spec, where, _load_callable)
+            rule, found = compile_field(target, spec, where, load)
             problems.extend(found)
             if rule is not None:
                 rules.append(rule)
@@ -77,7 +82,7 @@ class Mapping:
                     problems.append(f"{where}.hook: must be \"package.module:function\"")
                     continue
                 try:
-                    hook = (spec, _load_callable(spec))
+                    hook = (spec, load(spec))
                 except ValueError as exc:
                     problems.append(f"{where}.hook: {exc}")
             elif key == "custom_fields":
