@@ -15,7 +15,6 @@ import asyncio
 import datetime
 import email.utils
 import functools
-import ipaddress
 import json
 import math
 import ssl
@@ -29,6 +28,7 @@ import structlog
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from ..logs import mask_secrets, register_secret
+from ..loopback import is_loopback
 from .errors import (
     STATUS_ERRORS,
     CaptureError,
@@ -127,21 +127,12 @@ def check_base_url(base_url: str, *, allow_insecure_http: bool = False) -> httpx
         raise InsecureURLError(
             f"base_url must be an http(s) URL with a host, got scheme {url.scheme!r} and host {url.host!r}"
         )
-    if url.scheme == "http" and not allow_insecure_http and not _is_loopback(url.host):
+    if url.scheme == "http" and not allow_insecure_http and not is_loopback(url.host):
         raise InsecureURLError(
             f"refusing plain http to {url.host}: the API secret would travel in clear. "
             "Use https, or set allow_insecure_http = true for a trusted network."
         )
     return url
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def parse_retry_after(value: str | None) -> float | None:

@@ -1,13 +1,112 @@
-"""The `capture-sync` command line. Each command group lives in its own module of this package."""
+"""The `capture-sync` command line. Each command group lives in its own module of this package.
+
+Commands load lazily: the root group knows each command by name, module, help panel and one-line
+summary (`COMMANDS`), and imports a command's module only when that command is run or its own
+`--help` is asked for. So `capture-sync --help` loads typer and rich only, and `status` loads what
+status needs, not the delivery engine, the sandbox (FastAPI, uvicorn), the scheduler, or a
+source's driver. The summaries are what the root `--help` lists; a test checks that each is the
+first line of its command's own help, so the two cannot drift apart.
+"""
 
 from __future__ import annotations
 
-import typer
+import importlib
+from typing import NamedTuple
 
-from .. import __version__
+import typer
+import typer.core
+import typer.main
+from typer._click.core import Command, Context  # typer vendors click: its groups take these classes
+from typer._click.formatting import HelpFormatter
+
+
+class Entry(NamedTuple):
+    module: str  # in connector.cli
+    attribute: str  # a command function, or a command group's `typer.Typer`
+    panel: str | None  # the root --help panel it is listed under (None: "Commands")
+    summary: str  # the first line of its help, listed by the root --help
+
+
+COMMANDS: dict[str, Entry] = {
+    "sandbox": Entry("sandbox", "app", None, "The local Capture API (sandbox): serve it, manage its clients."),
+    "demo": Entry(
+        "demo", "demo", "Start here",
+        "Start the sandbox Capture API, sync the sample contacts into it, print a summary and the status.",
+    ),
+    "check": Entry(
+        "check", "check", "Talk to the Capture API",
+        "Call GET /info and print the client's settings (never the secret), then check each source.",
+    ),
+    "sync": Entry(
+        "sync", "sync", "Talk to the Capture API",
+        "One pass over the sources, then deliver everything the ledger holds unsettled.",
+    ),
+    "run": Entry(
+        "run", "run", "Talk to the Capture API",
+        "The daemon: each source on its schedule plus a retry sweep, until SIGTERM or SIGINT.",
+    ),
+    "replay": Entry(
+        "sync", "replay", "Talk to the Capture API",
+        "Re-send what the ledger holds unsettled, with the same idempotency keys and bodies.",
+    ),
+    "status": Entry(
+        "status", "status", "Inspect", "Counts by state and source, the last runs, and the oldest unsettled entry.",
+    ),
+    "ledger": Entry("ledger", "app", "Inspect", "Inspect the ledger's entries and batches, and resolve blocked ones."),
+    "sources": Entry("sources", "app", "Inspect", "Source types: the built-ins and installed plugins."),
+    "runs": Entry("runs", "app", "Inspect", "Run history, and the records each run changed."),
+    "state": Entry(
+        "state", "app", "Inspect",
+        "A source's cursor (where its next read starts): show it, set it, reset it; the old value is kept.",
+    ),
+}
+
+
+def load_command(name: str) -> Command:
+    """Import a command's module and build its click command exactly as `app.command` or `app.add_typer`
+    on the root would: under a stand-in root with a callback (without one, typer would make a group of
+    one command that very command)."""
+    entry = COMMANDS[name]
+    target = getattr(importlib.import_module(f"{__name__}.{entry.module}"), entry.attribute)
+    root = typer.Typer()
+    root.callback()(lambda: None)
+    if isinstance(target, typer.Typer):
+        root.add_typer(target, name=name, rich_help_panel=entry.panel)
+    else:
+        root.command(name, rich_help_panel=entry.panel)(target)
+    group = typer.main.get_command(root)
+    assert isinstance(group, typer.core.TyperGroup)
+    return group.commands[name]
+
+
+class _LazyGroup(typer.core.TyperGroup):
+    """The root group: while it prints its own help it lists each command from its `Entry`; resolving
+    a command to run it (or print its --help) loads the real one."""
+
+    _listing = False
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        return [*super().list_commands(ctx), *COMMANDS]
+
+    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
+        if cmd_name not in COMMANDS:
+            return super().get_command(ctx, cmd_name)
+        if self._listing:
+            entry = COMMANDS[cmd_name]
+            return typer.core.TyperCommand(cmd_name, help=entry.summary, rich_help_panel=entry.panel)
+        return load_command(cmd_name)
+
+    def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
 
 app = typer.Typer(
     name="capture-sync",
+    cls=_LazyGroup,
     help="Keep a CRM fed with new contacts through its Capture API, effectively once.",
     no_args_is_help=True,
     add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
@@ -17,6 +116,8 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
+        from .. import __version__
+
         typer.echo(f"capture-sync {__version__}")
         raise typer.Exit()
 
@@ -26,23 +127,6 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
 ) -> None:
     """Keep a CRM fed with new contacts through its Capture API, effectively once."""
-
-
-from . import sandbox  # noqa: E402  (command groups import after the root app exists)
-app.add_typer(sandbox.app, name="sandbox")
-from . import check, demo, ledger, run, status, sync  # noqa: E402
-app.command("demo", rich_help_panel="Start here")(demo.demo)
-app.command("check", rich_help_panel="Talk to the Capture API")(check.check)
-app.command("sync", rich_help_panel="Talk to the Capture API")(sync.sync)
-app.command("run", rich_help_panel="Talk to the Capture API")(run.run)
-app.command("replay", rich_help_panel="Talk to the Capture API")(sync.replay)
-app.command("status", rich_help_panel="Inspect")(status.status)
-app.add_typer(ledger.app, name="ledger", rich_help_panel="Inspect")
-from . import sources  # noqa: E402
-app.add_typer(sources.app, name="sources", rich_help_panel="Inspect")
-from . import runs, state  # noqa: E402
-app.add_typer(runs.app, name="runs", rich_help_panel="Inspect")
-app.add_typer(state.app, name="state", rich_help_panel="Inspect")
 
 
 def main() -> None:

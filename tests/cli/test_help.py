@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import typer
 import typer.main
 from typer.testing import CliRunner
 
@@ -16,7 +17,9 @@ runner = CliRunner()
 
 def _commands(group: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     found = []
-    for name, cmd in group.commands.items():
+    ctx = typer.Context(group)
+    for name in group.list_commands(ctx):  # the root loads its commands lazily: not all are in .commands
+        cmd = group.get_command(ctx, name)
         path = (*prefix, name)
         found.append(path)
         if hasattr(cmd, "commands"):  # a group
