@@ -23,7 +23,6 @@ values as the database does, and only shares `end_of_pass`.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -31,6 +30,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
+from connector.durations import duration_s
 from connector.source import BadRecord, Record, SourceError
 
 CursorType = Literal["string", "number", "datetime"]
@@ -65,8 +65,6 @@ HELD_BACK = HeldBack()
 
 Scan = Callable[[Any | None, Any | None], Iterator[Row | HeldBack]]
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d)")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def lookback_amount(raw: str | float | None) -> timedelta | float | None:
@@ -74,10 +72,10 @@ def lookback_amount(raw: str | float | None) -> timedelta | float | None:
     if raw is None:
         return None
     if isinstance(raw, str):
-        match = _DURATION.fullmatch(raw.strip())
-        if match is None:
+        seconds = duration_s(raw)
+        if seconds is None:
             raise ValueError(f'{raw!r} is not a duration such as "30s", "10m", "2h" or "1d"')
-        return timedelta(seconds=float(match[1]) * _UNIT_S[match[2]])
+        return timedelta(seconds=seconds)
     if isinstance(raw, bool) or raw < 0:
         raise ValueError("must be a duration or a number >= 0")
     return float(raw)

@@ -7,9 +7,7 @@ file, it is masked in every log line from the moment it is read, and no message 
 
 from __future__ import annotations
 
-import ipaddress
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -18,6 +16,8 @@ import httpx
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from .. import logs
+from ..durations import duration_s
+from ..loopback import is_loopback
 from ..problems import problems_from
 from ..secret_files import read_secret_file
 
@@ -25,18 +25,14 @@ Condition = Literal["auth", "blocked", "outage", "reject_rate", "stale"]
 CONDITIONS: tuple[Condition, ...] = get_args(Condition)
 Format = Literal["json", "slack"]
 
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd])$", re.IGNORECASE)
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
 def parse_duration(value: Any) -> float:
     """`"90s"`, `"10m"`, `"2h"`, `"1d"` (or a plain number of seconds) as seconds."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
         return float(value)
-    match = _DURATION.match(value.strip()) if isinstance(value, str) else None
-    if match is None or float(match.group(1)) <= 0:
+    seconds = duration_s(value) if isinstance(value, str) else None
+    if not seconds:
         raise ValueError('must be a positive duration such as "90s", "10m", "2h" or "1d"')
-    return float(match.group(1)) * _UNIT_S[match.group(2).lower()]
+    return seconds
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
@@ -135,14 +131,8 @@ def _unfit(url: str, allow_insecure_http: bool) -> str | None:
         return "not a valid URL"
     if parsed.scheme not in ("http", "https") or not parsed.host:
         return "must be an http(s) URL with a host"
-    if parsed.scheme == "http" and not allow_insecure_http and not _loopback(parsed.host):
+    if parsed.scheme == "http" and not allow_insecure_http and not is_loopback(parsed.host):
         return "refusing plain http to a host other than loopback (the URL would travel in clear): " \
                "use https, or set allow_insecure_http = true"
     return None
 
-
-def _loopback(host: str) -> bool:
-    try:
-        return host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False

@@ -132,10 +132,6 @@ class Webhook:
         if not response.is_success:
             raise WebhookRefused(response.status_code)
 
-    @property
-    def waiting(self) -> int:
-        return self._queue.qsize()
-
     async def aclose(self, timeout_s: float) -> None:
         """Give the queued bodies `timeout_s` to go, then stop; what is left is said in one line."""
         self._closed = True

@@ -178,6 +178,16 @@ def api_client(cfg: Config, transport: "httpx.AsyncBaseTransport | None" = None)
     )
 
 
+def open_output(path: Path) -> TextIO:
+    """An `--output FILE`, created 0600 like the ledger (a preview or a report lists people even
+    masked); a file that cannot be written is one line and exit 2."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    except OSError as exc:
+        fail(f"--output {path}: {exc.strerror}", ExitCode.USAGE)
+    return os.fdopen(fd, "w", encoding="utf-8", newline="")
+
+
 def pass_flow_gate(cfg: Config, ledger: Ledger) -> None:
     """Before a sending command reads or sends anything: while no synthetic test flow has passed
     against this base URL, warn once, or refuse (`capture.require_flow`, exit 2)."""

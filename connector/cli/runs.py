@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from rich.table import Table
 from ..config import Config
 from ..contact_mask import mask_email, mask_phone, mask_text
 from ..ledger import STATES, RunEntry, RunView
-from ._common import ExitCode, command, err, fail, out, table
+from ._common import ExitCode, command, err, fail, open_output, out, table
 from ._output import emit_json
 from .ledger import open_existing
 
@@ -172,10 +171,5 @@ def _table(run: RunView, rows: list[dict[str, Any]], state: str | None) -> Table
 
 
 def _write_private(path: Path, text: str) -> None:
-    """Created 0600, like the ledger: even masked, a report lists people."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    except OSError as exc:
-        fail(f"--output {path}: {exc.strerror}", ExitCode.USAGE)
-    with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+    with open_output(path) as fh:
         fh.write(text)

@@ -1,7 +1,6 @@
 """`capture-sync sync` and `capture-sync replay`: one pass now, with a progress bar on a terminal."""
 
 import json
-import os
 import shlex
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -16,7 +15,8 @@ from ..config import Config
 from ..progress import TerminalProgress, progress_for
 from ._output import emit_json, report_dict
 from ._common import (
-    ExitCode, api_client, command, fail, pass_flow_gate, open_ledger, out, print_report, run_until_signal,
+    ExitCode, api_client, command, fail, open_ledger, open_output, out, pass_flow_gate, print_report,
+    run_until_signal,
 )
 
 
@@ -132,11 +132,7 @@ def _preview_file(path: Path | None) -> Iterator[Callable[[dict[str, Any]], None
     if path is None:
         yield None
         return
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    except OSError as exc:
-        fail(f"--output {path}: {exc.strerror}", ExitCode.USAGE)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+    with open_output(path) as fh:
 
         def write(line: dict[str, Any]) -> None:
             fh.write(json.dumps(line, ensure_ascii=False) + "\n")

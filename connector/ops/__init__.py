@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._address import HttpAddress, is_loopback, parse_address
+from ._address import HttpAddress, parse_address
 
 if TYPE_CHECKING:
     from ..api.client import CaptureClient
@@ -27,4 +27,4 @@ async def start_ops(address: HttpAddress, config: Config, health: DaemonHealth, 
     return server
 
 
-__all__ = ["HttpAddress", "is_loopback", "parse_address", "start_ops"]
+__all__ = ["HttpAddress", "parse_address", "start_ops"]

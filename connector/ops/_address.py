@@ -6,8 +6,9 @@ the feed is doing. So an address that is not loopback is refused unless the oper
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
+
+from ..loopback import is_loopback
 
 
 @dataclass(frozen=True)
@@ -21,15 +22,6 @@ class HttpAddress:
 
     def __str__(self) -> str:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a name other than localhost may resolve anywhere
 
 
 def parse_address(text: str, *, public: bool = False) -> HttpAddress:
