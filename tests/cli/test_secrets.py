@@ -1,4 +1,5 @@
-"""The API secret appears nowhere: not in any command's stdout or stderr (the logs), not in the ledger."""
+"""The API secret appears nowhere: not in any command's stdout or stderr (the logs), not in the files it
+writes (--output), not in the ledger."""
 
 from __future__ import annotations
 
@@ -25,8 +26,17 @@ def test_every_command_keeps_the_secret_out_of_output_logs_and_ledger(kit, sandb
         return result.stdout
 
     run("check", "-c", config)
+    run("check", "-c", config, "--json")
+    run("check", "-c", config, "--flow", "--yes", "-v")
+    run("check", "-c", config, "--flow", "--yes", "--json")
     run("sync", "-c", config, "--dry-run")
+    run("sync", "-c", config, "--dry-run", "--json", "--output", str(tmp_path / "preview.jsonl"))
     run("sync", "-c", config, "-v")  # DEBUG logs: the most there is to leak
+    run("sync", "-c", config, "--json", "-v")
+    run("runs", "list", "-c", config, "--json")
+    run("runs", "show", "-c", config, "last", "--format", "jsonl", "--show-contact-data", "--output", str(tmp_path / "run.jsonl"))
+    run("runs", "show", "-c", config, "last", "--format", "csv")
+    run("state", "show", "-c", config, "--history", "--json")
     run("status", "-c", config)
     run("status", "-c", config, "--json")
     captured = [json.loads(line) for line in run("ledger", "list", "-c", config, "--state", "captured", "--json").splitlines()]
@@ -48,7 +58,9 @@ def test_every_command_keeps_the_secret_out_of_output_logs_and_ledger(kit, sandb
     run("check", "-c", str(bad), expect=2)
     assert "api_secret: credentials are not accepted in the config file" in results[("check", "-c", str(bad))].stderr
 
-    assert len(sandbox.store.persons()) == 2
+    assert len({p["data"]["email"] for p in sandbox.store.persons()} & {"ada1@example.org", "ada2@example.org"}) == 2
+    written = [(tmp_path / name).read_text() for name in ("preview.jsonl", "run.jsonl")]
+    assert all(secret not in text for text in written)
     for args, result in results.items():
         for text in (result.stdout, result.stderr):
             assert secret not in text, args
