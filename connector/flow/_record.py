@@ -31,6 +31,9 @@ _DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz
 
 @dataclass(frozen=True, slots=True)
 class Exchange:
+    """One response as the server sent it, with the method and path that asked for it (never the
+    request's headers: they carry the secret)."""
+
     method: str
     path: str
     response: httpx.Response

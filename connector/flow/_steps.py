@@ -67,6 +67,9 @@ class Step:
 
 @dataclass
 class FlowReport:
+    """Every step's verdict in order, and the client GET /info named (None when it did not answer):
+    a pass is recorded under that name only when every step passed."""
+
     steps: list[Step]
     client_name: str | None
 

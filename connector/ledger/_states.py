@@ -28,6 +28,9 @@ class StateChange:
 
 @dataclass
 class SourceState:
+    """A source's cursor as `state show` prints it; `updated_at` says when a pass or an operator
+    last moved it."""
+
     source: str
     state: Any
     updated_at: str | None

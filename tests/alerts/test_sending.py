@@ -85,17 +85,19 @@ async def test_a_webhook_error_is_retried_and_a_4xx_given_up_at_once() -> None:
 
 
 async def test_a_webhook_down_for_long_drops_the_oldest_alert_and_says_so() -> None:
-    gate = asyncio.Event()
+    gate, first_in_hand = asyncio.Event(), asyncio.Event()
 
     async def down(request: httpx.Request) -> httpx.Response:
+        first_in_hand.set()
         await gate.wait()
         return httpx.Response(200, json={})
 
     webhook = Webhook("ops", SecretStr(URL), timeout_s=1, policy=QUICK, transport=httpx.MockTransport(down))
     with structlog.testing.capture_logs() as logs:
-        for n in range(5):  # the first is in hand; the queue holds 2
+        webhook.post({"n": 0}, condition="stale", subject="s0", status="started")
+        await first_in_hand.wait()  # the worker holds the first; the queue holds 2 of the next 4
+        for n in range(1, 5):
             webhook.post({"n": n}, condition="stale", subject=f"s{n}", status="started")
-            await asyncio.sleep(0)  # let the worker take the first
         gate.set()
         await webhook.aclose(timeout_s=5)
     dropped = [e["subject"] for e in logs if e["event"] == "alert.dropped"]
