@@ -1,0 +1,148 @@
+"""Start-up: `capture-sync --help`, and `capture-sync status` on a ledger of 1,000,000 entries,
+each the median wall time of 5 runs of the whole process (start-up, imports, config, queries).
+
+    .venv/bin/python benchmarks/startup.py [--entries 1000000] [--runs 5] [--ledger PATH]
+
+The ledger is a realistic mix, written in a few SQL statements (the Ledger API would take minutes):
+four sources; about 78% captured, 5% duplicate, 2% rejected, 13% pending, and some failed,
+superseded, blocked, in flight and unknown entries in batches (some stalled); the last 1% are
+newer versions of earlier records, so some pending versions wait behind a live older one. The schema
+is the current one (the file is created through `Ledger`); `--ledger` keeps the file for reuse.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from harness import CLI, Api, write_config
+
+from connector.ledger import Ledger
+
+HELP_TARGET_S = 0.3
+STATUS_TARGET_S = 0.5
+SOURCES = ("crm", "shop", "events", "legacy")
+
+# (upper bound of id * 7919 % 1000, state): a pseudo-random but reproducible spread of states.
+_SPREAD = (
+    (780, "captured"), (830, "duplicate"), (850, "rejected"), (855, "failed"), (860, "superseded"),
+    (862, "blocked"), (865, "in_flight"), (866, "unknown"), (1000, "pending"),
+)
+
+
+def build_ledger(path: Path, entries: int) -> float:
+    """Returns the seconds it took."""
+    t0 = time.perf_counter()
+    Ledger(path, synchronous="NORMAL").close()  # the current schema, migrations included
+    state = "CASE " + " ".join(f"WHEN id * 7919 % 1000 < {bound} THEN '{s}'" for bound, s in _SPREAD) + " END"
+    source = "CASE id % 4 " + " ".join(f"WHEN {i} THEN '{s}'" for i, s in enumerate(SOURCES)) + " END"
+    newer = entries - entries // 100  # ids above this are newer versions of the records of ids 1, 2, ...
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA synchronous = OFF")
+        db.execute(
+            "WITH RECURSIVE n(id) AS (SELECT 1 UNION ALL SELECT id + 1 FROM n WHERE id < ?) "
+            "INSERT INTO entries (id, key, source, record_id, state, payload, content_hash, mapping_version, "
+            "revision, batch_id, created_at, updated_at) "
+            f"SELECT id, printf('%032x', id), {source}, "
+            "CAST(CASE WHEN id > ? THEN id - ? ELSE id END AS TEXT), "
+            f"CASE WHEN id > ? THEN 'pending' ELSE {state} END, "
+            "json_object('name', 'Person ' || id, 'email', 'p' || id || '@example.org'), "
+            "printf('%016x', id), 'v1', 1, NULL, 1.7e9 + id / 100.0, 1.7e9 + id / 100.0 FROM n",
+            (entries, newer, newer, newer),
+        )
+        # Entries that were sent sit in batches (one per block of 100 ids), about every 7th stalled.
+        db.execute(
+            "INSERT INTO batches (id, key, operation, state, body_hash, size, created_at, updated_at) "
+            "SELECT id / 100, printf('b%031x', id / 100), 'bulk', "
+            "CASE WHEN max(state = 'blocked') THEN 'blocked' WHEN (id / 100) % 7 = 0 THEN 'stalled' ELSE 'open' END, "
+            "'h', 100, min(created_at), max(updated_at) "
+            "FROM entries WHERE state IN ('in_flight', 'unknown', 'blocked') GROUP BY id / 100"
+        )
+        db.execute("UPDATE entries SET batch_id = id / 100 WHERE state IN ('in_flight', 'unknown', 'blocked')")
+        db.execute(
+            "INSERT INTO batch_members (batch_id, position, entry_id) "
+            "SELECT id / 100, id % 100, id FROM entries WHERE batch_id IS NOT NULL"
+        )
+        db.execute(
+            "INSERT OR REPLACE INTO records (source, record_id, entry_id) "
+            "SELECT source, record_id, max(id) FROM entries GROUP BY source, record_id"
+        )
+        db.executemany(
+            "INSERT INTO runs (kind, started_at, finished_at, duration_s, read, enqueued, captured, exit_code) "
+            "VALUES ('sync', ?, ?, 60.0, 100000, 100000, 90000, 0)",
+            [(1.7e9 + i * 3600, 1.7e9 + i * 3600 + 60) for i in range(30)],
+        )
+    return time.perf_counter() - t0
+
+
+def timed_runs(args: list[str], runs: int, env: dict[str, str]) -> list[float]:
+    """Wall seconds of each run of the whole process (after one warm-up run, not counted)."""
+    walls = []
+    for i in range(runs + 1):
+        t0 = time.perf_counter()
+        proc = subprocess.run(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+        wall = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(args)} exited {proc.returncode}: {proc.stderr.decode()[-500:]}")
+        if i:
+            walls.append(wall)
+    return walls
+
+
+def run(entries: int = 1_000_000, runs: int = 5, ledger: Path | None = None) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="capture-sync-bench-") as tmp:
+        folder = Path(tmp)
+        path = ledger or folder / "ledger.sqlite3"
+        build_s = build_ledger(path, entries) if not path.exists() else 0.0
+        api = Api("http://127.0.0.1:9", "bench-key", "bench-secret", folder / "unused.sqlite3")
+        config = write_config(folder, api, folder / "unused.csv")
+        config.write_text(config.read_text().replace(json.dumps(str(folder / "ledger.sqlite3")), json.dumps(str(path))))
+        env = api.env()
+        # Alternate the two commands, so that a slow moment of a shared machine hits both alike.
+        help_s: list[float] = []
+        status_s: list[float] = []
+        for _ in range(runs):
+            help_s += timed_runs([str(CLI), "--help"], 1, env)
+            status_s += timed_runs([str(CLI), "status", "-c", str(config)], 1, env)
+    return {
+        "entries": entries,
+        "build_s": build_s,
+        "runs": runs,
+        "help_s": help_s,
+        "help_median_s": statistics.median(help_s),
+        "help_target_s": HELP_TARGET_S,
+        "status_s": status_s,
+        "status_median_s": statistics.median(status_s),
+        "status_target_s": STATUS_TARGET_S,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--entries", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--ledger", type=Path, help="build the ledger here once and reuse it")
+    args = parser.parse_args()
+    r = run(args.entries, args.runs, args.ledger)
+    if r["build_s"]:
+        print(f"start-up: ledger of {r['entries']:,} entries built in {r['build_s']:.0f} s")
+    for name, target in (("help", HELP_TARGET_S), ("status", STATUS_TARGET_S)):
+        walls = r[f"{name}_s"]
+        print(
+            f"  {name:<7} median {r[f'{name}_median_s']:.3f} s (min {min(walls):.3f}, max {max(walls):.3f}; "
+            f"target < {target:g} s)"
+        )
+    print(json.dumps(r))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("COLUMNS", "200")
+    main()
