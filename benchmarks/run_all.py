@@ -33,8 +33,8 @@ from rich.table import Table
 
 RESULTS = Path(__file__).with_name("results.json")
 
-FULL = {"rate_limited": 30_000, "overhead": (100_000, 10_000), "resume": 1_000_000, "ledger": 100_000, "stages": 30_000}
-QUICK = {"rate_limited": 3_000, "overhead": (10_000, 1_000), "resume": 100_000, "ledger": 10_000, "stages": 3_000}
+FULL = {"rate_limited": (100_000, 150_000), "overhead": (100_000, 10_000), "resume": 1_000_000, "ledger": 100_000, "stages": 30_000}
+QUICK = {"rate_limited": (3_000, 3_000), "overhead": (10_000, 1_000), "resume": 100_000, "ledger": 10_000, "stages": 3_000}
 
 
 @dataclass(frozen=True)
@@ -49,17 +49,7 @@ def rows(r: dict[str, Any]) -> list[Row]:
     rl, oh, res, led = r["rate_limited"], r["overhead"], r["resume"], r["ledger"]
     mem = oh["memory"]
     return [
-        Row(
-            f"1. Rate-limited throughput ({rl['records']:,} records, {rl['rate_limit']})",
-            f"{rl['persons_per_s']:,.0f} persons/s = {rl['fraction_of_ceiling']:.3f} of {rl['ceiling_persons_per_s']:,.0f}/s "
-            f"(whole run incl. start-up and reading: {rl['whole_run_fraction_of_ceiling']:.3f})",
-            f">= {rl['fraction_target']} of the ceiling", rl["fraction_of_ceiling"] >= rl["fraction_target"],
-        ),
-        Row(
-            "   requests answered 429",
-            f"{rl['answered_429']} of {rl['requests']} = {rl['share_429']:.2%}",
-            f"< {rl['share_429_target']:.0%}", rl["share_429"] < rl["share_429_target"],
-        ),
+        *_rate_limited_rows(rl),
         Row(
             f"2. Overhead per record ({oh['records']:,} records, no rate limit)",
             f"connector {oh['connector_cpu_us_per_record']:,.0f} us CPU/record, {oh['connector_records_per_s']:,.0f} records/s; "
@@ -85,6 +75,20 @@ def rows(r: dict[str, Any]) -> list[Row]:
             "(reported)", None,
         ),
     ]
+
+
+def _rate_limited_rows(rl: dict[str, Any]) -> list[Row]:
+    """Figure 1: a heading, then one row per window, configured and unset."""
+    out = [Row(f"1. Rate-limited: share of the {rl['ceiling_persons_per_s']:,.0f} persons/s ceiling from process "
+               "start to exit, and 429s", "", "", None)]
+    for s in rl["scenarios"]:
+        out.append(Row(
+            f"   {s['records']:,} records, {s['rate_limit']}, window {'configured' if s['configured'] else 'unset'}",
+            f"{s['fraction_of_ceiling']:.3f} (delivery phase {s['delivery_fraction_of_ceiling']:.3f}); "
+            f"429s {s['answered_429']} of {s['requests']} = {s['share_429']:.2%}",
+            f">= {s['fraction_target']}; 429s < {s['share_429_target']:.1%}", s["met"],
+        ))
+    return out
 
 
 def render(table_rows: list[Row], console: Console) -> None:
@@ -129,7 +133,7 @@ def main() -> None:
                    f"Python {platform.python_version()}",
         "quick": args.quick,
     }
-    results["rate_limited"] = timed("rate-limited throughput", lambda: rate_limited.run(sizes["rate_limited"]), console)
+    results["rate_limited"] = timed("rate-limited throughput", lambda: rate_limited.run(*sizes["rate_limited"]), console)
     results["overhead"] = timed("overhead and memory", lambda: overhead.run(*sizes["overhead"]), console)
     results["resume"] = timed("resume", lambda: resume.run(sizes["resume"], sizes["resume"] // 100), console)
     results["ledger"] = timed("ledger", lambda: ledger_bench.run(sizes["ledger"], "FULL"), console)

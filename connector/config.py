@@ -70,7 +70,7 @@ class CaptureSettings(_Section):
     concurrency: int = Field(4, ge=1, le=64)
     timeout_s: float = Field(30.0, gt=0)
     allow_insecure_http: bool = False
-    rate_window_s: float = Field(60.0, gt=0)
+    rate_window_s: float | None = Field(None, gt=0)  # a hint; unset, the limiter learns the window
     retry: RetrySettings = RetrySettings.model_validate({})
     require_flow: bool = False  # sync and run refuse a base URL and client no `check --flow` has passed against
 

@@ -52,6 +52,7 @@ from .models import (
     SuccessEnvelope,
     encode_bulk,
     encode_json,
+    persons_in,
 )
 from .retry import NO_RETRY, RetryPolicy
 
@@ -81,6 +82,7 @@ class _Request(NamedTuple):
     body: bytes | None
     key: str | None
     operation: str
+    cost: int = 1  # what the rate limit may count: the persons it carries
 
 
 class CredentialPair(Protocol):
@@ -96,11 +98,14 @@ class CredentialPair(Protocol):
 
 
 class RateGate(Protocol):
-    """What the client needs from a client-side rate limiter."""
+    """What the client needs from a client-side rate limiter. `cost` is the persons a request
+    carries (1 for GET /info and POST /person): the server may count persons, not requests."""
 
-    async def acquire(self) -> None: ...
+    async def acquire(self, cost: int = 1) -> None: ...
 
-    def on_rate_limited(self, retry_after: float | None) -> None: ...
+    def on_answered(self, cost: int = 1) -> None: ...
+
+    def on_rate_limited(self, retry_after: float | None, cost: int = 1) -> None: ...
 
 
 def check_idempotency_key(key: str) -> str:
@@ -270,22 +275,28 @@ class CaptureClient:
         self,
         persons: Sequence[BulkPersonInput | dict[str, Any]] | bytes,
         idempotency_key: str,
+        *,
+        cost: int | None = None,
     ) -> BulkCaptureResult:
-        """POST /persons/bulk under `idempotency_key`. Pass bytes to resend an earlier body exactly.
+        """POST /persons/bulk under `idempotency_key`. Pass bytes to resend an earlier body exactly,
+        and then `cost`, the persons it holds (for the rate gate; read from the body when left out).
 
         A 200 means the batch completed: the caller must inspect all three result arrays.
         """
         check_idempotency_key(idempotency_key)
         if isinstance(persons, bytes):
             body = persons
+            if cost is None:
+                cost = persons_in(body)
         else:
+            cost = len(persons)
             if not 1 <= len(persons) <= MAX_BULK_PERSONS:
                 raise ValueError(f"a bulk request takes 1 to {MAX_BULK_PERSONS} persons, got {len(persons)}")
             body = encode_bulk(
                 [p if isinstance(p, BulkPersonInput) else BulkPersonInput.model_validate(p) for p in persons]
             )
         return await self._call(
-            "POST", "/persons/bulk", body, idempotency_key, BulkCaptureResult, "capture_bulk"
+            "POST", "/persons/bulk", body, idempotency_key, BulkCaptureResult, "capture_bulk", cost=cost
         )
 
     def uses(self, pair: CredentialPair) -> bool:
@@ -333,8 +344,9 @@ class CaptureClient:
         result_model: type[R],
         operation: str,
         policy: RetryPolicy | None = None,
+        cost: int = 1,
     ) -> R:
-        request = _Request(method, path, body, key, operation)
+        request = _Request(method, path, body, key, operation, cost)
         generation = self._generation
         try:
             return await self._retrying(request, result_model, policy=policy)
@@ -364,9 +376,9 @@ class CaptureClient:
     async def _attempt(
         self, request: _Request, result_model: type[R], auth: _CaptureAuth | None, number: int = 1
     ) -> R:
-        method, path, body, key, operation = request
+        method, path, body, key, operation, cost = request
         if self.rate_gate is not None:
-            await self.rate_gate.acquire()
+            await self.rate_gate.acquire(cost)
         headers = {"Content-Type": "application/json"} if body is not None else {}
         if key is not None:
             headers["Idempotency-Key"] = key
@@ -393,9 +405,11 @@ class CaptureClient:
         except CaptureError as exc:
             error = exc
             if isinstance(exc, RateLimited) and self.rate_gate is not None:
-                self.rate_gate.on_rate_limited(exc.retry_after)
+                self.rate_gate.on_rate_limited(exc.retry_after, cost)
             raise
         finally:
+            if self.rate_gate is not None and response is not None and response.status_code != 429:
+                self.rate_gate.on_answered(cost)  # counted by the server, whatever it said
             report = Attempt(
                 operation=operation,
                 idempotency_key=key,

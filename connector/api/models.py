@@ -252,3 +252,13 @@ def encode_bulk(persons: Sequence[BulkPersonInput | dict[str, Any]]) -> bytes:
         p.to_json_dict() if isinstance(p, PersonInput) else p for p in persons
     )
     return encode_json({"persons": list(items)})
+
+
+def persons_in(body: bytes) -> int:
+    """The persons in a bulk body, what a rate limit counted in persons charges for it (both the
+    client's and the sandbox's); 1 when it cannot be read (the server says what is wrong)."""
+    try:
+        persons = json.loads(body).get("persons")
+    except (ValueError, AttributeError):
+        return 1
+    return len(persons) if isinstance(persons, list) and persons else 1

@@ -13,11 +13,12 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 import typer
 
 from ..sandbox import Behaviour, Faults, SandboxStore, UnknownClient
-from ..sandbox.behaviour import BulkResultShape, IdempotencyScope, InvalidPerson, PersonKeyScope
+from ..sandbox.behaviour import BulkResultShape, IdempotencyScope, InvalidPerson, PersonKeyScope, RateLimitUnit
 from ..sandbox.store import DEFAULT_RATE_LIMIT
 from ..sandbox.process import LISTENING
 from ..secret_files import CredentialFilesExist, config_lines, refuse_existing, write_credentials
@@ -50,6 +51,15 @@ def serve(
     port: int = typer.Option(DEFAULT_PORT, min=0, max=65535, help="Port; 0 picks a free one."),
     db: Path = DbOption,
     rate_window: float = typer.Option(60.0, "--rate-window", min=0.001, help="Rate-limit window, seconds."),
+    rate_limit_unit: RateLimitUnit = typer.Option(
+        "requests", "--rate-limit-unit",
+        help="What a client's rate_limit counts per window (spec 8): requests, or persons (a bulk request of "
+        "100 costs 100).",
+    ),
+    retry_after: Literal["yes", "no"] = typer.Option(
+        "yes", "--retry-after",
+        help="Send Retry-After on a 429 (yes), or no rate-limit header at all (no).",
+    ),
     p_retryable_503: float = typer.Option(0.0, min=0, max=1, help="Probability of a retryable 503."),
     p_fatal_503: float = typer.Option(0.0, min=0, max=1, help="Probability of a non-retryable 503."),
     latency_ms: int = typer.Option(0, min=0, help="Latency added to every request, milliseconds."),
@@ -111,7 +121,9 @@ def serve(
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    behaviour = Behaviour(bulk_result_shape, invalid_person, idempotency_scope, person_key_scope)
+    behaviour = Behaviour(
+        bulk_result_shape, invalid_person, idempotency_scope, person_key_scope, rate_limit_unit, retry_after == "yes"
+    )
     stop_signals = {signal.SIGINT, signal.SIGTERM}
     # Blocked before the server thread exists, so it inherits the mask and this thread takes them.
     unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
@@ -194,3 +206,21 @@ def set_active(
         except UnknownClient:
             raise typer.BadParameter("no client has this API key", param_hint="API_KEY") from None
     typer.echo(f"client {api_key} is now {'active' if active else 'inactive'}")
+
+
+@app.command("set-rate-limit")
+def set_rate_limit(
+    api_key: str = typer.Argument(..., help="The client's API key."),
+    rate_limit: int = typer.Argument(..., min=1, help="The new rate_limit: requests (or persons) per rate window."),
+    db: Path = DbOption,
+) -> None:
+    """Change a client's rate_limit; a sandbox serving this --db applies it from its next request.
+
+    Example: capture-sync sandbox set-rate-limit ck_... 240 --db sandbox.sqlite3
+    """
+    with _store(db) as store:
+        try:
+            store.set_rate_limit(api_key, rate_limit)
+        except UnknownClient:
+            raise typer.BadParameter("no client has this API key", param_hint="API_KEY") from None
+    typer.echo(f"client {api_key} now has rate_limit {rate_limit}")

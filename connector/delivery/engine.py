@@ -58,7 +58,7 @@ PREVIEW_LIMIT = 20
 class DeliverySettings:
     batch_size: int = 100
     concurrency: int = 4
-    rate_window_s: float = 60.0
+    rate_window_s: float | None = None  # the rate limit's window when known; None: the limiter finds it
     chunk_size: int = 1000
     stop_grace_s: float = 8.0
 
@@ -272,7 +272,7 @@ class _Delivery:
         result: BulkCaptureResult | PersonCaptureResult
         try:
             if work.operation == "bulk":
-                result = await self.client.capture_bulk(work.body, work.key)
+                result = await self.client.capture_bulk(work.body, work.key, cost=size)
             else:
                 result = await self.client.capture_person(work.body, work.key)
         except CaptureError as exc:

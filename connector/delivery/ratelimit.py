@@ -1,58 +1,98 @@
-"""Client-side rate limiting seeded from GET /info `rate_limit`, slowing down on 429.
+"""Client-side rate limiting that finds the server's ceiling by itself.
 
-A leaky bucket that may burst a whole window's worth would let a sliding-window server see up to
-twice its limit; so the bucket holds only `burst` requests and drains at the rate that keeps any
-window of `window_s` within the limit.
+The spec gives `rate_limit` (GET /info) and a 429 when it is exceeded, but neither the window it
+counts over nor its unit (spec 8: "not shown"). A server may count 12 requests per second, or
+1,200 persons per second (a bulk request of 100 costing 100), or 120 requests per 10 s. The ceiling
+is `rate_limit / window` units per second; we learn the unit and the window from the answers.
+
+How, and why (the mechanics are in `_ceiling.py`, clock-free so tests run on a simulated clock):
+
+- **Pacing, not bursts.** Requests are spaced `units / pace` apart (GCRA with no burst
+  tolerance). A bucket that may burst lets a sliding-window server see up to twice its limit in one
+  window; spacing keeps every window of any length at the pace. The pace is `MARGIN` (0.985) of the
+  ceiling: room for network jitter, and no fixed "2 requests per window" margin that cost 1/6 of a
+  12-per-window ceiling.
+- **Slow start.** With no window configured nothing is paced at first: like TCP's slow start, we
+  let the server's (empty) window fill at full speed and take its first 429 as the signal. That
+  429 is also evidence: we know what we sent, so
+  - **the unit**: if fewer than `rate_limit` requests have ever been counted, the server cannot be
+    counting requests: it counts persons;
+  - **the window**: the oldest request in the full window leaves it when the server frees a slot,
+    `Retry-After` seconds later. So window <= now + Retry-After - sent_at(oldest counted), and the
+    smallest such bound over later 429s is the estimate. An integer Retry-After may be rounded up
+    by up to 1 s, so it also gives a lower bound (bound - 1).
+  - **without Retry-After** the window is measured by waiting it out: single probes, each further
+    from the oldest counted send by `SEARCH_GROWTH`; the first one let through bounds the window
+    between it and the probe before (the spacing of the 429s is the measurement).
+- **Narrowing.** A learned window is an interval (lower, upper]; we pace on the upper bound (safe)
+  and bisect: a shorter window is tried for 1.5 windows (an overshoot shows within one window); a
+  quiet trial becomes the upper bound, a 429 the lower one. Once the bounds are within 4 %, settled.
+- **Congestion avoidance.** Settled, a 429 while pacing at the model's ceiling means the window is
+  a little longer than we think: the pace drops by `DECREASE` (5 %), the multiplicative decrease of
+  AIMD, but small because the ceiling is a hard fixed limit, not a shared link. 429s that were
+  sent before (or within a window after) the last slow-down are one episode and slow it down once,
+  as TCP reacts once per window of data.
+- **Probing upward.** After a quiet spell (30 s or 3 windows) the pace steps up 2 %, and each
+  step that stays quiet for 1.5 windows doubles the next (as CUBIC's convex probing past its last
+  maximum): a limit raised mid-run is found in a few windows after the quiet spell. A step that
+  draws a 429 falls back to the last quiet pace. GET /info is asked per run; a changed
+  `rate_limit` rescales the pace at once (`reseed`).
+- **Pauses.** After a 429 everyone waits until the oldest counted request leaves the window, or
+  Retry-After when the window is unknown: the client's retry of the refused request honours
+  Retry-After on its own (connector/api/retry.py).
+- **A configured window** (`capture.rate_window_s`) is trusted: no search, no narrowing. The unit
+  is still unknown: requests is assumed (the faster guess), and the first 429 settles it.
+
+Costs: each request says what it carries (`acquire(cost)`): 1 for GET /info and POST /person, the
+persons of a bulk request. Limits: a server whose window is fixed (reset on the clock) rather than
+sliding is paced the same way and may refuse a little more at window edges; another process using
+the same client looks like a smaller limit, which the decrease absorbs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 
-from aiolimiter import AsyncLimiter
+from ._ceiling import CeilingFinder, Unit
+
+__all__ = ["AdaptiveRateLimiter", "Unit"]
 
 
 class AdaptiveRateLimiter:
-    """Implements connector.api.RateGate."""
+    """Implements connector.api.RateGate over a CeilingFinder, on the running loop's clock."""
 
-    def __init__(
-        self,
-        rate_limit: int,
-        window_s: float = 60.0,
-        *,
-        burst: int = 2,
-        slowdown: float = 0.9,
-        floor: float = 0.25,
-    ) -> None:
-        if rate_limit < 1 or window_s <= 0:
-            raise ValueError("rate_limit must be >= 1 and window_s > 0")
-        self.burst = max(1, min(burst, rate_limit // 2 or 1))
-        self.window_s = window_s
-        self.initial_rate = max(rate_limit - self.burst, 1) / window_s
-        self.rate = self.initial_rate
-        self._floor = self.initial_rate * floor
-        self._slowdown = slowdown
-        self._limiter = self._make()
-        self._paused_until = 0.0
+    def __init__(self, rate_limit: int, window_s: float | None = None) -> None:
+        self.core = CeilingFinder(rate_limit, window_s)
 
-    def _make(self) -> AsyncLimiter:
-        return AsyncLimiter(self.burst, self.burst / self.rate)
+    @property
+    def rate(self) -> float:
+        """The pace held now, in the learned unit per second (inf before the first 429 when no
+        window was configured)."""
+        return self.core.rate if self.core.rate is not None else math.inf
 
-    async def acquire(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            delay = self._paused_until - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-                continue
-            await self._limiter.acquire()
-            if loop.time() >= self._paused_until:
-                return
+    @property
+    def window_s(self) -> float | None:
+        return self.core.window_s
 
-    def on_rate_limited(self, retry_after: float | None) -> None:
-        """Everyone waits out Retry-After (or one window's share), and the pace drops for good."""
-        loop = asyncio.get_running_loop()
-        pause = retry_after if retry_after is not None else self.burst / self.rate
-        self._paused_until = max(self._paused_until, loop.time() + pause)
-        self.rate = max(self.rate * self._slowdown, self._floor)
-        self._limiter = self._make()
+    @property
+    def unit(self) -> Unit | None:
+        return self.core.unit
+
+    @staticmethod
+    def _now() -> float:
+        return asyncio.get_running_loop().time()
+
+    def reseed(self, rate_limit: int) -> None:
+        """GET /info was asked again (a new run): keep what was learned, follow a changed limit."""
+        self.core.reseed(rate_limit, self._now())
+
+    async def acquire(self, cost: int = 1) -> None:
+        while (wait := self.core.delay(cost, self._now())) > 0:
+            await asyncio.sleep(wait)
+
+    def on_answered(self, cost: int = 1) -> None:
+        self.core.on_answered(cost, self._now())
+
+    def on_rate_limited(self, retry_after: float | None, cost: int = 1) -> None:
+        self.core.on_rate_limited(retry_after, cost, self._now())

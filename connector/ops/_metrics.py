@@ -159,6 +159,12 @@ class _StateCollector(Collector):
             value=snap.taken_at,
         )
 
+    def _learned_window(self) -> float:
+        """The limiter's window once it has learned one (or was told it); else the metrics' own."""
+        gate = self.client.rate_gate
+        learned = gate.window_s if isinstance(gate, AdaptiveRateLimiter) else None
+        return learned if learned is not None else self.window.window_s
+
     def _api(self) -> Iterator[Metric]:
         health = self.health
         yield GaugeMetricFamily(f"{PREFIX}_ready", "1 when GET /info succeeded under credentials not refused since.", value=int(health.ready))
@@ -172,8 +178,8 @@ class _StateCollector(Collector):
         limit = health.client.rate_limit
         yield GaugeMetricFamily(f"{PREFIX}_rate_limit_requests", "The client's rate_limit from GET /info: requests per window.", value=limit)
         yield GaugeMetricFamily(
-            f"{PREFIX}_rate_limit_window_seconds", "The window rate_limit counts in ([capture] rate_window_s; the spec does not say).",
-            value=self.window.window_s,
+            f"{PREFIX}_rate_limit_window_seconds", "The window rate_limit counts in ([capture] rate_window_s, or as the limiter learned it; the spec does not say).",
+            value=self._learned_window(),
         )
         yield GaugeMetricFamily(
             f"{PREFIX}_rate_limit_remaining_requests",

@@ -56,7 +56,7 @@ class OpsServer:
         self.address, self.config, self.health = address, config, health
         self.sources = [PageSource(s.name, s.schedule) for s in config.sources]
         self.reader = LedgerReader(config.ledger_path)
-        self.metrics = Metrics(health, client, [s.name for s in self.sources], config.capture.rate_window_s)
+        self.metrics = Metrics(health, client, [s.name for s in self.sources], config.capture.rate_window_s or 60.0)
         self.tally = SettledTally(counted_until=health.started_at)
         self.metrics.state.tally = self.tally
         self.client = client

@@ -33,7 +33,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from ..api.models import MAX_KEY_LENGTH, BulkBody, BulkPersonInput, PersonInput, explain
+from ..api.models import MAX_KEY_LENGTH, BulkBody, BulkPersonInput, PersonInput, explain, persons_in
 from .behaviour import Behaviour, BulkResultShape
 from .faults import Faults
 from .openapi import PREFIX, openapi_document
@@ -277,19 +277,21 @@ def create_app(
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
     app.state.store = store
 
-    def authorised(request: Request) -> Client:
+    by_persons = behaviour.rate_limit_unit == "persons"
+
+    def authorised(request: Request, persons: int = 1) -> Client:
         key, secret = request.headers.get("x-api-key"), request.headers.get("x-api-secret")
         if not key or not secret:
             raise ApiError(401, "missing_credentials", "both X-API-Key and X-API-Secret are required")
         client = store.authenticate(key, secret)
         if client is None:
             raise ApiError(401, "invalid_credentials", "the API key or secret is wrong, or the client is inactive")
-        wait = window.admit(client.api_key, client.rate_limit)
+        wait = window.admit(client.api_key, client.rate_limit, cost=persons if by_persons else 1)
         if wait is not None:
             raise ApiError(
                 429, "rate_limited",
-                f"more than {client.rate_limit} requests in {window.window_s:g} s",
-                headers={"Retry-After": str(wait)},
+                f"more than {client.rate_limit} {behaviour.rate_limit_unit} in {window.window_s:g} s",
+                headers={"Retry-After": str(wait)} if behaviour.retry_after else None,
             )
         outage = faults.outage()
         if outage is not None:
@@ -355,9 +357,10 @@ def create_app(
 
     @app.post(PREFIX + "/persons/bulk")
     async def bulk(request: Request) -> Response:
-        client = authorised(request)
+        raw = await request.body()
+        client = authorised(request, persons_in(raw) if by_persons else 1)
         key = _idempotency_key(request)
-        data = _parse_json(await request.body())
+        data = _parse_json(raw)
         persons = _bulk_persons(data, reject_invalid)
         refuse = _never if reject_invalid else faults.refuse_person
         return await once(

@@ -34,6 +34,15 @@ anything reasonable, and the connector must stay correct against all of it; each
   finds no earlier capture either. The connector re-offers an `unknown` member alone in a new
   request under its same key (design 2), so against this server such a member is captured twice:
   the one behaviour the connector is not safe against, and what `check --flow` probes.
+- `rate_limit_unit` (spec 8: "unit and time window of `rate_limit`: not shown"): what a client's
+  `rate_limit` counts over the window (`serve --rate-window`, the other open point): `requests`
+  (default) counts every request alike; `persons` counts the persons a request carries (a bulk
+  request of 100 costs 100; GET /info, POST /person and an unreadable bulk body cost 1).
+- `retry_after` (spec 8: "any rate-limit response headers: not shown"): True (default) sends
+  `Retry-After` on a 429, the whole seconds until enough of the window frees; False sends none,
+  so a client must find the window from the 429s alone.
+A client's `rate_limit` itself may change while the server runs (`SandboxStore.set_rate_limit`,
+`sandbox set-rate-limit`): it is read on every request, as GET /info reports it.
 """
 
 from __future__ import annotations
@@ -45,6 +54,7 @@ BulkResultShape = Literal["echo", "nested", "index1", "array_index", "bare"]
 InvalidPerson = Literal["failed", "reject-request"]
 IdempotencyScope = Literal["operation", "shared"]
 PersonKeyScope = Literal["client", "request"]
+RateLimitUnit = Literal["requests", "persons"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,11 +65,14 @@ class Behaviour:
     invalid_person: InvalidPerson = "failed"
     idempotency_scope: IdempotencyScope = "operation"
     person_key_scope: PersonKeyScope = "client"
+    rate_limit_unit: RateLimitUnit = "requests"
+    retry_after: bool = True
 
     def __post_init__(self) -> None:
         for name, kind in (
             ("bulk_result_shape", BulkResultShape), ("invalid_person", InvalidPerson),
             ("idempotency_scope", IdempotencyScope), ("person_key_scope", PersonKeyScope),
+            ("rate_limit_unit", RateLimitUnit),
         ):
             if getattr(self, name) not in get_args(kind):
                 raise ValueError(f"{name} must be one of {', '.join(get_args(kind))}")

@@ -215,6 +215,15 @@ class SandboxStore:
                 raise UnknownClient(api_key)
         return secret
 
+    def set_rate_limit(self, api_key: str, rate_limit: int) -> None:
+        """Change the client's rate_limit; a running server applies it from the next request."""
+        if rate_limit < 1:
+            raise ValueError("rate_limit must be at least 1")
+        with self._write() as db:
+            cur = db.execute("UPDATE clients SET rate_limit = ? WHERE api_key = ?", (rate_limit, api_key))
+            if cur.rowcount == 0:
+                raise UnknownClient(api_key)
+
     def set_active(self, api_key: str, active: bool) -> None:
         with self._write() as db:
             cur = db.execute("UPDATE clients SET active = ? WHERE api_key = ?", (int(active), api_key))

@@ -236,10 +236,15 @@ class RecordingGate:
     acquired: int = 0
     rate_limited: list[float | None] = field(default_factory=list)
 
-    async def acquire(self) -> None:
+    answered: list[int] = field(default_factory=list)
+
+    async def acquire(self, cost: int = 1) -> None:
         self.acquired += 1
 
-    def on_rate_limited(self, retry_after: float | None) -> None:
+    def on_answered(self, cost: int = 1) -> None:
+        self.answered.append(cost)
+
+    def on_rate_limited(self, retry_after: float | None, cost: int = 1) -> None:
         self.rate_limited.append(retry_after)
 
 

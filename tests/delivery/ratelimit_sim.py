@@ -1,0 +1,123 @@
+"""A discrete-event simulation of the delivery engine's workers, the client's 429 retries and a
+rate-limited server, on a simulated clock: the limiter's core (connector/delivery/_ceiling.py)
+decides when each request may go, exactly as AdaptiveRateLimiter does under asyncio.
+
+The server is the sandbox's policy (connector/sandbox/ratelimit.py): a sliding window of
+`window_s` holding at most `limit` units (requests, or persons), 429s not counted, Retry-After
+the whole seconds until the oldest counted hit leaves (or no Retry-After at all).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import random
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from connector.delivery._ceiling import CeilingFinder
+
+
+@dataclass
+class SimServer:
+    limit: int
+    window_s: float
+    unit: str = "requests"
+    retry_after: bool = True
+    hits: deque[tuple[float, int]] = field(default_factory=deque)
+    used: int = 0
+
+    def admit(self, cost: int, now: float) -> float | None:
+        """None when admitted; else the Retry-After to send (math.nan: none sent)."""
+        units = cost if self.unit == "persons" else 1
+        while self.hits and self.hits[0][0] <= now - self.window_s:
+            self.used -= self.hits.popleft()[1]
+        if self.used + units > self.limit:
+            if not self.retry_after:
+                return math.nan
+            oldest = self.hits[0][0] if self.hits else now
+            return float(max(1, math.ceil(oldest + self.window_s - now)))
+        self.hits.append((now, units))
+        self.used += units
+        return None
+
+
+@dataclass
+class SimResult:
+    done: list[tuple[float, int]] = field(default_factory=list)   # (answered at, persons)
+    sent: list[tuple[float, bool]] = field(default_factory=list)  # (sent at, answered 429)
+    finished_at: float = 0.0
+
+    def persons_between(self, start: float, end: float) -> int:
+        return sum(n for t, n in self.done if start <= t < end)
+
+    def share_429_after(self, start: float) -> float:
+        after = [limited for t, limited in self.sent if t >= start]
+        return sum(after) / max(len(after), 1)
+
+
+def simulate(
+    server: SimServer, limiter: CeilingFinder, *, records: int, batch: int = 100, concurrency: int = 4,
+    one_way_s: float = 0.002, service_s: float = 0.05, seed: int = 1,
+    at: tuple[float, Callable[[], None]] | None = None,
+) -> SimResult:
+    """Deliver `records` in batches of `batch` with `concurrency` workers; returns what happened.
+    `at` = (time, action) runs the action once at that simulated time (a limit raised mid-run)."""
+    rng = random.Random(seed)
+    queue: list[tuple[float, int, Callable[[float], None]]] = []
+    seq = itertools.count()
+    result = SimResult()
+    batches = deque([batch] * (records // batch) + ([records % batch] if records % batch else []))
+
+    def schedule(when: float, action: Callable[[float], None]) -> None:
+        heapq.heappush(queue, (when, next(seq), action))
+
+    def attempt(cost: int, number: int) -> Callable[[float], None]:
+        def go(now: float) -> None:
+            wait = limiter.delay(cost, now)
+            if wait > 0:
+                schedule(now + wait, go)
+                return
+            verdict = server.admit(cost, now + one_way_s)
+            if verdict is None:
+                result.sent.append((now, False))
+                schedule(now + 2 * one_way_s + service_s, answered(cost))
+            else:
+                result.sent.append((now, True))
+                schedule(now + 2 * one_way_s, limited(cost, number, verdict))
+        return go
+
+    def answered(cost: int) -> Callable[[float], None]:
+        def go(now: float) -> None:
+            limiter.on_answered(cost, now)
+            result.done.append((now, cost))
+            result.finished_at = now
+            next_batch(now)
+        return go
+
+    def limited(cost: int, number: int, verdict: float) -> Callable[[float], None]:
+        def go(now: float) -> None:
+            retry_after = None if math.isnan(verdict) else verdict
+            limiter.on_rate_limited(retry_after, cost, now)
+            # The client's RetryPolicy: Retry-After when given, else full-jitter exponential backoff.
+            wait = retry_after if retry_after is not None else rng.uniform(0, min(30.0, 0.5 * 2 ** number))
+            schedule(now + wait, attempt(cost, number + 1))
+        return go
+
+    def next_batch(now: float) -> None:
+        if batches:
+            attempt(batches.popleft(), 1)(now)
+
+    if at is not None:
+        when, once = at
+        schedule(when, lambda now: once())
+    limiter.delay(1, 0.0)  # GET /info first, as the engine does
+    limiter.on_answered(1, 0.0)
+    for _ in range(concurrency):
+        schedule(0.0, next_batch)
+    while queue:
+        now, _, action = heapq.heappop(queue)
+        action(now)
+    return result

@@ -1,0 +1,121 @@
+"""The limiter finds the ceiling: on a simulated clock (tests/delivery/ratelimit_sim.py) for each
+window and unit, with and without Retry-After, configured and not; then once over real sockets.
+
+Setup: 4 workers send bulk requests of 100 to a server whose ceiling is 1,200 persons/s, i.e.
+12 requests (or 1,200 persons) per 1 s, 120 (12,000) per 10 s, 720 (72,000) per 60 s.
+Oracle: after convergence (5 windows, at most a third of the run) the persons delivered per
+second are >= 0.97 of the ceiling with the window configured (>= 0.95 unset), and under 0.5 %
+(1 %) of the requests sent are answered 429.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from connector.api import CaptureClient, RetryPolicy
+from connector.delivery import AdaptiveRateLimiter, DeliverySettings, replay
+from connector.delivery._ceiling import CeilingFinder
+from connector.ledger import Ledger, Mapped
+from connector.sandbox import Behaviour
+from connector.sandbox.ratelimit import SlidingWindow
+
+from .ratelimit_sim import SimServer, simulate
+
+CEILING = 1200.0  # persons per second
+
+
+def _server(window_s: float, unit: str, retry_after: bool) -> SimServer:
+    per_window = CEILING * window_s
+    return SimServer(int(per_window / 100 if unit == "requests" else per_window), window_s, unit, retry_after)
+
+
+@pytest.mark.parametrize("configured", [True, False], ids=["configured", "unset"])
+@pytest.mark.parametrize("retry_after", [True, False], ids=["retry-after", "no-retry-after"])
+@pytest.mark.parametrize("unit", ["requests", "persons"])
+@pytest.mark.parametrize("window_s", [1.0, 10.0, 60.0])
+def test_the_limiter_converges_on_the_ceiling(window_s, unit, retry_after, configured) -> None:
+    server = _server(window_s, unit, retry_after)
+    records = 100_000 if window_s < 60 else 400_000
+    result = simulate(server, CeilingFinder(server.limit, window_s if configured else None), records=records)
+    converged = min(5 * window_s, result.finished_at / 3)
+    share = result.persons_between(converged, result.finished_at) / (result.finished_at - converged) / CEILING
+    assert result.persons_between(0, result.finished_at + 1) == records
+    assert share >= (0.97 if configured else 0.95)
+    assert share <= 1.0
+    assert result.share_429_after(converged) < (0.005 if configured else 0.01)
+
+
+@pytest.mark.parametrize("retry_after", [True, False], ids=["retry-after", "no-retry-after"])
+@pytest.mark.parametrize("unit", ["requests", "persons"])
+@pytest.mark.parametrize("window_s", [1.0, 10.0, 60.0])
+def test_a_limit_raised_mid_run_is_found_again(window_s, unit, retry_after) -> None:
+    """The limit doubles a third of the way in; no one tells the limiter (GET /info is per run).
+    Within 30 s plus 12 windows of quiet probing it delivers >= 0.9 of the new ceiling."""
+    server = _server(window_s, unit, retry_after)
+    raise_at = max(60.0, 8 * window_s)
+    bound = 30.0 + 12 * window_s
+    records = int(CEILING * (raise_at + 2 * (bound + 5 * window_s)))
+
+    def double() -> None:
+        server.limit *= 2
+
+    result = simulate(server, CeilingFinder(server.limit), records=records, at=(raise_at, double))
+    assert result.finished_at > raise_at + bound + 2 * window_s, "the run must outlast the bound"
+    start = raise_at + bound
+    span = max(2 * window_s, 10.0)
+    assert result.persons_between(start, start + span) / span >= 0.9 * 2 * CEILING
+
+
+def test_a_window_given_in_the_wrong_unit_is_corrected_at_the_first_429() -> None:
+    """Configured 1 s, assumed requests, the server counts persons: one episode, then persons."""
+    limiter = CeilingFinder(1200, 1.0)
+    result = simulate(SimServer(1200, 1.0, "persons"), limiter, records=20_000)
+    assert limiter.unit == "persons"
+    assert sum(limited for _, limited in result.sent) <= 4
+
+
+def test_reseed_follows_a_changed_rate_limit() -> None:
+    limiter = CeilingFinder(12, 1.0)
+    before = limiter.rate
+    assert before is not None
+    limiter.reseed(24, now=0.0)
+    assert limiter.rate == pytest.approx(2 * before)
+
+
+def test_sandbox_window_counts_persons_and_says_when_enough_frees() -> None:
+    window = SlidingWindow(1.0)
+    assert window.admit("c", 250, now=0.0, cost=100) is None
+    assert window.admit("c", 250, now=0.5, cost=100) is None
+    assert window.admit("c", 250, now=0.6, cost=100) == 1  # 300 > 250
+    assert window.admit("c", 250, now=1.0, cost=100) is None  # the first 100 left at 1.0
+
+
+# --- over real sockets --------------------------------------------------------------------------
+
+
+def _person(i: int) -> Mapped:
+    return Mapped(f"r{i}", payload=json.dumps({"name": f"P {i}", "email": f"p{i}@example.com"}))
+
+
+@pytest.mark.parametrize("unit", ["requests", "persons"])
+async def test_against_the_sandbox_few_429s_nothing_lost_or_doubled(sandbox_factory, tmp_path, unit) -> None:
+    """A 1 s window the connector is not told of; 3,000 persons at 600 persons/s."""
+    box = sandbox_factory(rate_window_s=1.0, behaviour=Behaviour(rate_limit_unit=unit))
+    key, secret = box.create_client(rate_limit=6 if unit == "requests" else 600)
+    records = 3000
+    with Ledger(tmp_path / "ledger.sqlite3", synchronous="NORMAL") as ledger:
+        ledger.enqueue("src", "v1", [_person(i) for i in range(records)], None)
+        policy = RetryPolicy(max_attempts=20, max_elapsed_s=60)
+        async with CaptureClient(box.base_url, key, secret, retry_policy=policy) as client:
+            report = await replay(ledger, client, DeliverySettings(batch_size=100, concurrency=4))
+            gate = client.rate_gate
+        assert report.exit_code == 0
+        assert len(ledger.list_entries("captured", limit=10_000)) == records
+        attempts = [a for e in ledger.list_entries("captured", limit=10_000) for a in ledger.show(e.key).attempts]
+    assert isinstance(gate, AdaptiveRateLimiter) and gate.unit == unit
+    assert sorted(box.store.capture_counts_by_person_key().values()) == [1] * records
+    batches = {(a.key, a.started_at): a.status_code for a in attempts}
+    limited = sum(status == 429 for status in batches.values())
+    assert limited / len(batches) < 0.15, f"{limited} of {len(batches)} requests were answered 429"
