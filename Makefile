@@ -40,7 +40,7 @@ bench: $(STAMP)
 
 # dlt and the Singer SDK in a venv of their own (pinned in benchmarks/peers/requirements.txt), never in
 # the product's; then capture-sync, dlt, Singer and a plain httpx loop on one CSV, alternating rounds
-# (~10 min at the defaults). Smaller: make bench-peers PEERS_ARGS="--rounds 1 --records 10000".
+# (~15 min at the defaults). Smaller: make bench-peers PEERS_ARGS="--rounds 1 --records 10000".
 PEERS_VENV := .venv-peers
 PEERS_STAMP := $(PEERS_VENV)/.installed
 PEERS_ARGS ?=

@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -127,6 +128,14 @@ def table(result: dict[str, Any]) -> Table:
     return t
 
 
+def tree() -> str:
+    """The commit capture-sync ran from, "+dirty" when the work tree had uncommitted changes."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True).stdout.strip()
+
+    return git("rev-parse", "--short", "HEAD") + ("+dirty" if git("status", "--porcelain", "--", "connector") else "")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -145,7 +154,7 @@ def main() -> None:
     console = Console(width=max(Console().width, 150))  # the table's 8 columns, even in a log
     names = list(CONTENDERS)
     runs: list[Run] = []
-    started = time.time()
+    started, capture_sync_tree = time.time(), tree()  # at the start: others may commit while it runs
     with tempfile.TemporaryDirectory(prefix="capture-sync-peers-") as tmp:
         folder = Path(tmp)
         big, small = folder / "contacts.csv", folder / "contacts-rate-limited.csv"
@@ -175,6 +184,7 @@ def main() -> None:
 
     result = {
         "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "capture_sync_tree": capture_sync_tree,
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()},
         "parameters": {
             "rounds": args.rounds, "records": args.records, "rate_records": args.rate_records,
