@@ -1,4 +1,4 @@
-"""All five benchmarks of issue 7 in one run: a table of figure, value, target and whether it is
+"""The benchmarks of issues 7 and 15 in one run: a table of figure, value, target and whether it is
 met, then the CPU per record of each pipeline stage (what figure 2 is made of), and every
 measurement in benchmarks/results.json.
 
@@ -28,6 +28,7 @@ import overhead
 import rate_limited
 import resume
 import stages
+import startup
 from rich.console import Console
 from rich.table import Table
 
@@ -73,6 +74,23 @@ def rows(r: dict[str, Any]) -> list[Row]:
             f"{led['enqueued_per_s']:,.0f} enqueued/s, {led['settled_per_s']:,.0f} settled/s, "
             f"{led['bytes_per_entry']:,.0f} bytes/entry",
             "(reported)", None,
+        ),
+        *_startup_rows(r["startup"]),
+    ]
+
+
+def _startup_rows(su: dict[str, Any]) -> list[Row]:
+    """Figure 6 (issue 15): whole-process wall time, median of a few runs, on a ledger as big as resume's."""
+    return [
+        Row(
+            f"6. Start-up: `--help`, median of {su['runs']}", f"{su['help_median_s']:.3f} s "
+            f"(min {min(su['help_s']):.3f}, max {max(su['help_s']):.3f})",
+            f"< {su['help_target_s']:g} s", su["help_median_s"] < su["help_target_s"],
+        ),
+        Row(
+            f"   `status` on {su['entries']:,} entries, median of {su['runs']}", f"{su['status_median_s']:.3f} s "
+            f"(min {min(su['status_s']):.3f}, max {max(su['status_s']):.3f})",
+            f"< {su['status_target_s']:g} s", su["status_median_s"] < su["status_target_s"],
         ),
     ]
 
@@ -138,6 +156,7 @@ def main() -> None:
     results["resume"] = timed("resume", lambda: resume.run(sizes["resume"], sizes["resume"] // 100), console)
     results["ledger"] = timed("ledger", lambda: ledger_bench.run(sizes["ledger"], "FULL"), console)
     results["stages"] = timed("CPU by stage", lambda: stages.run(sizes["stages"]), console)
+    results["startup"] = timed("start-up", lambda: startup.run(sizes["resume"]), console)  # resume's ledger size
     table_rows = rows(results)
     results["table"] = [asdict(row) for row in table_rows]
     args.output.write_text(json.dumps(results, indent=2) + "\n")

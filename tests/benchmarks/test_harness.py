@@ -20,7 +20,8 @@ def test_the_quick_benchmark_run_measures_all_five_figures_and_the_stages(tmp_pa
     )
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(output.read_text())
-    assert [row["figure"][:2] for row in results["table"]] == ["1.", *["  "] * 6, "2.", "3.", "4.", "5."]
+    assert [row["figure"][:2] for row in results["table"]] == ["1.", *["  "] * 6, "2.", "3.", "4.", "5.", "6.", "  "]
+    assert results["startup"]["entries"] == 100_000 and results["startup"]["runs"] == 5
     assert results["rate_limited"]["records"] == 3_000 and results["overhead"]["records"] == 10_000
     assert results["resume"]["entries"] == 100_000 and results["ledger"]["entries"] == 10_000
     stages = results["stages"]["cpu_us_per_record"]
