@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 
 from ..keys import batch_key, content_hash
+from ._stamp import STAMP_SET
 from ._types import LIVE, BatchWork, Claim, Member, Operation
 from .schema import LedgerError
 
@@ -111,7 +112,7 @@ def new_batch(
         [(batch_id, i, m.entry_id) for i, m in enumerate(members)],
     )
     db.executemany(
-        "UPDATE entries SET state = 'in_flight', batch_id = ?, updated_at = ? WHERE id = ?",
+        f"UPDATE entries SET state = 'in_flight', batch_id = ?, updated_at = ?, {STAMP_SET} WHERE id = ?",
         [(batch_id, now, m.entry_id) for m in members],
     )
     return BatchWork(batch_id, key, operation, tuple(members), body)

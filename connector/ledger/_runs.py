@@ -7,6 +7,10 @@ insert and after any UPDATE that sets `state`. So enqueue, claim, settle, block,
 fail, split, requeue and resolve are all covered without each of their statements knowing runs
 exist, and a write added later is covered too. Outside a run (the function returns NULL) nothing
 is stamped, so an entry keeps the last run that changed it.
+
+The hot statements (enqueue's insert and supersede, a batch's claim, settle) set `run_id` themselves
+(`_stamp.STAMP_SET`, or the function in the insert): the triggers' WHEN then finds nothing to do, which
+spares the second UPDATE per row that a trigger firing costs (10-20% of an enqueue).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ def install_stamp(conn: sqlite3.Connection, run_in_hand: Callable[[], int | None
     conn.create_function("capture_run_in_hand", 0, run_in_hand)
     conn.execute(
         "CREATE TEMP TRIGGER IF NOT EXISTS entries_run_insert AFTER INSERT ON main.entries "
-        f"WHEN capture_run_in_hand() IS NOT NULL BEGIN {_STAMP}; END"
+        f"WHEN NEW.run_id IS NULL AND capture_run_in_hand() IS NOT NULL BEGIN {_STAMP}; END"
     )
     conn.execute(
         "CREATE TEMP TRIGGER IF NOT EXISTS entries_run_state AFTER UPDATE OF state ON main.entries "

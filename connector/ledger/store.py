@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from ..api.client import Attempt
 from . import _batches, _enqueue, _flows, _operator, _runs, _states, views
+from ._stamp import STAMP_SET
 from ._types import BatchState, BatchWork, Claim, EnqueueCounts, EntryState, Mapped, Outcome
 from .schema import LedgerError, connect, describe
 
@@ -113,14 +114,25 @@ class Ledger:
         now = time.time()
         state_json = json.dumps(new_state)
         with self._write() as db:
-            for item in items:
-                _enqueue.enqueue_one(db, source, mapping_version, item, now, counts)
+            _enqueue.enqueue_chunk(db, source, mapping_version, list(items), now, counts)
             db.execute(
                 "INSERT INTO source_state (source, state, updated_at) VALUES (?, ?, ?) "
                 "ON CONFLICT(source) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at",
                 (source, state_json, now),
             )
         return counts
+
+    def last_entry_id(self) -> int:
+        """The newest entry's id (0 for none): a streaming sync counts its backlog above it."""
+        return self._read("SELECT coalesce(max(id), 0) FROM entries")[0][0]
+
+    def backlog(self, after_id: int, limit: int) -> int:
+        """Pending entries newer than `after_id`, counted up to `limit` (the (state, id) index
+        answers it without touching the rest of the ledger)."""
+        return self._read(
+            "SELECT count(*) FROM (SELECT 1 FROM entries WHERE state = 'pending' AND id > ? LIMIT ?)",
+            (after_id, limit),
+        )[0][0]
 
     def is_unchanged(self, source: str, item: Mapped) -> bool:
         """Read-only change detection, for --dry-run."""
@@ -146,7 +158,7 @@ class Ledger:
         with self._write() as db:
             db.executemany(
                 "UPDATE entries SET state = ?, person_id = coalesce(?, person_id), last_error = ?, "
-                "updated_at = ? WHERE id = ?",
+                f"updated_at = ?, {STAMP_SET} WHERE id = ?",
                 [(o.state, o.person_id, o.error, now, o.entry_id) for o in outcomes],
             )
             self._close_batch(db, batch, "settled", None, attempts, now)
@@ -174,7 +186,7 @@ class Ledger:
         now = time.time()
         with self._write() as db:
             db.executemany(
-                "UPDATE entries SET state = coalesce(?, state), last_error = ?, updated_at = ? WHERE id = ?",
+                f"UPDATE entries SET state = coalesce(?, state), last_error = ?, updated_at = ?, {STAMP_SET} WHERE id = ?",
                 [(entry_state, error, now, m.entry_id) for m in batch.members],
             )
             self._close_batch(db, batch, batch_state, error, attempts, now)

@@ -1,0 +1,146 @@
+"""Extract: source -> mapping -> ledger, one chunk and its cursor per transaction.
+
+Runs on a thread of its own (never on the event loop): a chunk's commit is an fsync, and the
+requests in flight must not wait for it. Between chunks it asks `between_chunks` whether to go on,
+so a streaming sync can pause the reading while enough work is queued and end it on a stop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import structlog
+
+from ..api import PersonInput, encode_json
+from ..ledger import Ledger, Mapped
+from ..problems import ConfigProblem
+from ..source import BadRecord, SourceError
+from .job import SourceJob
+from .preflight import preflight
+from .report import RunReport
+
+if TYPE_CHECKING:
+    from ..mapping import Mapping
+    from ..source import Record
+
+LOGGER = "capture_sync.delivery"
+log = structlog.get_logger(LOGGER)
+
+RAW_VALUE_LIMIT = 500
+
+
+class Progress(Protocol):
+    def advance(self, what: Literal["read", "sent", "settled"], n: int) -> None: ...
+
+
+class NoProgress:
+    def advance(self, what: str, n: int) -> None:
+        pass
+
+
+def to_mapped(mapping: Mapping, record: Record) -> Mapped:
+    result, notes = mapping.map_noting(record.data)
+    if isinstance(result, PersonInput):
+        return Mapped(record.id, payload=encode_json(result.to_json_dict()).decode("utf-8"), reasons=notes)
+    return Mapped(record.id, raw=_shown_record(record.data), reasons=tuple(result.reasons))
+
+
+def _shown_record(data: dict[str, Any]) -> dict[str, str]:
+    return {str(k): _shown(v) for k, v in data.items()}
+
+
+def _shown(value: object) -> str:
+    """The rejected value as kept in the ledger for a person to read; never an exception."""
+    try:
+        return str(value)[:RAW_VALUE_LIMIT]
+    except ValueError:  # an int beyond the interpreter's digit limit
+        return f"<{type(value).__name__} too large to show>"
+
+
+def entry(mapping: Mapping, item: Record | BadRecord, report: RunReport) -> Mapped:
+    """A record as the ledger keeps it; a rejection's reasons are counted for the summary (a bad
+    record's without its position, so that alike ones add up)."""
+    if isinstance(item, BadRecord):
+        report.rejection_reasons[item.reason] += 1
+        raw = None if item.raw is None else _shown_record(item.raw)
+        # Without an id, its position names it: the same bad line read again is the same entry.
+        return Mapped(item.id or f"@{item.where}", raw=raw, reasons=(f"{item.where}: {item.reason}",))
+    mapped = to_mapped(mapping, item)
+    if mapped.payload is None:
+        report.rejection_reasons.update(mapped.reasons)
+        if item.where:
+            return replace(mapped, reasons=tuple(f"{item.where}: {reason}" for reason in mapped.reasons))
+    return mapped
+
+
+def read_source(ledger: Ledger, job: SourceJob, report: RunReport) -> Iterator[Record | BadRecord]:
+    """The source's records from its committed cursor until it ends or raises. A raise ends only
+    this source's read: it is reported, and what came before is kept (design 2: a bad record is a
+    rejection; a source that breaks mid-read must not cost the records it already gave)."""
+    count = 0
+    try:
+        for item in job.source.read(None if job.from_start else ledger.source_state(job.name)):
+            count += 1
+            yield item
+    except Exception as exc:  # a plugin may raise anything; KeyboardInterrupt and stops are not this
+        detail = str(exc) if isinstance(exc, SourceError) else f"{type(exc).__name__}: {exc}"
+        message = f"sources.{job.name}: the read failed after {count} record(s): {detail}"
+        report.source_failures[job.name] = message
+        traceback = logging.getLogger(LOGGER).isEnabledFor(logging.DEBUG)  # -v: a plugin author wants it
+        log.error("source.failed", source=job.name, records=count, error=detail, exc_info=traceback)
+
+
+def readable(jobs: Sequence[SourceJob], report: RunReport) -> list[SourceJob]:
+    """Check the setup before anything is read or sent: a config problem stops the run (all of
+    them reported at once); a source that cannot be read now is skipped and reported, the others go on."""
+
+    found = preflight(jobs)
+    if found.config_problems:
+        raise ConfigProblem(found.config_problems)
+    for name, reason in found.unavailable.items():
+        report.unavailable[name] = reason
+        log.error("source.unavailable", source=name, reason=reason)
+    return [job for job in jobs if job.name not in found.unavailable]
+
+
+def extract(
+    ledger: Ledger, job: SourceJob, chunk_size: int, report: RunReport, progress: Progress,
+    between_chunks: Callable[[], bool] | None = None,
+) -> bool:
+    """Read the source from its committed cursor; each chunk and its cursor commit together, so a
+    stop between chunks (or a crash anywhere) resumes exactly after the last committed chunk. A bad
+    record is a rejected entry and the cursor moves past it; a source that raises keeps the
+    records before it, its cursor at the last of them. After each chunk `between_chunks()` may hold
+    the reading back (a streaming sync waits there while enough work is queued); False ends it
+    early. Returns whether the source was read to its end."""
+    chunk: list[Mapped] = []
+    last_state: Any = None
+    report.sources_read.append(job.name)
+    if job.from_start:  # the cursor it replaces stays in the state history, to be put back if wanted
+        ledger.change_source_state(job.name, None, "full-refresh")
+
+    def flush() -> None:
+        counts = ledger.enqueue(job.name, job.mapping.version, chunk, last_state)
+        report.enqueued += counts.enqueued
+        report.unchanged += counts.unchanged
+        report.rejected += counts.rejected
+        progress.advance("read", len(chunk))
+        chunk.clear()
+
+    mapping = job.mapping
+    for item in read_source(ledger, job, report):
+        chunk.append(entry(mapping, item, report))
+        last_state = item.state
+        report.read += 1
+        if len(chunk) >= chunk_size:
+            flush()
+            if between_chunks is not None and not between_chunks():
+                return False
+    if chunk:
+        flush()
+        if between_chunks is not None:
+            between_chunks()  # tells the delivery that the last chunk is in
+    return True
