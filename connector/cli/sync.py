@@ -76,11 +76,11 @@ def sync(
         async with api_client(cfg) as client:
             with _progress(as_json) as progress:
                 return await delivery.sync(
-                    ledger, client, jobs, cfg.delivery_settings(), progress=progress, stop=stop
+                    ledger, client, jobs, cfg.delivery_settings(), progress=progress, stop=stop,
+                    gate=lambda: pass_flow_gate(cfg, ledger),
                 )
 
     with open_ledger(cfg, exclusive=True) as ledger:
-        pass_flow_gate(cfg, ledger)
         report = run_until_signal(go)
     return _finish(report, "Sync", cfg, as_json)
 
@@ -102,11 +102,11 @@ def replay(
         async with api_client(cfg) as client:
             with _progress(as_json) as progress:
                 return await delivery.replay(
-                    ledger, client, cfg.delivery_settings(), include_failed=include_failed, progress=progress, stop=stop
+                    ledger, client, cfg.delivery_settings(), include_failed=include_failed, progress=progress,
+                    stop=stop, gate=lambda: pass_flow_gate(cfg, ledger),
                 )
 
     with open_ledger(cfg, exclusive=True) as ledger:
-        pass_flow_gate(cfg, ledger)
         report = run_until_signal(go)
     return _finish(report, "Replay", cfg, as_json)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import structlog
@@ -82,6 +82,9 @@ def _read_all(
             return
 
 
+Gate = Callable[[], None]  # a check before a run reads or sends anything; raises ConfigProblem to refuse it
+
+
 @contextmanager
 def _recorded(ledger: Ledger, report: RunReport) -> Iterator[None]:
     """Record the run in the ledger with the exit code the command returns, however it ends."""
@@ -106,9 +109,10 @@ def _recorded(ledger: Ledger, report: RunReport) -> Iterator[None]:
 async def sync(
     ledger: Ledger, client: CaptureClient, jobs: Sequence[SourceJob], settings: DeliverySettings, *,
     dry_run: bool = False, progress: Progress | None = None, stop: asyncio.Event | None = None,
-    on_info: OnInfo | None = None,
+    on_info: OnInfo | None = None, gate: Gate | None = None,
 ) -> RunReport:
     """One pass over the sources, delivering as it reads, then drain the ledger (design 5 `sync`).
+    `gate` may refuse the run (a ConfigProblem, recorded as the run's exit 2) before anything else.
     The setup is checked first (a config problem raises ConfigProblem before anything is read),
     then GET /info: refused credentials end the run before a source is read. An API that does not
     answer yet does not stop the reading: the sources are read whole, then delivery asks again.
@@ -120,6 +124,8 @@ async def sync(
     report = RunReport(kind="sync")
     shown = progress or NoProgress()
     with _recorded(ledger, report):
+        if gate is not None:
+            gate()
         found = await asyncio.to_thread(readable, jobs, report)
         info = await connect(client, report, on_info, before_reading=True)
         if report.auth_failed:
@@ -141,13 +147,16 @@ async def sync(
 async def replay(
     ledger: Ledger, client: CaptureClient, settings: DeliverySettings, *,
     include_failed: bool = False, progress: Progress | None = None, stop: asyncio.Event | None = None,
-    on_info: OnInfo | None = None,
+    on_info: OnInfo | None = None, gate: Gate | None = None,
 ) -> RunReport:
     """Re-send what the ledger holds unsettled: written batches first with their original key and
-    body, then unknown and pending entries; then, if asked, failed ones under new batch keys."""
+    body, then unknown and pending entries; then, if asked, failed ones under new batch keys.
+    `gate` as for `sync`."""
     report = RunReport(kind="replay")
     started = time.time()
     with _recorded(ledger, report):
+        if gate is not None:
+            gate()
         info = await connect(client, report, on_info)
         if info is None:
             return report

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -40,6 +41,8 @@ def test_required_flow_refuses_sync_replay_and_run_before_reading_anything(kit, 
         assert "capture.require_flow" in result.stderr and "--flow" in result.stderr
     assert entries(tmp_path) == 0
     assert sandbox.store.persons() == []
+    runs = kit.run("runs", "list", "-c", str(config), "--json")
+    assert [(r["kind"], r["exit_code"]) for r in json.loads(runs.stdout)["runs"]] == [("replay", 2), ("sync", 2)]
 
 
 def test_required_flow_refuses_even_when_the_api_does_not_answer(kit, sandbox, tmp_path: Path) -> None:
