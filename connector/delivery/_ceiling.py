@@ -145,7 +145,12 @@ class CeilingFinder:
                 whole = retry_after == int(retry_after)  # then it may be rounded up by up to 1 s
                 self._learn_window(bound, max(now - oldest, bound - 1 if whole else bound / 1.02), now)
                 settled = True
-        if self.window_s is not None and oldest is not None:
+        if self._event_at <= sent.at < self._event_at + (self.window_s or 0.0):
+            # Refused although sent after we paused for the last 429: the server counts something
+            # our log does not show (GET /info, another process). Trust its word, or wait a slot.
+            spacing = self.units(cost) / self.rate if self.rate else 0.0
+            free_at = now + (retry_after if retry_after is not None else 2 * spacing)
+        elif self.window_s is not None and oldest is not None:
             free_at = oldest + self.window_s  # when the oldest counted request leaves the window
         else:
             free_at = now + (retry_after or 0.0)

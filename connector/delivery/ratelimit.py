@@ -39,7 +39,9 @@ How, and why (the mechanics are in `_ceiling.py`, clock-free so tests run on a s
   `rate_limit` rescales the pace at once (`reseed`).
 - **Pauses.** After a 429 everyone waits until the oldest counted request leaves the window, or
   Retry-After when the window is unknown: the client's retry of the refused request honours
-  Retry-After on its own (connector/api/retry.py).
+  Retry-After on its own (connector/api/retry.py). A request refused although it was sent after
+  that pause means the server counts what our log does not show (GET /info, another process):
+  then its Retry-After is trusted whole (or two slots are waited without one).
 - **A configured window** (`capture.rate_window_s`) is trusted: no search, no narrowing. The unit
   is still unknown: requests is assumed (the faster guess), and the first 429 settles it.
 

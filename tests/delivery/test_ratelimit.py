@@ -101,10 +101,11 @@ def _person(i: int) -> Mapped:
 
 @pytest.mark.parametrize("unit", ["requests", "persons"])
 async def test_against_the_sandbox_few_429s_nothing_lost_or_doubled(sandbox_factory, tmp_path, unit) -> None:
-    """A 1 s window the connector is not told of; 3,000 persons at 600 persons/s."""
+    """A 1 s window the connector is not told of; 6,000 persons at 600 persons/s (60 requests):
+    the 429s are the start-up episode (up to one per request in flight) and a trial or two."""
     box = sandbox_factory(rate_window_s=1.0, behaviour=Behaviour(rate_limit_unit=unit))
     key, secret = box.create_client(rate_limit=6 if unit == "requests" else 600)
-    records = 3000
+    records = 6000
     with Ledger(tmp_path / "ledger.sqlite3", synchronous="NORMAL") as ledger:
         ledger.enqueue("src", "v1", [_person(i) for i in range(records)], None)
         policy = RetryPolicy(max_attempts=20, max_elapsed_s=60)
@@ -113,9 +114,13 @@ async def test_against_the_sandbox_few_429s_nothing_lost_or_doubled(sandbox_fact
             gate = client.rate_gate
         assert report.exit_code == 0
         assert len(ledger.list_entries("captured", limit=10_000)) == records
-        attempts = [a for e in ledger.list_entries("captured", limit=10_000) for a in ledger.show(e.key).attempts]
+        # Each member's history lists its batch's attempts: one batch's list, once per batch.
+        histories = {}
+        for e in ledger.list_entries("captured", limit=10_000):
+            history = ledger.show(e.key).attempts
+            histories[history[-1].key] = history
+        attempts = [a for history in histories.values() for a in history]
     assert isinstance(gate, AdaptiveRateLimiter) and gate.unit == unit
     assert sorted(box.store.capture_counts_by_person_key().values()) == [1] * records
-    batches = {(a.key, a.started_at): a.status_code for a in attempts}
-    limited = sum(status == 429 for status in batches.values())
-    assert limited / len(batches) < 0.15, f"{limited} of {len(batches)} requests were answered 429"
+    limited = sum(a.status_code == 429 for a in attempts)
+    assert limited <= 10, f"{limited} of {len(attempts)} requests were answered 429"
