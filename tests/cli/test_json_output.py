@@ -102,3 +102,17 @@ def test_check_prints_one_json_object_with_the_client_the_credentials_origin_and
     assert broken.code == report["exit_code"] == 2
     assert report["sources"][0]["check"] == "FAILED: 1 mapping problem(s)"
     assert any("E-mail" in p for p in report["config_problems"])
+
+
+def test_an_api_that_does_not_answer_halts_nothing_when_there_is_nothing_to_send(kit, sandbox, tmp_path: Path) -> None:
+    key, secret = sandbox.create_client()
+    kit.credentials(tmp_path, key, secret)
+    contacts = tmp_path / "contacts.csv"
+    kit.contacts(contacts, [])
+    config = str(kit.config(tmp_path, DEAD_API, contacts))
+    quiet = _one_object(kit.run("sync", "-c", config, "--json").stdout)
+    assert (quiet["exit_code"], quiet["halted_by"], quiet["unsettled"]) == (0, None, 0)
+
+    kit.contacts(contacts, [kit.contact(1)])
+    down = _one_object(kit.run("sync", "-c", config, "--json").stdout)
+    assert down["exit_code"] == 4 and down["halted_by"] and down["unsettled"] == 1
