@@ -133,7 +133,7 @@ async def sync(
         if info is None:  # nothing can be sent yet: read everything, then delivery asks again
             await asyncio.to_thread(_read_all, ledger, found, settings, report, shown, stop, None)
             # With nothing to send, an API that does not answer halts nothing: exit 0, no outage.
-            if not report.stopped and await asyncio.to_thread(ledger.unsettled_count):
+            if not report.stopped and await asyncio.to_thread(ledger.unsettled_count) > 0:
                 await _deliver(ledger, client, settings, report, progress, stop, include_stalled=False, info=None)
             return report
         delivery = _delivery(ledger, client, settings, report, progress, stop, include_stalled=False)
