@@ -88,7 +88,7 @@ def _person_batch(db: sqlite3.Connection, member: Member) -> BatchWork:
     now = time.time()
     db.execute("UPDATE batches SET state = 'open', updated_at = ? WHERE id = ?", (now, existing[0]))
     db.execute(
-        "UPDATE entries SET state = 'in_flight', batch_id = ?, updated_at = ? WHERE id = ?",
+        f"UPDATE entries SET state = 'in_flight', batch_id = ?, updated_at = ?, {STAMP_SET} WHERE id = ?",
         (existing[0], now, member.entry_id),
     )
     return load_batch(db, existing[0])

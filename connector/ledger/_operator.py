@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Literal
 
+from ._stamp import STAMP_SET
 from ._types import EntryState
 
 _NEWEST = (
@@ -18,7 +19,7 @@ RESOLVABLE: tuple[EntryState, ...] = ("blocked", "failed", "unknown", "in_flight
 def requeue_failed(db: sqlite3.Connection, before: float, now: float) -> int:
     """Failed entries from before `before` that are still their record's newest version."""
     return db.execute(
-        f"UPDATE entries SET state = 'pending', batch_id = NULL, updated_at = ? "
+        f"UPDATE entries SET state = 'pending', batch_id = NULL, updated_at = ?, {STAMP_SET} "
         f"WHERE state = 'failed' AND updated_at < ? AND {_NEWEST}",
         (now, before),
     ).rowcount
@@ -47,14 +48,14 @@ def resolve(db: sqlite3.Connection, key: str, action: Literal["requeue", "dismis
         where, params = "key = ?", (key,)
     if action == "dismiss":
         return db.execute(
-            f"UPDATE entries SET state = 'dismissed', batch_id = NULL, updated_at = ? WHERE {where}", (now, *params)
+            f"UPDATE entries SET state = 'dismissed', batch_id = NULL, updated_at = ?, {STAMP_SET} WHERE {where}", (now, *params)
         ).rowcount
     requeued = db.execute(
-        f"UPDATE entries SET state = 'pending', batch_id = NULL, updated_at = ? WHERE {where} AND {_NEWEST}",
+        f"UPDATE entries SET state = 'pending', batch_id = NULL, updated_at = ?, {STAMP_SET} WHERE {where} AND {_NEWEST}",
         (now, *params),
     ).rowcount
     superseded = db.execute(
-        f"UPDATE entries SET state = 'superseded', batch_id = NULL, last_error = ?, updated_at = ? "
+        f"UPDATE entries SET state = 'superseded', batch_id = NULL, last_error = ?, updated_at = ?, {STAMP_SET} "
         f"WHERE {where} AND NOT {_NEWEST}",
         ("superseded: a newer version of the record is sent instead", now, *params),
     ).rowcount
