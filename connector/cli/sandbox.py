@@ -45,6 +45,16 @@ def _store(db: Path) -> Iterator[SandboxStore]:
         )
 
 
+@contextmanager
+def _client(db: Path) -> Iterator[SandboxStore]:
+    """The store for a command about one client: an unknown API key is a usage error naming it."""
+    with _store(db) as store:
+        try:
+            yield store
+        except UnknownClient:
+            raise typer.BadParameter("no client has this API key", param_hint="API_KEY") from None
+
+
 @app.command()
 def serve(
     host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
@@ -185,11 +195,8 @@ def regenerate_secret(
     db: Path = DbOption,
 ) -> None:
     """Replace the client's secret; the old one stops working at once. Prints the new one once."""
-    with _store(db) as store:
-        try:
-            secret = store.regenerate_secret(api_key)
-        except UnknownClient:
-            raise typer.BadParameter("no client has this API key", param_hint="API_KEY") from None
+    with _client(db) as store:
+        secret = store.regenerate_secret(api_key)
     typer.echo(json.dumps({"api_key": api_key, "api_secret": secret}))
 
 
@@ -200,11 +207,8 @@ def set_active(
     db: Path = DbOption,
 ) -> None:
     """Activate or deactivate a client (an inactive client's requests get 401)."""
-    with _store(db) as store:
-        try:
-            store.set_active(api_key, active)
-        except UnknownClient:
-            raise typer.BadParameter("no client has this API key", param_hint="API_KEY") from None
+    with _client(db) as store:
+        store.set_active(api_key, active)
     typer.echo(f"client {api_key} is now {'active' if active else 'inactive'}")
 
 
@@ -218,9 +222,6 @@ def set_rate_limit(
 
     Example: capture-sync sandbox set-rate-limit ck_... 240 --db sandbox.sqlite3
     """
-    with _store(db) as store:
-        try:
-            store.set_rate_limit(api_key, rate_limit)
-        except UnknownClient:
-            raise typer.BadParameter("no client has this API key", param_hint="API_KEY") from None
+    with _client(db) as store:
+        store.set_rate_limit(api_key, rate_limit)
     typer.echo(f"client {api_key} now has rate_limit {rate_limit}")
