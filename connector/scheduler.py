@@ -31,7 +31,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from .alerts import Alerts
-from .api import CaptureError, ClientInfo, Unauthorized
+from .api import CaptureError, Unauthorized
 from .delivery import RunReport, SourceJob, preflight, replay, sync
 from .health import DaemonHealth
 from .problems import ConfigProblem
@@ -97,12 +97,8 @@ class Daemon:
 
     async def sync_source(self, job: SourceJob) -> None:
         await self._pass(
-            job.name, lambda: sync(self.ledger, self.client, [job], self.settings, stop=self.stop, on_info=self.on_info)
+            job.name, lambda: sync(self.ledger, self.client, [job], self.settings, stop=self.stop, on_info=self.health.answered)
         )
-
-    def on_info(self, info: ClientInfo) -> None:
-        """Each pass's GET /info: the API answers under the credentials in use."""
-        self.health.answered(info)
 
     def _refused(self, reason: str, **context: Any) -> None:
         if self.health.auth_failed is None:
@@ -123,15 +119,15 @@ class Daemon:
             if self.health.auth_failed is None and self.client.uses(pair):
                 return True
             try:
-                self.on_info(await self.client.use_credentials(pair))
-            except CaptureError as exc:
-                if isinstance(exc, Unauthorized) and self.health.auth_failed is None:
+                self.health.answered(await self.client.use_credentials(pair))
+            except Unauthorized as exc:
+                if self.health.auth_failed is None:  # the pair in use still works: keep it
                     log.error("credentials.refused", trigger=trigger, reason=str(exc),
                               then="the pair in use goes on being used; fix the files")
                     return True
-                if isinstance(exc, Unauthorized):
-                    self._refused(str(exc), trigger=trigger)
-                    return False
+                self._refused(str(exc), trigger=trigger)
+                return False
+            except CaptureError as exc:
                 log.warning("credentials.unverified", trigger=trigger, reason=str(exc))
                 return self.health.auth_failed is None  # an outage says nothing about the pair
             if self.health.auth_failed is not None:
@@ -152,7 +148,7 @@ class Daemon:
     async def sweep(self) -> None:
         """Re-send what an outage left unsettled; skips the API call when nothing is left."""
         if await asyncio.to_thread(self.ledger.unsettled_count):
-            await self._pass(SWEEP, lambda: replay(self.ledger, self.client, self.settings, stop=self.stop, on_info=self.on_info))
+            await self._pass(SWEEP, lambda: replay(self.ledger, self.client, self.settings, stop=self.stop, on_info=self.health.answered))
 
     def _scheduler(self) -> AsyncIOScheduler:
         scheduler = AsyncIOScheduler(job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None})
@@ -177,7 +173,7 @@ class Daemon:
         if found.config_problems:
             raise ConfigProblem(found.config_problems)
         try:  # refused credentials at start are a setup mistake: exit 3
-            self.on_info(await self.client.info(retry=False))
+            self.health.answered(await self.client.info(retry=False))
         except Unauthorized:
             raise
         except CaptureError as exc:  # an outage: the passes ask again
