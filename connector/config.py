@@ -11,45 +11,37 @@ from __future__ import annotations
 import os
 import re
 import stat
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any
 
 import structlog
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
 from . import env_overrides, logs
 from .alerts import Alert, parse_alerts
 from .api.client import check_base_url
 from .api.errors import InsecureURLError
 from .api.retry import RetryPolicy
+from .config_file import LedgerSettings, Section, beside, read_toml, section
 from .delivery import DeliverySettings, SourceJob
 from .mapping import Mapping
 from .ops import parse_address
 from .plugins import build_source
-from .problems import ConfigProblem, problems_from
+from .problems import ConfigProblem
 from .schedule import schedule_trigger
 from .secret_files import read_secret_file
 
-DEFAULT_PATH = Path("capture-sync.toml")
-ENV_CONFIG = "CAPTURE_SYNC_CONFIG"
 ENV_BASE_URL = "CAPTURE_BASE_URL"
 ENV_API_KEY = "CAPTURE_API_KEY"
 ENV_API_SECRET = "CAPTURE_API_SECRET"
 DEFAULT_SCHEDULE = "every 5m"
 _SOURCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
-S = TypeVar("S", bound=BaseModel)
-
 log = structlog.get_logger("capture_sync.config")
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class RetrySettings(_Section):
+class RetrySettings(Section):
     max_attempts: int = Field(6, ge=1, le=100)
     max_elapsed_s: float = Field(120.0, gt=0)
     initial_backoff_s: float = Field(0.5, ge=0)
@@ -62,7 +54,7 @@ class RetrySettings(_Section):
         )
 
 
-class CaptureSettings(_Section):
+class CaptureSettings(Section):
     base_url: str | None = None
     api_key_file: Path | None = None
     api_secret_file: Path | None = None
@@ -75,12 +67,7 @@ class CaptureSettings(_Section):
     require_flow: bool = False  # sync and run refuse a base URL and client no `check --flow` has passed against
 
 
-class LedgerSettings(_Section):
-    path: Path = Path("capture-ledger.sqlite3")
-    synchronous: Literal["FULL", "NORMAL"] = "FULL"
-
-
-class DaemonSettings(_Section):
+class DaemonSettings(Section):
     retry_sweep: str = "every 5m"
     credentials_check: str = "every 30s"  # while the API refuses the credentials: how often to read them again
     alerts_check: str = "every 15s"  # how often the [[alerts]] conditions are judged (and after every pass)
@@ -132,14 +119,14 @@ class Config:
 
     @property
     def ledger_path(self) -> Path:
-        return _beside(self.path.parent, self.ledger.path)
+        return beside(self.path.parent, self.ledger.path)
 
     def exposed_files(self) -> list[tuple[Path, int]]:
         """The ledger (with its -wal and -shm) and the credential files that exist and that other
         users may read, with their modes: the ledger holds every contact's payload."""
         ledger = self.ledger_path
         files = [ledger, ledger.with_name(ledger.name + "-wal"), ledger.with_name(ledger.name + "-shm")]
-        files += [_beside(self.path.parent, f) for f in (self.capture.api_key_file, self.capture.api_secret_file) if f]
+        files += [beside(self.path.parent, f) for f in (self.capture.api_key_file, self.capture.api_secret_file) if f]
         exposed = []
         for path in dict.fromkeys(files):
             try:
@@ -199,16 +186,7 @@ class Config:
 def load_config(path: str | Path) -> Config:
     """Read and check the whole file; raises ConfigProblem with every problem, each as `FILE: key: what`."""
     path = Path(path)
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigProblem([
-            f"{path}: no such config file (pass -c FILE or set {ENV_CONFIG}; config/capture-sync.example.toml is a start)"
-        ]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigProblem([f"{path}: cannot read it: {exc}"]) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigProblem([f"{path}: not valid TOML: {exc}"]) from None
+    doc = read_toml(path)
     problems: list[str] = []
     overridden = env_overrides.apply(
         doc, os.environ, {"capture": CaptureSettings, "ledger": LedgerSettings, "daemon": DaemonSettings}, problems
@@ -225,9 +203,9 @@ def load_config(path: str | Path) -> Config:
                 f"capture.{key}: credentials are not accepted in the config file; "
                 f"set env {env} or point capture.{key}_file at a file readable only by this user"
             )
-    capture = _section(CaptureSettings, capture_doc, "capture", problems)
-    ledger = _section(LedgerSettings, _table(doc, "ledger", problems), "ledger", problems)
-    daemon = _section(DaemonSettings, _table(doc, "daemon", problems), "daemon", problems)
+    capture = section(CaptureSettings, capture_doc, "capture", problems)
+    ledger = section(LedgerSettings, _table(doc, "ledger", problems), "ledger", problems)
+    daemon = section(DaemonSettings, _table(doc, "daemon", problems), "daemon", problems)
     if daemon is not None:
         _check_schedule(daemon.retry_sweep, "daemon.retry_sweep", problems)
         _check_schedule(daemon.credentials_check, "daemon.credentials_check", problems)
@@ -256,14 +234,6 @@ def _table(doc: dict[str, Any], key: str, problems: list[str]) -> dict[str, Any]
     return dict(value)
 
 
-def _section(model: type[S], data: dict[str, Any], where: str, problems: list[str]) -> S | None:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        problems.extend(problems_from(exc, where))
-        return None
-
-
 def _check_schedule(text: Any, where: str, problems: list[str]) -> None:
     try:
         schedule_trigger(text)
@@ -279,13 +249,8 @@ def _credential(
         return os.environ[env].strip(), f"env {env}"
     if file is None:
         return None, "nowhere"
-    path = _beside(folder, file)
+    path = beside(folder, file)
     return read_secret_file(path, f"capture.{key}", problems), f"file {path}"
-
-
-def _beside(folder: Path, path: Path) -> Path:
-    """A path from the config file: relative ones are relative to its folder."""
-    return path if path.is_absolute() else folder / path
 
 
 def _credentials(capture: CaptureSettings, folder: Path, problems: list[str]) -> Credentials | None:

@@ -1,7 +1,8 @@
 """What every command shares: the common options, config loading, the API client, the ledger,
 and turning failures into the exit codes of design 5 with a one-line message."""
 
-import asyncio
+from __future__ import annotations
+
 import functools
 import inspect
 import logging
@@ -22,17 +23,22 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import logs
-from ..api import CaptureClient, CaptureError, Unauthorized
-from ..config import DEFAULT_PATH, ENV_CONFIG, Config, load_config
-from ..delivery import ExitCode as ExitCode  # the commands take it from here
-from ..delivery import RunReport, exit_code_for
+from ..config_file import DEFAULT_PATH, ENV_CONFIG, LedgerPlace, load_ledger_place
+from ..exit_codes import ExitCode as ExitCode  # the commands take it from here
+from ..exit_codes import exit_code_for
 from ..ledger import Ledger, LedgerError, LedgerLocked
 from ..problems import ConfigProblem
-from ..signals import stop_on_signals
-from ..source import SourceError
 
+# What only the commands that talk to the API use is imported where it is used, so that `status`
+# and the other ledger-only commands start without the HTTP client, the mapping or the engine.
 if TYPE_CHECKING:
+    import asyncio
+
     import httpx
+
+    from ..api import CaptureClient
+    from ..config import Config
+    from ..delivery import RunReport
 
 T = TypeVar("T")
 
@@ -68,9 +74,13 @@ def fail(message: str, code: ExitCode) -> NoReturn:
     raise typer.Exit(int(code))
 
 
-def command(*, config: bool = True, log_level: str = "INFO") -> Callable[[Callable[..., int | None]], Callable[..., None]]:
+def command(
+    *, config: bool = True, ledger_only: bool = False, log_level: str = "INFO"
+) -> Callable[[Callable[..., int | None]], Callable[..., None]]:
     """Adds --log-level, -v (and -c/--config, passed as `cfg: Config`) to a command, and maps its
-    failures to exit codes. The command returns its exit code (None means 0)."""
+    failures to exit codes. The command returns its exit code (None means 0). `ledger_only`: the
+    command reads or repairs the ledger and nothing else, so `cfg` is the file's [ledger] table
+    alone (a LedgerPlace): no source, mapping or credential is loaded or checked."""
     level_option = typer.Option(log_level, "--log-level", help="DEBUG, INFO, WARNING or ERROR.")
 
     def decorate(fn: Callable[..., int | None]) -> Callable[..., None]:
@@ -93,7 +103,11 @@ def command(*, config: bool = True, log_level: str = "INFO") -> Callable[[Callab
             with _exit_codes():
                 if not config:
                     code = fn(**kwargs)
+                elif ledger_only:
+                    code = fn(cfg=load_ledger_place(path), **kwargs)
                 else:
+                    from ..config import load_config
+
                     cfg = load_config(path)
                     try:
                         code = fn(cfg=cfg, **kwargs)
@@ -102,6 +116,9 @@ def command(*, config: bool = True, log_level: str = "INFO") -> Callable[[Callab
             raise typer.Exit(int(code or 0))
 
         wrapper.__signature__ = sig.replace(parameters=own + extra)  # type: ignore[attr-defined]
+        # typer resolves the annotations it sees; `cfg` is not a parameter of the command line, and its
+        # type may be imported for type checking only (a ledger-only module does not load the full config)
+        wrapper.__annotations__ = {k: v for k, v in fn.__annotations__.items() if k != "cfg"}
         return wrapper
 
     return decorate
@@ -150,6 +167,9 @@ def _exit_codes() -> Iterator[None]:
 
 
 def _one_line(exc: Exception) -> str:
+    from ..api import CaptureError, Unauthorized  # only once something failed (see the imports above)
+    from ..source import SourceError
+
     if isinstance(exc, LedgerLocked):
         return f"{exc} (one process at a time may drive a ledger; stop the other one or wait for it)"
     if isinstance(exc, LedgerError):
@@ -165,10 +185,12 @@ def _one_line(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}" + ("" if _verbose else " (run with -v for details)")
 
 
-def api_client(cfg: Config, transport: "httpx.AsyncBaseTransport | None" = None) -> CaptureClient:
+def api_client(cfg: Config, transport: httpx.AsyncBaseTransport | None = None) -> CaptureClient:
     """A 401 re-reads the credentials once (a rotated secret in its file is picked up, verified and
     used for the request in hand); one that renewal does not cure names where they were read from.
     `transport` sits in front of the network (the flow keeps every response with one)."""
+    from ..api import CaptureClient
+
     base_url, creds = cfg.api()
     return CaptureClient(
         base_url, creds.api_key, creds.api_secret, timeout_s=cfg.capture.timeout_s,
@@ -197,7 +219,7 @@ def pass_flow_gate(cfg: Config, ledger: Ledger) -> None:
     flow_gate(ledger, base_url, required=cfg.capture.require_flow, config=cfg.path)
 
 
-def open_ledger(cfg: Config, *, exclusive: bool = False) -> Ledger:
+def open_ledger(cfg: Config | LedgerPlace, *, exclusive: bool = False) -> Ledger:
     """`exclusive` takes the single-process lock: only one process may send from a ledger at a time,
     or a replay could re-send a batch another process is still waiting on."""
     ledger = Ledger(cfg.ledger_path, synchronous=cfg.ledger.synchronous)
@@ -212,6 +234,10 @@ def open_ledger(cfg: Config, *, exclusive: bool = False) -> Ledger:
 
 def run_until_signal(start: Callable[[asyncio.Event], Awaitable[T]]) -> T:
     """Run an engine coroutine; SIGTERM/SIGINT ask it to finish what is in hand and return."""
+
+    import asyncio
+
+    from ..signals import stop_on_signals
 
     async def main() -> T:
         stop = asyncio.Event()

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import logs
-from ..delivery import RunReport
+
+if TYPE_CHECKING:
+    from ..delivery import RunReport
 
 
 def emit_json(value: Any) -> None:

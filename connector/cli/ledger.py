@@ -1,22 +1,27 @@
 """`capture-sync ledger`: inspect entries and batches, and repair what needs a person's decision."""
 
+from __future__ import annotations
+
 import json
 import time
 from dataclasses import asdict
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import typer
 
-from ..config import Config
+from ..config_file import LedgerPlace
 from ..ledger import STATES, BatchDetail, EntryDetail, EntryView, Ledger
 from ..recovery import batch_recovery
 from ._common import ExitCode, command, err, fail, open_ledger, out, table
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 app = typer.Typer(help="Inspect the ledger's entries and batches, and resolve blocked ones.", no_args_is_help=True)
 _STATE_HELP = f"One of: {', '.join(STATES)}."
 
 
-def open_existing(cfg: Config) -> Ledger:
+def open_existing(cfg: Config | LedgerPlace) -> Ledger:
     """The ledger for a command that inspects or repairs it: a missing file is an error, never a new
     empty ledger, which would hide a wrong path behind "nothing here"."""
     if not cfg.ledger_path.exists():
@@ -29,9 +34,9 @@ def open_existing(cfg: Config) -> Ledger:
 
 
 @app.command("list")
-@command()
+@command(ledger_only=True)
 def list_(
-    cfg: Config,
+    cfg: LedgerPlace,
     state: str = typer.Option(..., "--state", help=_STATE_HELP),
     source: str | None = typer.Option(None, "--source", help="Only this source."),
     limit: int = typer.Option(
@@ -71,9 +76,9 @@ def _entries_table(title: str, entries: list[EntryView]) -> None:
 
 
 @app.command()
-@command()
+@command(ledger_only=True)
 def show(
-    cfg: Config,
+    cfg: LedgerPlace,
     key: str | None = typer.Argument(
         None, help="A per-person idempotency key or a batch key; or name a record with --source and --record."
     ),
@@ -155,9 +160,9 @@ def _print_detail(detail: EntryDetail | BatchDetail) -> None:
 
 
 @app.command()
-@command()
+@command(ledger_only=True)
 def resolve(
-    cfg: Config,
+    cfg: LedgerPlace,
     key: str = typer.Argument(..., help="The per-person or batch key to resolve."),
     requeue: bool = typer.Option(False, "--requeue", help="Send it again (under a new batch key) on the next sync or replay."),
     dismiss: bool = typer.Option(False, "--dismiss", help="Give up on it; it is never sent again."),

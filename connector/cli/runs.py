@@ -8,18 +8,21 @@ import io
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..config import Config
+from ..config_file import LedgerPlace
 from ..contact_mask import mask_email, mask_phone, mask_text
 from ..ledger import STATES, RunEntry, RunView
 from ._common import ExitCode, command, err, fail, open_output, out, table
 from ._output import emit_json
 from .ledger import open_existing
+
+if TYPE_CHECKING:  # `runs list` reads the ledger alone; `runs show` loads the whole config
+    from ..config import Config
 
 app = typer.Typer(help="Run history, and the records each run changed.", no_args_is_help=True)
 
@@ -30,9 +33,9 @@ _COUNTS_SHOWN = ("read", "enqueued", "rejected", "sent", "captured", "duplicate"
 
 
 @app.command("list")
-@command()
+@command(ledger_only=True)
 def list_runs(
-    cfg: Config,
+    cfg: LedgerPlace,
     limit: int = typer.Option(20, "--limit", min=1, help="The newest N runs."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object {\"runs\": [...]} on stdout."),
 ) -> int:

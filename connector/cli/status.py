@@ -6,16 +6,16 @@ from pathlib import Path
 
 import typer
 
-from ..config import Config
+from ..config_file import LedgerPlace
 from ..ledger import Ledger, StatusReport
 from ..recovery import attention_lines
 from ._common import command, out, table
 from .ledger import open_existing
 
 
-@command()
+@command(ledger_only=True)
 def status(
-    cfg: Config,
+    cfg: LedgerPlace,
     as_json: bool = typer.Option(False, "--json", help="Print the status as one JSON object."),
 ) -> int:
     """Counts by state and source, the last runs, and the oldest unsettled entry.

@@ -1,10 +1,11 @@
 """Delivery: from the ledger to the Capture API and back, effectively once (design 1-4)."""
 
+from ..exit_codes import ExitCode, exit_code_for
 from .engine import DeliverySettings, Progress, extract, preview, replay, sync, to_mapped
 from .job import SourceJob
 from .preflight import Preflight, preflight
 from .ratelimit import AdaptiveRateLimiter
-from .report import ExitCode, RunReport, exit_code_for
+from .report import RunReport
 from .settle import ObjectReading, match_bulk, person_outcome, read_bulk
 
 __all__ = [

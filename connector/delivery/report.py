@@ -5,41 +5,11 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Any
 
-from ..api import CaptureError, Unauthorized
-from ..ledger import LedgerLocked
-from ..problems import ConfigProblem
+from ..exit_codes import ExitCode, exit_code_for
 
 COUNTS = ("read", "enqueued", "unchanged", "rejected", "sent", "captured", "duplicate", "failed", "blocked")
-
-
-class ExitCode(IntEnum):
-    """The exit codes of every command that talks to the API (README "Exit codes")."""
-
-    OK = 0
-    UNEXPECTED = 1
-    USAGE = 2          # usage or config error, the ledger held by another process, a source not readable
-    AUTH = 3
-    UNSETTLED = 4      # work remains unsettled (outage), or a stop signal ended the run early
-    BLOCKED = 5
-    SOURCE_FAILED = 6  # a source raised mid-read: what it yielded before was kept and delivered
-    FLOW_FAILED = 7    # `check --flow`: a step of the synthetic test flow failed (the server answered)
-    INTERRUPTED = 130  # KeyboardInterrupt outside the stop handler (typer's code)
-
-
-def exit_code_for(exc: BaseException) -> ExitCode:
-    """The code a command exits with when `exc` ends it: one table for the CLI and the run record."""
-    if isinstance(exc, (ConfigProblem, LedgerLocked)):
-        return ExitCode.USAGE
-    if isinstance(exc, Unauthorized):
-        return ExitCode.AUTH
-    if isinstance(exc, CaptureError):
-        return ExitCode.UNSETTLED
-    if isinstance(exc, KeyboardInterrupt):
-        return ExitCode.INTERRUPTED
-    return ExitCode.UNEXPECTED
 
 
 @dataclass

@@ -16,13 +16,15 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from ..api.client import Attempt
 from . import _batches, _enqueue, _flows, _operator, _runs, _states, views
 from ._stamp import STAMP_SET
 from ._types import BatchState, BatchWork, Claim, EnqueueCounts, EntryState, Mapped, Outcome
 from .schema import LedgerError, connect, describe
+
+if TYPE_CHECKING:  # `status` opens a ledger without loading the HTTP client
+    from ..api.client import Attempt
 
 UNSETTLED = ("pending", "in_flight", "unknown")
 

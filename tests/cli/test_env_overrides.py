@@ -68,6 +68,18 @@ def test_a_value_that_is_not_toml_is_a_string_and_quotes_force_one(config, monke
 
 
 def test_the_cli_exits_2_with_the_variable_named(kit, config) -> None:
-    result = kit.run("status", "-c", str(config), env=kit.env(CAPTURE_SYNC__CAPTURE__BATCH_SIZ="5"))
+    result = kit.run("check", "-c", str(config), env=kit.env(CAPTURE_SYNC__CAPTURE__BATCH_SIZ="5"))
     assert result.code == 2
     assert f"{config}: env CAPTURE_SYNC__CAPTURE__BATCH_SIZ: unknown key capture.batch_siz" in result.stderr
+
+
+def test_a_ledger_only_command_reads_the_ledger_overrides_and_names_a_wrong_one(kit, config) -> None:
+    """`status` reads the [ledger] table alone: its overrides apply and a typo there is refused;
+    the other sections' are not its business (`check` reports them)."""
+    moved = config.parent / "moved.sqlite3"
+    result = kit.run("status", "-c", str(config), env=kit.env(CAPTURE_SYNC__LEDGER__PATH=str(moved)))
+    assert result.code == 2 and f"no ledger at {moved}" in result.stderr
+    result = kit.run("status", "-c", str(config), env=kit.env(CAPTURE_SYNC__LEDGER__SYNCHRONOUS="SOMETIMES"))
+    assert result.code == 2 and "(set by env CAPTURE_SYNC__LEDGER__SYNCHRONOUS)" in result.stderr
+    result = kit.run("status", "-c", str(config), env=kit.env(CAPTURE_SYNC__LEDGER__PAHT="x"))
+    assert result.code == 2 and "env CAPTURE_SYNC__LEDGER__PAHT: unknown key ledger.paht" in result.stderr

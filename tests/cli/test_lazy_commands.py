@@ -1,5 +1,6 @@
 """The root `--help` lists every command from `connector.cli.COMMANDS` without importing it, with the
-first line of the command's own help; `--help` and `--version` load none of the heavy libraries."""
+first line of the command's own help; `--help` and `--version` load none of the heavy libraries, and
+the commands that only read the ledger load neither the HTTP client nor the mapping nor the engine."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 import typer
 
 from connector.cli import COMMANDS, load_command
+from connector.ledger import Ledger
 
 HEAVY = (
     "pydantic", "httpx", "sqlite_utils", "structlog", "apscheduler", "phonenumbers", "email_validator", "sqlalchemy",
@@ -17,16 +19,21 @@ HEAVY = (
     "connector.ledger", "connector.mapping",
 )
 
-# Runs the CLI in a fresh interpreter and prints which of HEAVY it imported.
-PROBE = f"""
+
+def probe(modules: tuple[str, ...]) -> str:
+    """Runs the CLI in a fresh interpreter and prints which of `modules` it imported."""
+    return f"""
 import sys
 from connector.cli import main
 sys.argv = ["capture-sync", *sys.argv[1:]]
 try:
     main()
-except SystemExit:
-    pass
-print("loaded:", *[m for m in {HEAVY!r} if m in sys.modules], file=sys.stderr)
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+print("loaded:", *[m for m in {modules!r} if m in sys.modules], file=sys.stderr)
+sys.exit(code)
 """
 
 
@@ -39,7 +46,31 @@ def test_each_listed_summary_is_the_first_line_of_the_commands_own_help(name: st
 
 @pytest.mark.parametrize("args", [["--help"], ["--version"]], ids=" ".join)
 def test_help_and_version_load_no_heavy_library(args: list[str]) -> None:
-    proc = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, check=True)
+    proc = subprocess.run([sys.executable, "-c", probe(HEAVY), *args], capture_output=True, text=True, check=True)
+    assert proc.stderr.strip().splitlines()[-1] == "loaded:"
+
+
+# What `status` and the other ledger-only commands must never need: they read the config's [ledger]
+# table and the ledger, so a config whose sources or credentials are broken does not stop them.
+NOT_FOR_THE_LEDGER = (
+    "httpx", "phonenumbers", "email_validator", "sqlalchemy", "apscheduler", "fastapi", "connector.config",
+    "connector.delivery", "connector.mapping", "connector.api",
+)
+
+
+@pytest.mark.parametrize(
+    "args", [["status"], ["runs", "list"], ["ledger", "list", "--state", "pending"]], ids=" ".join
+)
+def test_ledger_only_commands_work_with_broken_sources_and_load_no_client(kit, tmp_path, args: list[str]) -> None:
+    config = kit.config(tmp_path, "http://127.0.0.1:9/api/v1/capture", tmp_path / "contacts.csv")
+    # A source type that does not exist and no credentials: a sync would refuse this config.
+    config.write_text(config.read_text().replace('type = "csv"', 'type = "nonesuch"'))
+    Ledger(tmp_path / "ledger.sqlite3").close()
+    proc = subprocess.run(
+        [sys.executable, "-c", probe(NOT_FOR_THE_LEDGER), *args, "-c", str(config)],
+        capture_output=True, text=True, env=kit.env(),
+    )
+    assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == "loaded:"
 
 

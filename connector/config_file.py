@@ -1,0 +1,93 @@
+"""The config file itself: reading its TOML, and the [ledger] table alone.
+
+Commands that only read or repair the ledger (`status`, `ledger ...`, `runs list`) need nothing but
+where the ledger is, so they load it from here: without the mapping, the sources' drivers, the HTTP
+client or the delivery engine, they start in a fraction of the time, and a config whose sources or
+credentials are broken still lets a person look at the ledger while fixing them.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from . import env_overrides
+from .problems import ConfigProblem, problems_from
+
+DEFAULT_PATH = Path("capture-sync.toml")
+ENV_CONFIG = "CAPTURE_SYNC_CONFIG"
+
+S = TypeVar("S", bound=BaseModel)
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LedgerSettings(Section):
+    path: Path = Path("capture-ledger.sqlite3")
+    synchronous: Literal["FULL", "NORMAL"] = "FULL"
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """The parsed file; raises ConfigProblem saying what to do when it is missing or unreadable."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigProblem([
+            f"{path}: no such config file (pass -c FILE or set {ENV_CONFIG}; config/capture-sync.example.toml is a start)"
+        ]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigProblem([f"{path}: cannot read it: {exc}"]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigProblem([f"{path}: not valid TOML: {exc}"]) from None
+
+
+def beside(folder: Path, path: Path) -> Path:
+    """A path from the config file: relative ones are relative to its folder."""
+    return path if path.is_absolute() else folder / path
+
+
+@dataclass(frozen=True)
+class LedgerPlace:
+    """Where a config file's ledger is and how to open it: all a ledger-only command reads."""
+
+    path: Path  # the config file
+    ledger: LedgerSettings
+
+    @property
+    def ledger_path(self) -> Path:
+        return beside(self.path.parent, self.ledger.path)
+
+
+def load_ledger_place(path: str | Path) -> LedgerPlace:
+    """The [ledger] table, with its `CAPTURE_SYNC__LEDGER__*` overrides; the rest of the file is
+    not checked (`capture-sync check` does that)."""
+    path = Path(path)
+    doc = read_toml(path)
+    problems: list[str] = []
+    prefix = f"{env_overrides.PREFIX}LEDGER__"
+    environ = {k: v for k, v in os.environ.items() if k.upper().startswith(prefix)}
+    overridden = env_overrides.apply(doc, environ, {"ledger": LedgerSettings}, problems)
+    table = doc.get("ledger", {})
+    if not isinstance(table, dict):
+        problems.append("ledger: must be a table ([ledger])")
+        table = {}
+    settings = section(LedgerSettings, table, "ledger", problems)
+    if problems or settings is None:
+        raise ConfigProblem([f"{path}: {env_overrides.annotate(p, overridden)}" for p in problems])
+    return LedgerPlace(path, settings)
+
+
+def section(model: type[S], data: dict[str, Any], where: str, problems: list[str]) -> S | None:
+    """The table as `model`, or None with each of its problems added to `problems`."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems.extend(problems_from(exc, where))
+        return None
