@@ -30,6 +30,7 @@ WINDOW_CLOSE = 1.04     # a learned window is trusted once its bounds are this c
 TRIAL_STEP = 1.1        # a trial shortens the window by at most this factor
 PLAUSIBLE = 0.75        # requests are the unit if the 429 came after this share of rate_limit requests
 DECREASE = 0.95         # a 429 the model cannot explain: the pace drops this much
+CATCH_UP = (1 - MARGIN) / 2  # a late send may take back this share of a window (half the margin)
 
 
 @dataclass
@@ -97,7 +98,11 @@ class CeilingFinder:
         if now < start:
             return start - now
         if self.rate is not None:
-            self.next_at = max(self.next_at, now) + self.units(cost) / self.rate
+            # A send that goes late (its worker woke late: a busy loop, the GIL) does not push the
+            # ones after it back by as much: up to CATCH_UP of a window is taken back. Any window
+            # then holds at most MARGIN * (1 + CATCH_UP) of the ceiling, still under it.
+            slack = CATCH_UP * self.window_s if self.window_s is not None else 0.0
+            self.next_at = max(self.next_at, now - slack) + self.units(cost) / self.rate
         if self._search_from is not None:  # one probe at a time, further and further apart
             self._search_span *= SEARCH_GROWTH
             self.paused_until = self._search_from + self._search_span

@@ -61,10 +61,12 @@ class SimResult:
 def simulate(
     server: SimServer, limiter: CeilingFinder, *, records: int, batch: int = 100, concurrency: int = 4,
     one_way_s: float = 0.002, service_s: float = 0.05, seed: int = 1,
-    at: tuple[float, Callable[[], None]] | None = None,
+    at: tuple[float, Callable[[], None]] | None = None, late_s: float = 0.0,
 ) -> SimResult:
     """Deliver `records` in batches of `batch` with `concurrency` workers; returns what happened.
-    `at` = (time, action) runs the action once at that simulated time (a limit raised mid-run)."""
+    `at` = (time, action) runs the action once at that simulated time (a limit raised mid-run).
+    `late_s`: a worker told to wait wakes up to this much later (a busy event loop, a thread
+    holding the GIL), uniformly at random."""
     rng = random.Random(seed)
     queue: list[tuple[float, int, Callable[[float], None]]] = []
     seq = itertools.count()
@@ -78,7 +80,7 @@ def simulate(
         def go(now: float) -> None:
             wait = limiter.delay(cost, now)
             if wait > 0:
-                schedule(now + wait, go)
+                schedule(now + wait + rng.uniform(0, late_s), go)
                 return
             verdict = server.admit(cost, now + one_way_s)
             if verdict is None:
