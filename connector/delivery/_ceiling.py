@@ -30,6 +30,7 @@ WINDOW_CLOSE = 1.04     # a learned window is trusted once its bounds are this c
 TRIAL_STEP = 1.1        # a trial shortens the window by at most this factor
 PLAUSIBLE = 0.75        # requests are the unit if the 429 came after this share of rate_limit requests
 DECREASE = 0.95         # a 429 the model cannot explain: the pace drops this much
+BINDING = 0.5           # a quiet spell proves a pace only if sends waited for it this share of the spell
 CATCH_UP = (1 - MARGIN) / 2  # a late send may take back this share of a window (half the margin)
 
 
@@ -59,6 +60,7 @@ class CeilingFinder:
         self._admitted: deque[_Sent] = deque()   # answered other than 429, oldest first
         self._event_at = -math.inf               # when the pace last changed on a 429
         self._calm_since = -math.inf             # when the pace last changed at all
+        self._paced_units = 0                    # units sent since then as soon as the pace let them
         self._good_rate: float | None = None     # the fastest pace known to draw no 429
         self._step = PROBE_FIRST
         self._search_from: float | None = None   # searching the window: the oldest send it counts
@@ -85,19 +87,21 @@ class CeilingFinder:
         if self.rate is not None:
             self.rate *= scale
             self._good_rate = self.rate
-        self._calm_since = now
+        self._calm(now)
 
     # --- sending ------------------------------------------------------------------------------
 
     def delay(self, cost: int, now: float) -> float:
         """0 when a request of `cost` may go now (it is then booked); else seconds to wait first."""
         if self._calm_since == -math.inf:
-            self._calm_since = now  # the quiet spell starts with the first request
+            self._calm(now)  # the quiet spell starts with the first request
         self._probe(now)
         start = max(self.paused_until, self.next_at)
         if now < start:
             return start - now
         if self.rate is not None:
+            if now - start < self.units(cost) / self.rate:
+                self._paced_units += self.units(cost)  # it waited for its turn: the pace holds it back
             # A send that goes late (its worker woke late: a busy loop, the GIL) does not push the
             # ones after it back by as much: up to CATCH_UP of a window is taken back. Any window
             # then holds at most MARGIN * (1 + CATCH_UP) of the ceiling, still under it.
@@ -121,8 +125,9 @@ class CeilingFinder:
         """Any answer but 429: the server counted the request."""
         sent = self._take(cost, now)
         self._admitted.append(sent)
-        while self._admitted and self._admitted[0].at < now - MAX_WINDOW_S:
-            self._admitted.popleft()
+        for log in (self._admitted, self._pending):  # a send never answered (a lost connection) too
+            while log and log[0].at < now - MAX_WINDOW_S:
+                log.popleft()
         if self._search_from is not None and sent.at > self._event_at:
             # The first request let through after the storm: the oldest counted send had left
             # the window by the time this one arrived, so the window is at most this long.
@@ -182,7 +187,7 @@ class CeilingFinder:
             self._window_lo, self._trying = self._trying, None
             self._settle_if_close()
             self.rate = self._target()
-            self._calm_since = now
+            self._calm(now)
             return
         target = MARGIN * self.limit / self.window_s if self.window_s is not None else None
         assert target is not None
@@ -202,7 +207,7 @@ class CeilingFinder:
             self.rate *= DECREASE
             self._good_rate = self.rate
         self._step = PROBE_FIRST
-        self._calm_since = now
+        self._calm(now)
 
     def _learn_window(self, window_s: float, lower: float, now: float) -> None:
         self.window_s = min(max(window_s, 1e-3), MAX_WINDOW_S)
@@ -210,7 +215,7 @@ class CeilingFinder:
         self._trying = None
         self.rate = self._target()
         self._good_rate = None
-        self._calm_since = now
+        self._calm(now)
         self._step = PROBE_FIRST
         self._settle_if_close()
 
@@ -221,6 +226,21 @@ class CeilingFinder:
     def _settle_if_close(self) -> None:
         if self.window_s is not None and self.window_s <= self._window_lo * WINDOW_CLOSE:
             self._settled = True
+
+    def _calm(self, now: float) -> None:
+        """A quiet spell starts: the pace changed, or the last one proved nothing."""
+        self._calm_since = now
+        self._paced_units = 0
+
+    def _held_back(self, now: float) -> bool:
+        """Whether the quiet spell so far tested the pace: sends queued for it most of the time. A
+        spell in which the source was slower than the pace says nothing of the ceiling (raising the
+        pace through it would climb without bound); it starts again."""
+        assert self.rate is not None
+        if self._paced_units >= BINDING * self.rate * (now - self._calm_since):
+            return True
+        self._calm(now)
+        return False
 
     # --- reading the send log -----------------------------------------------------------------
 
@@ -266,7 +286,7 @@ class CeilingFinder:
             quiet = max(self.window_s * 1.5, 1.0)  # a step's verdict takes a window to come
         else:
             quiet = max(QUIET_MIN_S, QUIET_WINDOWS * self.window_s)
-        if now - self._calm_since < quiet or now - self._event_at < quiet:
+        if now - self._calm_since < quiet or now - self._event_at < quiet or not self._held_back(now):
             return
         if self._good_rate is None or self.rate <= self._good_rate:
             self._good_rate = self.rate
@@ -274,7 +294,7 @@ class CeilingFinder:
             self._good_rate = self.rate
             self._step = min(self._step * 2, PROBE_MAX)
         self.rate = self._good_rate * (1 + self._step)
-        self._calm_since = now
+        self._calm(now)
 
     def _narrow(self, now: float) -> None:
         """Bisect (_window_lo, window_s]: hold a shorter window for a window (and a bit); quiet, it
@@ -282,7 +302,7 @@ class CeilingFinder:
         assert self.window_s is not None
         if self._trying is None:
             self._trying = max((self._window_lo + self.window_s) / 2, self.window_s / TRIAL_STEP)
-        elif now - self._calm_since >= max(1.5 * self.window_s, 1.0):  # too fast shows within a window
+        elif now - self._calm_since >= max(1.5 * self.window_s, 1.0) and self._held_back(now):  # too fast shows within a window
             self.window_s, self._trying = self._trying, None
             self._settle_if_close()
             if not self._settled:
@@ -290,4 +310,4 @@ class CeilingFinder:
         else:
             return
         self.rate = self._target()
-        self._calm_since = now
+        self._calm(now)

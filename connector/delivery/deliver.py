@@ -145,8 +145,7 @@ class Delivery:
     ) -> None:
         """Deliver; with `read`, a streaming read runs alongside (its chunks are claimed as they
         commit). An error of the read stops the claiming, lets requests in hand finish, then raises."""
-        if rate_gate is not None:
-            self.client.rate_gate = rate_gate
+        self.client.rate_gate = rate_gate  # None: this run's GET /info gave no limit
         self.client.on_attempt = lambda attempt: self.attempts[attempt.idempotency_key].append(attempt)
         reader = None
         if read is not None:

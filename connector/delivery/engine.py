@@ -31,10 +31,17 @@ __all__ = ["DeliverySettings", "Progress", "extract", "preview", "replay", "sync
 log = structlog.get_logger(LOGGER)
 
 
-def _rate_gate(info: ClientInfo, settings: DeliverySettings) -> RateGate | None:
-    """The client-side limiter for this run, seeded from GET /info's `rate_limit`."""
+def _rate_gate(client: CaptureClient, info: ClientInfo, settings: DeliverySettings) -> RateGate | None:
+    """The client-side limiter for this run, seeded from GET /info's `rate_limit`. A client keeps
+    its limiter from run to run (the daemon's passes and sweeps share one client): what it learned
+    of the unit, the window and the pace is not learned again with a burst of 429s each pass, and
+    a changed `rate_limit` rescales it (`reseed`)."""
     if info.rate_limit < 1:
         return None
+    kept = client.rate_gate
+    if isinstance(kept, AdaptiveRateLimiter) and kept.hint == settings.rate_window_s:
+        kept.reseed(info.rate_limit)
+        return kept
     return AdaptiveRateLimiter(info.rate_limit, settings.rate_window_s)
 
 
@@ -56,7 +63,7 @@ async def _deliver(
         if info is None:
             return
     delivery = _delivery(ledger, client, settings, report, progress, stop, include_stalled)
-    await delivery.run(info, _rate_gate(info, settings))
+    await delivery.run(info, _rate_gate(client, info, settings))
 
 
 def _read_all(
@@ -141,7 +148,7 @@ async def sync(
         async def read(d: Delivery) -> None:
             await asyncio.to_thread(_read_all, ledger, found, settings, report, shown, stop, d)
 
-        await delivery.run(info, _rate_gate(info, settings), read)
+        await delivery.run(info, _rate_gate(client, info, settings), read)
     return report
 
 

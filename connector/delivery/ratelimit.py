@@ -7,11 +7,13 @@ is `rate_limit / window` units per second; we learn the unit and the window from
 
 How, and why (the mechanics are in `_ceiling.py`, clock-free so tests run on a simulated clock):
 
-- **Pacing, not bursts.** Requests are spaced `units / pace` apart (GCRA with no burst
-  tolerance). A bucket that may burst lets a sliding-window server see up to twice its limit in one
-  window; spacing keeps every window of any length at the pace. The pace is `MARGIN` (0.985) of the
-  ceiling: room for network jitter, and no fixed "2 requests per window" margin that cost 1/6 of a
-  12-per-window ceiling.
+- **Pacing, not bursts.** Requests are spaced `units / pace` apart (GCRA). A bucket that may
+  burst lets a sliding-window server see up to twice its limit in one window; spacing keeps every
+  window of any length at the pace. The pace is `MARGIN` (0.985) of the ceiling: room for network
+  jitter, and no fixed "2 requests per window" margin that cost 1/6 of a 12-per-window ceiling.
+  The burst tolerance is half that margin (`CATCH_UP` of a window): a send whose worker woke late
+  (a busy loop, a thread holding the GIL) does not push every later one back, and any window still
+  holds at most 0.985 * 1.0075 of the ceiling.
 - **Slow start.** With no window configured nothing is paced at first: like TCP's slow start, we
   let the server's (empty) window fill at full speed and take its first 429 as the signal. That
   429 is also evidence: we know what we sent, so
@@ -32,7 +34,9 @@ How, and why (the mechanics are in `_ceiling.py`, clock-free so tests run on a s
   AIMD, but small because the ceiling is a hard fixed limit, not a shared link. 429s that were
   sent before (or within a window after) the last slow-down are one episode and slow it down once,
   as TCP reacts once per window of data.
-- **Probing upward.** After a quiet spell (30 s or 3 windows) the pace steps up 2 %, and each
+- **Probing upward.** After a quiet spell (30 s or 3 windows) in which the pace held sends back
+  (`BINDING`: a spell in which the source was slower than the pace tests nothing, and stepping up
+  through it would climb without bound) the pace steps up 2 %, and each
   step that stays quiet for 1.5 windows doubles the next (as CUBIC's convex probing past its last
   maximum): a limit raised mid-run is found in a few windows after the quiet spell. A step that
   draws a 429 falls back to the last quiet pace. GET /info is asked per run; a changed
@@ -76,6 +80,11 @@ class AdaptiveRateLimiter:
     @property
     def window_s(self) -> float | None:
         return self.core.window_s
+
+    @property
+    def hint(self) -> float | None:
+        """The window it was configured with (None: it finds the window itself)."""
+        return self.core.hint
 
     @property
     def unit(self) -> Unit | None:

@@ -61,12 +61,13 @@ class SimResult:
 def simulate(
     server: SimServer, limiter: CeilingFinder, *, records: int, batch: int = 100, concurrency: int = 4,
     one_way_s: float = 0.002, service_s: float = 0.05, seed: int = 1,
-    at: tuple[float, Callable[[], None]] | None = None, late_s: float = 0.0,
+    at: tuple[float, Callable[[], None]] | None = None, late_s: float = 0.0, trickle: tuple[int, float] = (0, 0.0),
 ) -> SimResult:
     """Deliver `records` in batches of `batch` with `concurrency` workers; returns what happened.
     `at` = (time, action) runs the action once at that simulated time (a limit raised mid-run).
     `late_s`: a worker told to wait wakes up to this much later (a busy event loop, a thread
-    holding the GIL), uniformly at random."""
+    holding the GIL), uniformly at random. `trickle` = (n, every_s): the first n batches come one
+    per `every_s` (a source slower than the ceiling), the rest all at once after them."""
     rng = random.Random(seed)
     queue: list[tuple[float, int, Callable[[float], None]]] = []
     seq = itertools.count()
@@ -108,8 +109,17 @@ def simulate(
             schedule(now + wait, attempt(cost, number + 1))
         return go
 
+    trickled, every_s = trickle
+    taken = itertools.count()
+
     def next_batch(now: float) -> None:
-        if batches:
+        if not batches:
+            return
+        n = next(taken)
+        ready_at = min(n, trickled) * every_s
+        if ready_at > now:
+            schedule(ready_at, lambda later: attempt(batches.popleft(), 1)(later))
+        else:
             attempt(batches.popleft(), 1)(now)
 
     if at is not None:

@@ -64,6 +64,24 @@ def test_requests_that_wake_late_do_not_lose_their_turn(window_s, configured) ->
     assert result.share_429_after(converged) < (0.005 if configured else 0.01)
 
 
+@pytest.mark.parametrize("window_s", [1.0, 10.0])
+def test_a_source_slower_than_the_ceiling_does_not_raise_the_pace(window_s) -> None:
+    """Five minutes of a batch every 0.25 s (a third of the ceiling), then 100,000 records at once.
+    The slow spell is quiet only because nothing waits for the pace: probing upward through it
+    would climb 2 %, 4 %, 8 %, ... and meet the backlog far over the ceiling (1.5 % and 3.9 % of
+    the requests answered 429 before the pace had to hold sends back to count as tested)."""
+    server = _server(window_s, "requests", True)
+    trickled = 1200
+    result = simulate(
+        server, CeilingFinder(server.limit, window_s), records=100_000 + trickled * 100, trickle=(trickled, 0.25)
+    )
+    backlog_at = trickled * 0.25
+    assert result.share_429_after(backlog_at) < 0.005
+    converged = backlog_at + 5 * window_s
+    share = result.persons_between(converged, result.finished_at) / (result.finished_at - converged) / CEILING
+    assert 0.97 <= share <= 1.0
+
+
 @pytest.mark.parametrize("retry_after", [True, False], ids=["retry-after", "no-retry-after"])
 @pytest.mark.parametrize("unit", ["requests", "persons"])
 @pytest.mark.parametrize("window_s", [1.0, 10.0, 60.0])
@@ -141,3 +159,29 @@ async def test_against_the_sandbox_few_429s_nothing_lost_or_doubled(sandbox_fact
     assert sorted(box.store.capture_counts_by_person_key().values()) == [1] * records
     limited = sum(a.status_code == 429 for a in attempts)
     assert limited <= 10, f"{limited} of {len(attempts)} requests were answered 429"
+
+
+async def test_a_client_keeps_what_its_limiter_learned_from_run_to_run(sandbox_factory, tmp_path) -> None:
+    """The daemon's passes share one client: the second run paces from the start with the unit and
+    window the first one learned, so it draws no burst of 429s of its own (one limiter per run
+    drew the same burst each time)."""
+    box = sandbox_factory(rate_window_s=1.0, behaviour=Behaviour(rate_limit_unit="persons"))
+    key, secret = box.create_client(rate_limit=600)
+    with Ledger(tmp_path / "ledger.sqlite3", synchronous="NORMAL") as ledger:
+        policy = RetryPolicy(max_attempts=20, max_elapsed_s=60)
+        async with CaptureClient(box.base_url, key, secret, retry_policy=policy) as client:
+            statuses: list[int | None] = []
+            client.observers.append(lambda attempt: statuses.append(attempt.status_code))
+            gates, limited = [], []
+            for run in range(2):
+                ledger.enqueue("src", "v1", [_person(run * 3000 + i) for i in range(3000)], None)
+                statuses.clear()
+                report = await replay(ledger, client, DeliverySettings(batch_size=100, concurrency=4))
+                assert report.exit_code == 0
+                gates.append(client.rate_gate)
+                limited.append(statuses.count(429))
+    first, second = gates
+    assert isinstance(first, AdaptiveRateLimiter) and second is first and first.unit == "persons"
+    # The first run's slow start draws one 429 per request in flight; the second paces from its
+    # first request (a 429 from the first run's last requests still in the window may remain).
+    assert limited[1] <= 1 < limited[0], f"429s drawn by each run: {limited}"
