@@ -30,8 +30,9 @@ WINDOW_CLOSE = 1.04     # a learned window is trusted once its bounds are this c
 TRIAL_STEP = 1.1        # a trial shortens the window by at most this factor
 PLAUSIBLE = 0.75        # requests are the unit if the 429 came after this share of rate_limit requests
 DECREASE = 0.95         # a 429 the model cannot explain: the pace drops this much
+TRUSTED_DECREASE = 0.99  # ... with the window configured (trusted): such a 429 is the server's jitter
 BINDING = 0.5           # a quiet spell proves a pace only if sends waited for it this share of the spell
-CATCH_UP = (1 - MARGIN) / 2  # a late send may take back this share of a window (half the margin)
+CATCH_UP = 0.003        # a late send takes back up to this share of a window (a fifth of the margin)
 
 
 @dataclass
@@ -102,9 +103,10 @@ class CeilingFinder:
         if self.rate is not None:
             if now - start < self.units(cost) / self.rate:
                 self._paced_units += self.units(cost)  # it waited for its turn: the pace holds it back
-            # A send that goes late (its worker woke late: a busy loop, the GIL) does not push the
-            # ones after it back by as much: up to CATCH_UP of a window is taken back. Any window
-            # then holds at most MARGIN * (1 + CATCH_UP) of the ceiling, still under it.
+            # A worker wakes a few ms late (the loop's timers, other callbacks, the GIL); restarting
+            # the clock from each late send cost 3-4 % of a 1 s window's ceiling. Up to CATCH_UP of a
+            # window is taken back; the rest of the margin is left to jitter at the server, which
+            # counts arrivals (taking back half the margin drew more 429s than it saved).
             slack = CATCH_UP * self.window_s if self.window_s is not None else 0.0
             self.next_at = max(self.next_at, now - slack) + self.units(cost) / self.rate
         if self._search_from is not None:  # one probe at a time, further and further apart
@@ -202,9 +204,11 @@ class CeilingFinder:
                 self.rate = max(self.rate, MARGIN * full / self.window_s)
         elif self.rate is None or self.rate > target * 1.001:
             self.rate = target            # we outran the model's ceiling: hold to it
-        else:  # at or under the model's ceiling yet refused: the window is longer than we think
-            self.window_s = min(self.window_s / DECREASE, MAX_WINDOW_S) if self.window_s is not None else None
-            self.rate *= DECREASE
+        else:  # at or under the model's ceiling yet refused: the window is longer than we think, or
+            # (a configured window being right) arrivals bunched at the server
+            decrease = TRUSTED_DECREASE if self.hint is not None else DECREASE
+            self.window_s = min(self.window_s / decrease, MAX_WINDOW_S) if self.window_s is not None else None
+            self.rate *= decrease
             self._good_rate = self.rate
         self._step = PROBE_FIRST
         self._calm(now)

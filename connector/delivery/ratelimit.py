@@ -11,9 +11,9 @@ How, and why (the mechanics are in `_ceiling.py`, clock-free so tests run on a s
   burst lets a sliding-window server see up to twice its limit in one window; spacing keeps every
   window of any length at the pace. The pace is `MARGIN` (0.985) of the ceiling: room for network
   jitter, and no fixed "2 requests per window" margin that cost 1/6 of a 12-per-window ceiling.
-  The burst tolerance is half that margin (`CATCH_UP` of a window): a send whose worker woke late
-  (a busy loop, a thread holding the GIL) does not push every later one back, and any window still
-  holds at most 0.985 * 1.0075 of the ceiling.
+  The only burst tolerance is `CATCH_UP` (0.3 % of a window, 3 ms of a 1 s window): a worker
+  woken a few ms late does not push every later send back (that cost 3-4 % of a 12-per-second
+  ceiling), and the rest of the margin is left to jitter at the server, which counts arrivals.
 - **Slow start.** With no window configured nothing is paced at first: like TCP's slow start, we
   let the server's (empty) window fill at full speed and take its first 429 as the signal. That
   429 is also evidence: we know what we sent, so
@@ -30,7 +30,8 @@ How, and why (the mechanics are in `_ceiling.py`, clock-free so tests run on a s
   and bisect: a shorter window is tried for 1.5 windows (an overshoot shows within one window); a
   quiet trial becomes the upper bound, a 429 the lower one. Once the bounds are within 4 %, settled.
 - **Congestion avoidance.** Settled, a 429 while pacing at the model's ceiling means the window is
-  a little longer than we think: the pace drops by `DECREASE` (5 %), the multiplicative decrease of
+  a little longer than we think: the pace drops by `DECREASE` (5 %; 1 % with a configured window,
+  whose 429s are arrivals bunched at the server rather than a wrong model), the multiplicative decrease of
   AIMD, but small because the ceiling is a hard fixed limit, not a shared link. 429s that were
   sent before (or within a window after) the last slow-down are one episode and slow it down once,
   as TCP reacts once per window of data.

@@ -51,9 +51,8 @@ def test_the_limiter_converges_on_the_ceiling(window_s, unit, retry_after, confi
 @pytest.mark.parametrize("window_s", [1.0, 10.0])
 def test_requests_that_wake_late_do_not_lose_their_turn(window_s, configured) -> None:
     """A worker's sleep ends up to 6 ms late (the event loop busy, the read's thread holding the
-    GIL): a pacer that restarts its clock from every late send loses what it was late by, some 4 %
-    of a 1 s window's 85 ms spacing. Catching up within the margin keeps the shares of the ceiling,
-    and no more 429s."""
+    GIL): the pacer restarts its clock from a late send, which costs what it was late by only when
+    no other worker's send is due first; the shares of the ceiling hold, and no more 429s."""
     server = _server(window_s, "requests", True)
     result = simulate(
         server, CeilingFinder(server.limit, window_s if configured else None), records=100_000, late_s=0.006
