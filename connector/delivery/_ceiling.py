@@ -90,6 +90,12 @@ class CeilingFinder:
             self._good_rate = self.rate
         self._calm(now)
 
+    def counted(self, cost: int, at: float) -> None:
+        """A request sent without asking (the run's GET /info, asked before the limiter existed):
+        the server counted it, so the send log must hold it, or the first 429 of a full window
+        finds one send short and cannot read the window from Retry-After."""
+        self._admitted.append(_Sent(at, cost))
+
     # --- sending ------------------------------------------------------------------------------
 
     def delay(self, cost: int, now: float) -> float:
@@ -115,9 +121,13 @@ class CeilingFinder:
         self._pending.append(_Sent(now, cost))
         return 0.0
 
-    def _take(self, cost: int, now: float) -> _Sent:
-        """The oldest unanswered send of this cost (answers come back roughly in order)."""
-        for sent in self._pending:
+    def _take(self, cost: int, now: float, *, refused: bool = False) -> _Sent:
+        """The unanswered send of this cost an answer is most likely for: the oldest for an answer
+        (they come back roughly in order), the newest for a 429, which a server gives before doing
+        any work, so it overtakes the answers to the requests sent before it. Taking the oldest for
+        a 429 left those earlier requests out of what the server had counted, and the first 429 of
+        a full window then looked one window short of full and taught nothing."""
+        for sent in reversed(self._pending) if refused else self._pending:
             if sent.cost == cost:
                 self._pending.remove(sent)
                 return sent
@@ -141,7 +151,7 @@ class CeilingFinder:
     def on_rate_limited(self, retry_after: float | None, cost: int, now: float) -> None:
         """A 429: learn what it says, and slow down once per episode."""
         self.rate_limited += 1
-        sent = self._take(cost, now)
+        sent = self._take(cost, now, refused=True)
         settled = False  # the pace was just set from what this 429 taught
         if self.unit is None or (self.hint is not None and self._event_at == -math.inf):
             unit = self._plausible_unit(sent)

@@ -40,9 +40,11 @@ def _rate_gate(client: CaptureClient, info: ClientInfo, settings: DeliverySettin
         return None
     kept = client.rate_gate
     if isinstance(kept, AdaptiveRateLimiter) and kept.hint == settings.rate_window_s:
-        kept.reseed(info.rate_limit)
+        kept.reseed(info.rate_limit)  # that GET /info went through it: it is in its send log
         return kept
-    return AdaptiveRateLimiter(info.rate_limit, settings.rate_window_s)
+    limiter = AdaptiveRateLimiter(info.rate_limit, settings.rate_window_s)
+    limiter.counted(1)  # the GET /info just answered, which the server counted too
+    return limiter
 
 
 def _delivery(

@@ -95,6 +95,10 @@ class AdaptiveRateLimiter:
     def _now() -> float:
         return asyncio.get_running_loop().time()
 
+    def counted(self, cost: int = 1) -> None:
+        """A request the server counted just now without this limiter's leave (GET /info)."""
+        self.core.counted(cost, self._now())
+
     def reseed(self, rate_limit: int) -> None:
         """GET /info was asked again (a new run): keep what was learned, follow a changed limit."""
         self.core.reseed(rate_limit, self._now())

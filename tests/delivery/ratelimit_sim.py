@@ -86,7 +86,9 @@ def simulate(
             verdict = server.admit(cost, now + one_way_s)
             if verdict is None:
                 result.sent.append((now, False))
-                schedule(now + 2 * one_way_s + service_s, answered(cost))
+                # Answers take the service time give or take a fifth, so the workers drift apart
+                # and a fast 429 overtakes answers to older requests, as over a real network.
+                schedule(now + 2 * one_way_s + service_s * rng.uniform(0.8, 1.2), answered(cost))
             else:
                 result.sent.append((now, True))
                 schedule(now + 2 * one_way_s, limited(cost, number, verdict))
@@ -125,8 +127,9 @@ def simulate(
     if at is not None:
         when, once = at
         schedule(when, lambda now: once())
-    limiter.delay(1, 0.0)  # GET /info first, as the engine does
-    limiter.on_answered(1, 0.0)
+    # GET /info first, as the engine asks it: the server counts it, the limiter is told afterwards
+    server.admit(1, 0.0)
+    limiter.counted(1, 0.0)
     for _ in range(concurrency):
         schedule(0.0, next_batch)
     while queue:
