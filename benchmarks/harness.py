@@ -117,3 +117,11 @@ def delivered(ledger: Path) -> int:
     """Entries the API took (captured, or merged as a duplicate), read straight from the ledger file."""
     with sqlite3.connect(ledger) as db:
         return db.execute("SELECT count(*) FROM entries WHERE state IN ('captured', 'duplicate')").fetchone()[0]
+
+
+def print_cpu_per_record(title: str, result: dict[str, Any], width: int) -> None:
+    """`title`, each of `result["cpu_us_per_record"]` on a line of its own, then `result` as JSON."""
+    print(title)
+    for name, value in result["cpu_us_per_record"].items():
+        print(f"  {name:<{width}} {value:>7.1f} us")
+    print(json.dumps(result))

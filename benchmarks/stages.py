@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 import naive_post
 from csv_read import MAPPING, generate
+from harness import print_cpu_per_record
 
 from connector.api import BulkCaptureResult, PersonInput, encode_json
 from connector.delivery.engine import to_mapped
@@ -113,10 +114,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=30_000)
     args = parser.parse_args()
     r = run(args.records)
-    print(f"CPU per record by stage ({r['records']:,} records, one process):")
-    for name, value in r["cpu_us_per_record"].items():
-        print(f"  {name:<52} {value:>7.1f} us")
-    print(json.dumps(r))
+    print_cpu_per_record(f"CPU per record by stage ({r['records']:,} records, one process):", r, 52)
 
 
 if __name__ == "__main__":

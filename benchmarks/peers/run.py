@@ -143,8 +143,9 @@ def main() -> None:
     parser.add_argument("--rate-records", type=int, default=20_000, help="rows of the rate-limited run (0: skip it)")
     parser.add_argument("--peers-python", type=Path, default=PEERS_PYTHON, help="the interpreter of .venv-peers")
     parser.add_argument(
-        "--untold", action="store_true",
-        help="leave capture-sync's rate_window_s unset in the rate-limited run (default: told 1 s)",
+        "--told", action="store_true",
+        help="tell capture-sync the window (rate_window_s = 1) in the rate-limited run; by default it is "
+        "left unset, as no peer is told it, and the limiter finds it",
     )
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -169,7 +170,7 @@ def main() -> None:
                 run_folder = folder / f"r{round_no}-{name}-{'limited' if limited else 'free'}"
                 run = run_once(
                     name, round_no, run_folder, small if limited else big, records, limited, args.peers_python,
-                    not args.untold,
+                    args.told,
                 )
                 runs.append(run)
                 console.print(
@@ -189,7 +190,7 @@ def main() -> None:
         "parameters": {
             "rounds": args.rounds, "records": args.records, "rate_records": args.rate_records,
             "rate_limit": f"{RATE_LIMIT} requests / {RATE_WINDOW_S:g} s", "ceiling_persons_per_s": CEILING,
-            "capture_sync_told_window": not args.untold, "seconds": round(time.time() - started, 1),
+            "capture_sync_told_window": args.told, "seconds": round(time.time() - started, 1),
         },
         "summary": summary(runs),
         "runs": [asdict(r) | {"share_of_ceiling": r.share_of_ceiling} for r in runs],

@@ -126,7 +126,7 @@ class CeilingFinder:
         (they come back roughly in order), the newest for a 429, which a server gives before doing
         any work, so it overtakes the answers to the requests sent before it. Taking the oldest for
         a 429 left those earlier requests out of what the server had counted, and the first 429 of
-        a full window then looked one window short of full and taught nothing."""
+        a full window then looked a send or more short of full and taught nothing."""
         for sent in reversed(self._pending) if refused else self._pending:
             if sent.cost == cost:
                 self._pending.remove(sent)

@@ -28,3 +28,17 @@ def test_the_quick_benchmark_run_measures_all_five_figures_and_the_stages(tmp_pa
     assert len(stages) == 10 and all(us > 0 for us in stages.values())
     for figure in ("capture-sync benchmarks (issue 7)", "where figure 2's CPU goes"):
         assert figure in done.stdout
+
+
+def test_the_split_by_side_runs_each_side_to_its_end() -> None:
+    """`benchmarks/sides.py`: the read with the API down, then the replay, then a whole sync; it
+    raises unless the replay and the sync each deliver every record."""
+    done = subprocess.run(
+        [sys.executable, str(RUN_ALL.with_name("sides.py")), "--records", "500"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["records"] == 500
+    assert sorted(result["cpu_us_per_record"]) == ["extract (sync with the API down)", "load (replay)", "whole sync"]
+    assert all(us > 0 for us in result["cpu_us_per_record"].values())
