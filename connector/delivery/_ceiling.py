@@ -30,7 +30,7 @@ WINDOW_CLOSE = 1.04     # a learned window is trusted once its bounds are this c
 TRIAL_STEP = 1.1        # a trial shortens the window by at most this factor
 PLAUSIBLE = 0.75        # requests are the unit if the 429 came after this share of rate_limit requests
 DECREASE = 0.95         # a 429 the model cannot explain: the pace drops this much
-TRUSTED_DECREASE = 0.99  # ... with the window configured (trusted): such a 429 is the server's jitter
+LONE_DECREASE = 0.99    # ... when it comes alone after a quiet spell: most likely arrivals that bunched
 BINDING = 0.5           # a quiet spell proves a pace only if sends waited for it this share of the spell
 CATCH_UP = 0.003        # a late send takes back up to this share of a window (a fifth of the margin)
 
@@ -62,6 +62,7 @@ class CeilingFinder:
         self._event_at = -math.inf               # when the pace last changed on a 429
         self._calm_since = -math.inf             # when the pace last changed at all
         self._paced_units = 0                    # units sent since then as soon as the pace let them
+        self._slowed_at = -math.inf              # when an unexplained 429 last slowed the pace
         self._good_rate: float | None = None     # the fastest pace known to draw no 429
         self._step = PROBE_FIRST
         self._search_from: float | None = None   # searching the window: the oldest send it counts
@@ -214,9 +215,12 @@ class CeilingFinder:
                 self.rate = max(self.rate, MARGIN * full / self.window_s)
         elif self.rate is None or self.rate > target * 1.001:
             self.rate = target            # we outran the model's ceiling: hold to it
-        else:  # at or under the model's ceiling yet refused: the window is longer than we think, or
-            # (a configured window being right) arrivals bunched at the server
-            decrease = TRUSTED_DECREASE if self.hint is not None else DECREASE
+        else:  # at or under the model's ceiling yet refused: the window is longer than we think (or
+            # the limit lower), or arrivals bunched at the server. One such 429 after a quiet spell is
+            # most likely the bunching: a small step. Another soon after says the model is wrong.
+            lone = now - self._slowed_at >= max(QUIET_MIN_S, QUIET_WINDOWS * (self.window_s or 0.0))
+            decrease = LONE_DECREASE if lone else DECREASE
+            self._slowed_at = now
             self.window_s = min(self.window_s / decrease, MAX_WINDOW_S) if self.window_s is not None else None
             self.rate *= decrease
             self._good_rate = self.rate

@@ -30,8 +30,9 @@ How, and why (the mechanics are in `_ceiling.py`, clock-free so tests run on a s
   and bisect: a shorter window is tried for 1.5 windows (an overshoot shows within one window); a
   quiet trial becomes the upper bound, a 429 the lower one. Once the bounds are within 4 %, settled.
 - **Congestion avoidance.** Settled, a 429 while pacing at the model's ceiling means the window is
-  a little longer than we think: the pace drops by `DECREASE` (5 %; 1 % with a configured window,
-  whose 429s are arrivals bunched at the server rather than a wrong model), the multiplicative decrease of
+  a little longer than we think, or that arrivals bunched at the server: the pace drops by 1 % for
+  a 429 that comes alone after a quiet spell (jitter, most likely), by `DECREASE` (5 %) for one
+  that follows another within it (the model is wrong), the multiplicative decrease of
   AIMD, but small because the ceiling is a hard fixed limit, not a shared link. 429s that were
   sent before (or within a window after) the last slow-down are one episode and slow it down once,
   as TCP reacts once per window of data.
