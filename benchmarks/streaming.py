@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from csv_read import generate
-from harness import CLI, capture_sync, sandbox, write_config
+from harness import CLI, delivered, sandbox, write_config
+from overhead import connector_run
 
 
 def _first_attempt(ledger: Path) -> float | None:
@@ -64,11 +65,10 @@ def big_run(folder: Path, csv_path: Path, seconds: float) -> dict[str, Any]:
                 proc.send_signal(signal.SIGTERM)
             _, _, usage = os.wait4(proc.pid, 0)
     with sqlite3.connect(ledger) as db:
-        delivered = db.execute("SELECT count(*) FROM entries WHERE state IN ('captured', 'duplicate')").fetchone()[0]
         read = db.execute("SELECT count(*) FROM entries").fetchone()[0]
     return {
         "first_request_s": None if first is None else first - started,
-        "peak_rss_mb": max(peak, usage.ru_maxrss / 1024), "seconds": seconds, "read": read, "delivered": delivered,
+        "peak_rss_mb": max(peak, usage.ru_maxrss / 1024), "seconds": seconds, "read": read, "delivered": delivered(ledger),
     }
 
 
@@ -79,8 +79,7 @@ def run(records: int, small: int, seconds: float) -> dict[str, Any]:
         generate(big_csv, records, messy=False)
         generate(small_csv, small, messy=False)
         big = big_run(folder / "big", big_csv, seconds)
-        with sandbox(folder / "small") as api:
-            small_run = capture_sync("sync", write_config(folder / "small", api, small_csv), api, folder / "small.log")
+        small_run = connector_run(folder / "small", small_csv, small)
     return {"records": records, **big, "small_records": small, "small_peak_rss_mb": small_run.max_rss_mb,
             "rss_ratio": big["peak_rss_mb"] / small_run.max_rss_mb}
 

@@ -23,7 +23,7 @@ from .alerts import Alert, parse_alerts
 from .api.client import check_base_url
 from .api.errors import InsecureURLError
 from .api.retry import RetryPolicy
-from .config_file import LedgerSettings, Section, beside, read_toml, section
+from .config_file import LedgerSettings, Section, beside, read_toml, section, table
 from .delivery import DeliverySettings, SourceJob
 from .mapping import Mapping
 from .ops import parse_address
@@ -194,7 +194,7 @@ def load_config(path: str | Path) -> Config:
     folder = path.parent
     for key in sorted(set(doc) - {"capture", "ledger", "daemon", "sources", "alerts"}):
         problems.append(f"{key}: unknown table or key (known: capture, ledger, daemon, sources, alerts)")
-    capture_doc = _table(doc, "capture", problems)
+    capture_doc = table(doc, "capture", problems)
     for key, env in (("api_key", ENV_API_KEY), ("api_secret", ENV_API_SECRET)):
         if key in capture_doc:
             value = capture_doc.pop(key)
@@ -204,8 +204,8 @@ def load_config(path: str | Path) -> Config:
                 f"set env {env} or point capture.{key}_file at a file readable only by this user"
             )
     capture = section(CaptureSettings, capture_doc, "capture", problems)
-    ledger = section(LedgerSettings, _table(doc, "ledger", problems), "ledger", problems)
-    daemon = section(DaemonSettings, _table(doc, "daemon", problems), "daemon", problems)
+    ledger = section(LedgerSettings, table(doc, "ledger", problems), "ledger", problems)
+    daemon = section(DaemonSettings, table(doc, "daemon", problems), "daemon", problems)
     if daemon is not None:
         _check_schedule(daemon.retry_sweep, "daemon.retry_sweep", problems)
         _check_schedule(daemon.credentials_check, "daemon.credentials_check", problems)
@@ -224,14 +224,6 @@ def load_config(path: str | Path) -> Config:
         raise ConfigProblem([f"{path}: {env_overrides.annotate(p, overridden)}" for p in problems])
     assert capture is not None and ledger is not None and daemon is not None
     return Config(path, capture, ledger, daemon, tuple(sources), base_url, credentials, alerts)
-
-
-def _table(doc: dict[str, Any], key: str, problems: list[str]) -> dict[str, Any]:
-    value = doc.get(key, {})
-    if not isinstance(value, dict):
-        problems.append(f"{key}: must be a table ([{key}])")
-        return {}
-    return dict(value)
 
 
 def _check_schedule(text: Any, where: str, problems: list[str]) -> None:

@@ -74,14 +74,19 @@ def load_ledger_place(path: str | Path) -> LedgerPlace:
     prefix = f"{env_overrides.PREFIX}LEDGER__"
     environ = {k: v for k, v in os.environ.items() if k.upper().startswith(prefix)}
     overridden = env_overrides.apply(doc, environ, {"ledger": LedgerSettings}, problems)
-    table = doc.get("ledger", {})
-    if not isinstance(table, dict):
-        problems.append("ledger: must be a table ([ledger])")
-        table = {}
-    settings = section(LedgerSettings, table, "ledger", problems)
+    settings = section(LedgerSettings, table(doc, "ledger", problems), "ledger", problems)
     if problems or settings is None:
         raise ConfigProblem([f"{path}: {env_overrides.annotate(p, overridden)}" for p in problems])
     return LedgerPlace(path, settings)
+
+
+def table(doc: dict[str, Any], key: str, problems: list[str]) -> dict[str, Any]:
+    """The top-level table `key` of the file (a copy), or {} with a problem when it is not a table."""
+    value = doc.get(key, {})
+    if not isinstance(value, dict):
+        problems.append(f"{key}: must be a table ([{key}])")
+        return {}
+    return dict(value)
 
 
 def section(model: type[S], data: dict[str, Any], where: str, problems: list[str]) -> S | None:

@@ -108,14 +108,15 @@ class CeilingFinder:
         if now < start:
             return start - now
         if self.rate is not None:
-            if now - start < self.units(cost) / self.rate:
+            spacing = self.units(cost) / self.rate
+            if now - start < spacing:
                 self._paced_units += self.units(cost)  # it waited for its turn: the pace holds it back
             # A worker wakes a few ms late (the loop's timers, other callbacks, the GIL); restarting
             # the clock from each late send cost 3-4 % of a 1 s window's ceiling. Up to CATCH_UP of a
             # window is taken back; the rest of the margin is left to jitter at the server, which
             # counts arrivals (taking back half the margin drew more 429s than it saved).
             slack = CATCH_UP * self.window_s if self.window_s is not None else 0.0
-            self.next_at = max(self.next_at, now - slack) + self.units(cost) / self.rate
+            self.next_at = max(self.next_at, now - slack) + spacing
         if self._search_from is not None:  # one probe at a time, further and further apart
             self._search_span *= SEARCH_GROWTH
             self.paused_until = self._search_from + self._search_span

@@ -16,10 +16,8 @@ from collections.abc import Sequence
 
 from ..keys import batch_key, content_hash
 from ._stamp import STAMP_SET
-from ._types import LIVE, BatchWork, Claim, Member, Operation
+from ._types import LIVE_MARKS, BatchWork, Claim, Member, Operation
 from .schema import LedgerError
-
-LIVE_MARKS = ",".join(f"'{s}'" for s in LIVE)
 
 # Whether entry `e` has an older version that is live. A pending entry is sendable only when it has
 # none: the newer one waits until the older settles, so that the newest data always lands last.

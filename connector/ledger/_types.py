@@ -18,6 +18,7 @@ SettledState = Literal["captured", "duplicate", "failed", "unknown"]
 # A version in one of these states may still be sent (again): a newer version of the same record
 # waits until it leaves them, so the newest data always lands last (design 2, one live version).
 LIVE: tuple[EntryState, ...] = ("pending", "in_flight", "unknown", "blocked")
+LIVE_MARKS = ",".join(f"'{s}'" for s in LIVE)  # as SQL: `state IN ({LIVE_MARKS})`
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ._types import LIVE
+from ._types import LIVE, LIVE_MARKS
 
 STATES = (
     "pending", "in_flight", "captured", "duplicate", "failed", "rejected", "blocked", "unknown",
@@ -138,14 +138,13 @@ def _attempt(row: tuple) -> AttemptView:
 # - waiting versions: one pass over the partial index entries_live_record, which holds the live entries
 #   only, grouped by record. In a record with several live versions every pending one but the oldest
 #   live waits; `min(id)` makes SQLite take the bare `state` from that oldest row.
-_LIVE_MARKS = ",".join(f"'{s}'" for s in LIVE)
 _OLDEST_LIVE = "SELECT min(created_at) FROM entries WHERE id IN (" + " UNION ALL ".join(
     f"SELECT min(id) FROM entries WHERE state = '{s}'" for s in LIVE
 ) + ")"
 _WAITING = (
     "SELECT coalesce(sum(pending - (state = 'pending')), 0) FROM ("
     "SELECT min(id), state, count(*) AS live, sum(state = 'pending') AS pending "
-    f"FROM entries INDEXED BY entries_live_record WHERE state IN ({_LIVE_MARKS}) GROUP BY source, record_id"
+    f"FROM entries INDEXED BY entries_live_record WHERE state IN ({LIVE_MARKS}) GROUP BY source, record_id"
     ") WHERE live > 1"
 )
 
