@@ -68,7 +68,10 @@ class CaptureSettings(Section):
 
 
 class DaemonSettings(Section):
-    retry_sweep: str = "every 5m"
+    retry_sweep: str = "every 5m"  # re-sends what an outage left unsettled (never a non-retryable answer's batch)
+    # Off by default, as the spec says (4.4 rule 4): a batch refused with a non-retryable 503 waits for
+    # an operator's `replay`. Set a schedule ("every 1h") to re-send such batches on it anyway.
+    retry_stalled_every: str | None = None
     credentials_check: str = "every 30s"  # while the API refuses the credentials: how often to read them again
     alerts_check: str = "every 15s"  # how often the [[alerts]] conditions are judged (and after every pass)
     # `run` serves /metrics, /healthz, /readyz and a status page there ("127.0.0.1:9464"); off when unset.
@@ -208,6 +211,8 @@ def load_config(path: str | Path) -> Config:
     daemon = section(DaemonSettings, table(doc, "daemon", problems), "daemon", problems)
     if daemon is not None:
         _check_schedule(daemon.retry_sweep, "daemon.retry_sweep", problems)
+        if daemon.retry_stalled_every is not None:
+            _check_schedule(daemon.retry_stalled_every, "daemon.retry_stalled_every", problems)
         _check_schedule(daemon.credentials_check, "daemon.credentials_check", problems)
         _check_schedule(daemon.alerts_check, "daemon.alerts_check", problems)
     base_url = os.environ.get(ENV_BASE_URL) or (capture.base_url if capture else None)

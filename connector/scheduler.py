@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("capture_sync.daemon")
 
 SWEEP = "retry-sweep"
+STALLED = "retry-stalled"
 STOP_WAIT_S = 9.5  # the engine's own grace is shorter; SIGTERM to exit stays within 10 s
 
 
@@ -70,7 +71,7 @@ class Daemon:
 
     async def _pass(self, name: str, start: Callable[[], Awaitable[RunReport]]) -> None:
         """One pass of a source (`name`) or of the retry sweep, under the one-at-a-time lock."""
-        what = name if name == SWEEP else f"sync:{name}"
+        what = name if name in (SWEEP, STALLED) else f"sync:{name}"
         task = asyncio.current_task()
         assert task is not None
         self._running.add(task)
@@ -146,9 +147,17 @@ class Daemon:
         task.add_done_callback(self._running.discard)
 
     async def sweep(self) -> None:
-        """Re-send what an outage left unsettled; skips the API call when nothing is left."""
+        """Re-send what an outage left unsettled; skips the API call when nothing is left. Batches a
+        non-retryable answer stopped are not sent (spec 4.4 rule 4): they wait for `replay`."""
+        if await asyncio.to_thread(self.ledger.sweepable_count):
+            await self._pass(SWEEP, lambda: replay(
+                self.ledger, self.client, self.settings, include_stalled=False, stop=self.stop, on_info=self.health.answered,
+            ))
+
+    async def retry_stalled(self) -> None:
+        """`[daemon] retry_stalled_every`: the operator's own schedule for re-sending stalled batches."""
         if await asyncio.to_thread(self.ledger.unsettled_count):
-            await self._pass(SWEEP, lambda: replay(self.ledger, self.client, self.settings, stop=self.stop, on_info=self.health.answered))
+            await self._pass(STALLED, lambda: replay(self.ledger, self.client, self.settings, stop=self.stop, on_info=self.health.answered))
 
     def _scheduler(self) -> AsyncIOScheduler:
         scheduler = AsyncIOScheduler(job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None})
@@ -158,6 +167,10 @@ class Daemon:
             first = {"next_run_time": now} if isinstance(trigger, IntervalTrigger) else {}
             scheduler.add_job(self.sync_source, trigger, args=[source.job], id=f"source:{source.name}", name=source.name, **first)
         scheduler.add_job(self.sweep, schedule_trigger(self.config.daemon.retry_sweep), id=SWEEP, name=SWEEP)
+        if self.config.daemon.retry_stalled_every is not None:
+            scheduler.add_job(
+                self.retry_stalled, schedule_trigger(self.config.daemon.retry_stalled_every), id=STALLED, name=STALLED,
+            )
         scheduler.add_job(
             self.credentials_tick, schedule_trigger(self.config.daemon.credentials_check), id="credentials",
             name="credentials",

@@ -21,6 +21,10 @@ class Record:
     data: dict[str, Any]  # the raw fields
     state: Any  # JSON-serialisable; read(state) yields exactly the records after this one
     where: str | None = None  # its position ("signups.csv line 12"), named when the mapping rejects it
+    # Where this version stands in the source's order (its cursor value: a number, or text that sorts
+    # as the source sorts); None: the order of arrival. A version read again below the newest one the
+    # ledger holds for its id is never sent, so a re-read older row cannot overwrite newer data.
+    order: float | str | None = None
 
 
 @dataclass(frozen=True, slots=True)

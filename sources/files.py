@@ -2,10 +2,12 @@
 the byte offset after each record, incremental by a cursor column or by new rows and new files.
 
 Files are read in natural name order (`export-9` before `export-10`), or by modification time with
-`order = "mtime"`. Without a cursor the state is `{"file", "offset", "line", "tail", "order"}` of the
-last record (with `"mtime"` in mtime order): rows appended to that file and files that come after it
-are new (in name order, name new files so that they sort last, e.g. by date; in mtime order, a file
-changed after it was read is read again from its start). `tail` is the length and CRC-32 of the line
+`order = "mtime"`. Without a cursor the state is `{"file", "offset", "line", "tail", "order", "done"}`
+of the last record (with `"mtime"` in mtime order): rows appended to that file are new, and so is
+every file not in `done`, the fingerprints (name, size, inode, modification time) of the files read
+to their end. The order says only which file comes first: a file that arrives late with an older
+modification time (`mv`, `cp -p`, `rsync -t` and `tar x` keep it) or a name that sorts first is read,
+and a file changed after it was read is read again from its start. `tail` is the length and CRC-32 of the line
 that ends at the offset: when those bytes differ on the next read, the file was replaced (rewritten,
 rotated, regenerated) and is read again from its start instead of from the middle of a line (with a
 cursor, rows of that file already taken in an interrupted pass may then come again; the ledger sees
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import codecs
 import glob
+import hashlib
 import os
 import re
 import time
@@ -189,6 +192,15 @@ class Match(NamedTuple):
     rel: str  # name relative to the glob's base
     path: str
     mtime_ns: int
+    size: int = 0
+    inode: int = 0
+
+    def fingerprint(self) -> str:
+        """This file as read to its end: its name, size, inode and modification time, hashed to 12
+        hex digits so that a folder of many thousands of files keeps a small state. A file moved in,
+        appended to or rewritten has another."""
+        material = f"{self.rel}\x1f{self.size}\x1f{self.inode}\x1f{self.mtime_ns}".encode("utf-8", "surrogateescape")
+        return hashlib.blake2b(material, digest_size=6).hexdigest()
 
 
 def _natural(name: str) -> tuple[Any, ...]:
@@ -252,7 +264,7 @@ class FileSource(Source[FileOptions]):
             except OSError:
                 continue  # removed since the glob
             if os.path.isfile(path):
-                found.append(Match(os.path.relpath(path, base), path, stat.st_mtime_ns))
+                found.append(Match(os.path.relpath(path, base), path, stat.st_mtime_ns, stat.st_size, stat.st_ino))
         if self.options.order == "mtime":
             return sorted(found, key=lambda m: (m.mtime_ns, _natural(m.rel)))
         return sorted(found, key=lambda m: _natural(m.rel))
@@ -263,19 +275,34 @@ class FileSource(Source[FileOptions]):
         cannot parse; `fh` is the open file."""
 
     def _scan(self, position: dict[str, Any] | None, since: Any) -> Iterator[Row | HeldBack]:
-        for match in self.files():
+        """Every file not yet read to its end, whatever its place in the order: the position's file
+        from its offset, the others from their start. A file counts as read when its fingerprint is
+        in the position's `done` (kept only for files that still match, so it stays as small as the
+        folder); a position saved before `done` existed counts the files before it in its order."""
+        files = self.files()
+        prints = {match.rel: match.fingerprint() for match in files}
+        done: frozenset[str] = frozenset()
+        legacy = False
+        if position is not None:
+            legacy = "done" not in position
+            done = frozenset(position.get("done", ())) & frozenset(prints.values())
+        for match in files:
+            fingerprint = prints[match.rel]
             if position is not None and match.rel == position["file"]:
-                held_back = yield from self._scan_file(match, position)
-            elif position is None or _after(match, position):
-                held_back = yield from self._scan_file(match, None)
+                held_back = yield from self._scan_file(match, position, done)
+            elif position is None or not (fingerprint in done or (legacy and not _after(match, position))):
+                held_back = yield from self._scan_file(match, None, done)
             else:
+                done |= {fingerprint}  # a legacy position's earlier file: read, so say so from here on
                 continue
             if held_back:  # the files after it wait for it, so the state never passes it
                 yield HELD_BACK
                 return
+            done |= {fingerprint}
 
-    def _scan_file(self, match: Match, position: dict[str, Any] | None) -> Generator[Row, None, bool]:
-        """The rows of one file from `position`; returns whether its last line was held back."""
+    def _scan_file(self, match: Match, position: dict[str, Any] | None, done: frozenset[str]) -> Generator[Row, None, bool]:
+        """The rows of one file from `position`; returns whether its last line was held back. `done`
+        (the files read to their end before it) goes into every row's position, as a sorted list."""
         opts, rel = self.options, match.rel
         try:
             fh = open(match.path, "rb")  # noqa: SIM115 - closed by the with below, across yields
@@ -287,6 +314,7 @@ class FileSource(Source[FileOptions]):
             settled = time.time() - os.fstat(fh.fileno()).st_mtime >= opts.settle_s
             lines = LineReader(fh, rel, opts.encoding, offset, line, settled)
             order: dict[str, Any] = {"order": "mtime", "mtime": match.mtime_ns} if opts.order == "mtime" else {"order": "name"}
+            order["done"] = sorted(done)
             for first_line, data in self.records(fh, lines):
                 position = {"file": rel, "offset": lines.offset, "line": lines.line, "tail": lines.tail, **order}
                 yield self._row(rel, first_line, data, position)

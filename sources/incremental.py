@@ -25,7 +25,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
@@ -44,11 +45,12 @@ class Row:
     cursor: Any = None  # the raw cursor value, JSON-serialisable
     where: str = ""  # its position for a person ("a.csv line 3"); needed only with a problem
     problem: str | None = None  # why the source could not read it: it becomes a BadRecord
+    order: float | str | None = None  # its place in the source's order (`order_of` its cursor); None: arrival
 
     def at(self, state: Any) -> Record | BadRecord:
         """This row as what the source yields, with `state` as the state after it."""
         if self.problem is None:
-            return Record(self.id, self.data, state, self.where or None)
+            return Record(self.id, self.data, state, self.where or None, self.order)
         return BadRecord(self.where, self.problem, state, self.id, self.data)
 
 
@@ -145,6 +147,23 @@ def _datetime(value: Any) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+def order_of(value: Any) -> float | str | None:
+    """A cursor value as `Record.order`: a number as a float, a date or time as ISO text in UTC (a
+    naive one taken as UTC, as `cursor_key` does), so that both sort as the source sorts them; text
+    as it is. None for anything else: that record takes its place by arrival."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, datetime):
+        value = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return value.astimezone(UTC).isoformat(timespec="microseconds")
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, int | float | Decimal):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    return value if isinstance(value, str) else None
+
+
 def end_of_pass(rows: Iterable[tuple[Row, Any]], end: Callable[[Row], Any]) -> Iterator[Record | BadRecord]:
     """Each row as a record with its state, except the last, which gets `end(row)`: the state that
     starts the next pass. Found by looking one row ahead, so every earlier state stays exact."""
@@ -203,7 +222,7 @@ def _cursor_pass(
                     best[:] = [row.cursor, row_key]
             except TypeError as exc:
                 raise SourceError(f"record {row.id!r}: cursor values of different types cannot be compared") from exc
-            yield row, {"pass": start, "max": {"cursor": best[0]}, "at": row.position}
+            yield replace(row, order=order_of(row_key)), {"pass": start, "max": {"cursor": best[0]}, "at": row.position}
 
     def end(row: Row) -> Any:
         if held_back:  # not the end of the pass: resume after this row

@@ -46,7 +46,7 @@ from pydantic import Field, TypeAdapter, ValidationInfo, field_validator, model_
 from connector.logs import register_secret
 from connector.source import BadRecord, ConfigPath, Record, Source, SourceError, SourceOptions
 
-from .incremental import Lookback, Row, end_of_pass, lookback_amount
+from .incremental import Lookback, Row, end_of_pass, lookback_amount, order_of
 
 
 class SqlOptions(SourceOptions):
@@ -310,7 +310,8 @@ class SqlSource(Source[SqlOptions]):
         rel = opts.table or "the query"
         if not _no_id(k):
             if opts.cursor is None or c is not None:
-                return Row(str(k), data, None)
+                # Text compares as the database collates it, which Python may not: its place is its arrival.
+                return Row(str(k), data, None, order=None if isinstance(c, str) else order_of(c))
             where = f"{rel} row with {opts.primary_key} = {k}"
             return Row(str(k), data, None, where=where, problem=f"no value in cursor {opts.cursor!r}")
         problem = f"no value in primary key {opts.primary_key!r}"

@@ -21,16 +21,18 @@ app = typer.Typer(help="Inspect the ledger's entries and batches, and resolve bl
 _STATE_HELP = f"One of: {', '.join(STATES)}."
 
 
-def open_existing(cfg: Config | LedgerPlace) -> Ledger:
+def open_existing(cfg: Config | LedgerPlace, *, exclusive: bool = False) -> Ledger:
     """The ledger for a command that inspects or repairs it: a missing file is an error, never a new
-    empty ledger, which would hide a wrong path behind "nothing here"."""
+    empty ledger, which would hide a wrong path behind "nothing here". A repair takes the lock that
+    `sync`, `replay` and `run` hold (`exclusive`): requeuing a batch while a daemon sends it would put
+    the same per-person keys into a second batch in flight at the same time."""
     if not cfg.ledger_path.exists():
         fail(
             f"no ledger at {cfg.ledger_path}: nothing was synced with {cfg.path} yet, or its [ledger] path names "
             "another file (a relative path starts from the config file's folder)",
             ExitCode.USAGE,
         )
-    return open_ledger(cfg)
+    return open_ledger(cfg, exclusive=exclusive)
 
 
 @app.command("list")
@@ -177,7 +179,7 @@ def resolve(
     if requeue == dismiss:
         fail("say what to do: exactly one of --requeue or --dismiss", ExitCode.USAGE)
     action: Literal["requeue", "dismiss"] = "requeue" if requeue else "dismiss"
-    with open_existing(cfg) as ledger:
+    with open_existing(cfg, exclusive=True) as ledger:
         # A run of its own, so that `runs show` attributes the entries it changed to this command.
         t0, code = time.monotonic(), ExitCode.USAGE
         run_id = ledger.start_run("resolve", note=f"ledger resolve {key} --{action}")

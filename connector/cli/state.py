@@ -145,8 +145,7 @@ def _change(cfg: Config, source: str, state: Any, action: str) -> int:
     """One change under the ledger's lock, as a run of its own (kind `state`) so that it is attributable."""
     cfg.jobs(source)
     t0 = time.monotonic()
-    with open_existing(cfg) as ledger:
-        ledger.acquire_daemon_lock()  # a daemon's next pass would commit its own cursor over this one
+    with open_existing(cfg, exclusive=True) as ledger:  # a daemon's next pass would commit its own cursor over this one
         run_id = ledger.start_run("state", note=f"state {action} --source {source}")
         code = 1
         try:

@@ -156,12 +156,13 @@ async def sync(
 
 async def replay(
     ledger: Ledger, client: CaptureClient, settings: DeliverySettings, *,
-    include_failed: bool = False, progress: Progress | None = None, stop: asyncio.Event | None = None,
-    on_info: OnInfo | None = None, gate: Gate | None = None,
+    include_failed: bool = False, include_stalled: bool = True, progress: Progress | None = None,
+    stop: asyncio.Event | None = None, on_info: OnInfo | None = None, gate: Gate | None = None,
 ) -> RunReport:
     """Re-send what the ledger holds unsettled: written batches first with their original key and
     body, then unknown and pending entries; then, if asked, failed ones under new batch keys.
-    `gate` as for `sync`."""
+    `include_stalled=False` leaves the batches a non-retryable answer stopped (spec 4.4 rule 4: an
+    operator's `replay` sends them, never the daemon's sweep unless told to). `gate` as for `sync`."""
     report = RunReport(kind="replay")
     started = time.time()
     with _recorded(ledger, report):
@@ -170,7 +171,7 @@ async def replay(
         info = await connect(client, report, on_info)
         if info is None:
             return report
-        await _deliver(ledger, client, settings, report, progress, stop, include_stalled=True, info=info)
+        await _deliver(ledger, client, settings, report, progress, stop, include_stalled=include_stalled, info=info)
         if include_failed and not (report.halted_by or report.stopped):
             if ledger.requeue_failed(before=started):
                 await _deliver(ledger, client, settings, report, progress, stop, include_stalled=False, info=info)

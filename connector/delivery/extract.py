@@ -44,8 +44,8 @@ class NoProgress:
 def to_mapped(mapping: Mapping, record: Record) -> Mapped:
     result, notes = mapping.map_noting(record.data)
     if isinstance(result, PersonInput):
-        return Mapped(record.id, payload=encode_json(result.to_json_dict()).decode("utf-8"), reasons=notes)
-    return Mapped(record.id, raw=_shown_record(record.data), reasons=tuple(result.reasons))
+        return Mapped(record.id, payload=encode_json(result.to_json_dict()).decode("utf-8"), reasons=notes, order=record.order)
+    return Mapped(record.id, raw=_shown_record(record.data), reasons=tuple(result.reasons), order=record.order)
 
 
 def _shown_record(data: dict[str, Any]) -> dict[str, str]:
@@ -126,6 +126,7 @@ def extract(
         counts = ledger.enqueue(job.name, job.mapping.version, chunk, last_state)
         report.enqueued += counts.enqueued
         report.unchanged += counts.unchanged
+        report.older += counts.older
         report.rejected += counts.rejected
         progress.advance("read", len(chunk))
         chunk.clear()

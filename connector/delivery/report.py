@@ -9,7 +9,7 @@ from typing import Any
 
 from ..exit_codes import ExitCode, exit_code_for
 
-COUNTS = ("read", "enqueued", "unchanged", "rejected", "sent", "captured", "duplicate", "failed", "blocked")
+COUNTS = ("read", "enqueued", "unchanged", "older", "rejected", "sent", "captured", "duplicate", "failed", "blocked")
 
 
 @dataclass
@@ -18,6 +18,7 @@ class RunReport:
     read: int = 0
     enqueued: int = 0
     unchanged: int = 0
+    older: int = 0                # read below the newest version the ledger holds: never sent
     rejected: int = 0
     sent: int = 0
     captured: int = 0

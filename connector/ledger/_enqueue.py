@@ -1,6 +1,16 @@
-"""Extract's side of the ledger: each source record becomes an entry (a version), unless its content
-is unchanged. Entries are never rewritten: a newer version is a new row, so every key the server may
-have seen keeps the one body it was sent with (design 2)."""
+"""Extract's side of the ledger: each source record becomes an entry (a version), unless it is no new
+work. Entries are never rewritten: a newer version is a new row, so every key the server may have
+seen keeps the one body it was sent with (design 2).
+
+One rule decides what is new work, for every way a row can come again (a lookback, `--full-refresh`,
+a restored ledger, an append-only log that holds a record more than once):
+- a version below the newest one read for its record, in the source's order (`Mapped.order`, its
+  cursor value), is older: recorded once as superseded, never sent;
+- content equal to the record's newest version, or to the newest version the CRM may hold (whatever
+  happened to the versions in between: superseded, rejected, failed), is unchanged: no key is spent
+  on it again;
+- anything else is a new version, sent after every older live version of its record has settled.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +18,33 @@ import json
 import sqlite3
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..keys import content_hash, person_key
-from ._types import EnqueueCounts, Mapped
+from ._types import EnqueueCounts, Mapped, Order
 
 SUPERSEDED = "superseded by a newer version of the record before it was sent"
+OLDER = "read again below the record's newest version in the source's order: never sent"
+
+# A version in one of these states may have reached the CRM (a pending one may too, once it was
+# written into a batch: a requeued entry); failed, rejected, superseded and dismissed ones have not.
+RECEIVED = ("captured", "duplicate", "in_flight", "unknown", "blocked")
+
+
+@dataclass(slots=True)
+class _Known:
+    """What the ledger holds for one record, kept current through the chunk."""
+
+    entry_id: int
+    state: str
+    digest: str
+    batched: bool  # a pending entry that was written into a batch (requeued): the CRM may hold it
+    order: Order | None  # the highest place in the source's order read for the record
+    received: tuple[int, str, str] | None = None  # (entry id, state, digest) of the newest version the CRM may hold
+
+    def may_be_received(self) -> bool:
+        return self.state in RECEIVED or (self.state == "pending" and self.batched)
 
 
 def stored_text(item: Mapped) -> str:
@@ -22,111 +53,164 @@ def stored_text(item: Mapped) -> str:
     return json.dumps({"record": item.raw, "reasons": list(item.reasons)}, ensure_ascii=False, sort_keys=True)
 
 
-def latest_version(db: sqlite3.Connection, source: str, record_id: str) -> tuple[int, str, str] | None:
-    """(entry id, state, content hash) of the record's newest version."""
-    return db.execute(
-        "SELECT e.id, e.state, e.content_hash FROM records r JOIN entries e ON e.id = r.entry_id "
-        "WHERE r.source = ? AND r.record_id = ?",
-        (source, record_id),
-    ).fetchone()
+def is_older(order: Order | None, than: Order | None) -> bool:
+    """Strictly below in the source's order; values of different types (a changed `cursor_type`) and
+    a missing place (no cursor, a ledger from before v6) compare with nothing, so arrival decides."""
+    return order is not None and than is not None and type(order) is type(than) and order < than  # type: ignore[operator]
+
+
+def _highest(order: Order | None, known: Order | None) -> Order | None:
+    if order is None:
+        return known
+    return known if is_older(order, known) else order
+
+
+def _decode(text: str | None) -> Order | None:
+    return None if text is None else json.loads(text)
+
+
+def _encode(order: Order | None) -> str | None:
+    return None if order is None else json.dumps(order)
+
+
+def _load(db: sqlite3.Connection, source: str, record_ids: list[str]) -> tuple[dict[str, _Known], Counter[tuple[str, str]]]:
+    """The records' newest versions and what the CRM may hold of them, and how often each content
+    came before (its revision): a handful of reads whatever the chunk's size."""
+    known = {
+        rid: _Known(eid, state, digest, False, _decode(order))
+        for rid, eid, state, digest, order in db.execute(
+            "SELECT r.record_id, e.id, e.state, e.content_hash, r.source_order FROM records r "
+            "JOIN entries e ON e.id = r.entry_id WHERE r.source = ? AND r.record_id IN (SELECT value FROM json_each(?))",
+            (source, json.dumps(record_ids)),
+        )
+    }
+    seen: Counter[tuple[str, str]] = Counter()
+    if not known:
+        return known, seen
+    pending = [k.entry_id for k in known.values() if k.state == "pending"]
+    if pending:
+        batched = {
+            row[0] for row in db.execute(
+                "SELECT DISTINCT entry_id FROM batch_members WHERE entry_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(pending),),
+            )
+        }
+        for k in known.values():
+            k.batched = k.entry_id in batched
+    for rid, digest, n in db.execute(
+        "SELECT record_id, content_hash, count(*) FROM entries WHERE source = ? "
+        "AND record_id IN (SELECT value FROM json_each(?)) GROUP BY record_id, content_hash",
+        (source, json.dumps(list(known))),
+    ):
+        seen[(rid, digest)] = n
+    for k in known.values():
+        if k.may_be_received():
+            k.received = (k.entry_id, k.state, k.digest)
+    behind = [rid for rid, k in known.items() if k.received is None]
+    if behind:  # the newest version never reached the CRM: which one did, if any (bare columns of max(id))
+        marks = ",".join(f"'{s}'" for s in RECEIVED)
+        for rid, eid, state, digest, _ in db.execute(
+            "SELECT e.record_id, e.id, e.state, e.content_hash, max(e.id) FROM entries e "
+            "WHERE e.source = ? AND e.record_id IN (SELECT value FROM json_each(?)) "
+            f"AND (e.state IN ({marks}) OR (e.state = 'pending' AND EXISTS "
+            "(SELECT 1 FROM batch_members m WHERE m.entry_id = e.id))) GROUP BY e.record_id",
+            (source, json.dumps(behind)),
+        ):
+            known[rid].received = (eid, state, digest)
+    return known, seen
 
 
 def is_unchanged(db: sqlite3.Connection, source: str, item: Mapped) -> bool:
-    """Change detection compares content only: a mapping edit that yields the same payload is no new work."""
-    latest = latest_version(db, source, item.record_id)
-    return latest is not None and latest[2] == content_hash(stored_text(item).encode("utf-8"))
+    """Whether enqueueing `item` now would send nothing (unchanged or older), for --dry-run."""
+    known, _ = _load(db, source, [item.record_id])
+    k = known.get(item.record_id)
+    if k is None:
+        return False
+    digest = content_hash(stored_text(item).encode("utf-8"))
+    return is_older(item.order, k.order) or digest == k.digest or (k.received is not None and digest == k.received[2])
 
 
 def enqueue_chunk(
     db: sqlite3.Connection, source: str, mapping_version: str, items: Sequence[Mapped], now: float,
     counts: EnqueueCounts,
 ) -> None:
-    """Enqueue a chunk with a handful of statements, whatever its size: one read each for the
-    records' newest versions, whether those were ever batched and how often each content came
-    before; then one executemany each for the new entries, the superseded ones and `records`.
-    The decisions are the ones a record-by-record enqueue makes in order, duplicates within the
-    chunk included (the chunk's own new versions are tracked in memory). New entries get their ids
-    here (the chunk holds the write lock), so a later record of the chunk can supersede an earlier
-    one. Entries carry the run in hand as they are written (`capture_run_in_hand()`), so the stamp
-    triggers have nothing left to do for them."""
+    """Enqueue a chunk with a handful of statements, whatever its size: `_load`'s reads, then one
+    executemany each for the new entries, the superseded ones and `records`. The decisions are the
+    ones a record-by-record enqueue makes in order, duplicates within the chunk included (the
+    chunk's own new versions are tracked in memory). New entries get their ids here (the chunk holds
+    the write lock), so a later record of the chunk can supersede an earlier one. Entries carry the
+    run in hand as they are written (`capture_run_in_hand()`), so no trigger has anything to do."""
     if not items:
         return
-    texts = [stored_text(item) for item in items]
-    digests = [content_hash(text.encode("utf-8")) for text in texts]
-    ids = [str(item.record_id) for item in items]
-    wanted = json.dumps(list(dict.fromkeys(ids)))
-    # record id -> [entry id, state, content hash, ever batched]
-    latest: dict[str, list[Any]] = {
-        rid: [eid, state, digest, None]
-        for rid, eid, state, digest in db.execute(
-            "SELECT r.record_id, e.id, e.state, e.content_hash FROM records r JOIN entries e ON e.id = r.entry_id "
-            "WHERE r.source = ? AND r.record_id IN (SELECT value FROM json_each(?))",
-            (source, wanted),
-        )
-    }
-    seen: Counter[tuple[str, str]] = Counter()
-    if latest:
-        pending = [v[0] for v in latest.values() if v[1] == "pending"]
-        batched = {
-            row[0] for row in db.execute(
-                "SELECT DISTINCT entry_id FROM batch_members WHERE entry_id IN (SELECT value FROM json_each(?))",
-                (json.dumps(pending),),
-            )
-        } if pending else set()
-        for v in latest.values():
-            v[3] = v[0] in batched
-        for rid, digest, n in db.execute(
-            "SELECT record_id, content_hash, count(*) FROM entries WHERE source = ? "
-            "AND record_id IN (SELECT value FROM json_each(?)) GROUP BY record_id, content_hash",
-            (source, json.dumps(list(latest))),
-        ):
-            seen[(rid, digest)] = n
+    known, seen = _load(db, source, list(dict.fromkeys(str(item.record_id) for item in items)))
     next_id = db.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0]
     rows: list[tuple[Any, ...]] = []
     superseded: list[int] = []
-    for item, rid, body, digest in zip(items, ids, texts, digests):
-        last = latest.get(rid)
-        if last is not None and last[2] == digest:
-            counts.unchanged += 1
+    pointers: dict[str, tuple[int, Order | None]] = {}  # record id -> (its newest entry, its highest order)
+
+    def add(item: Mapped, digest: str, body: str, state: str, last_error: str | None, notes: str | None) -> int:
+        nonlocal next_id
+        revision = seen[(item.record_id, digest)]
+        seen[(item.record_id, digest)] += 1
+        next_id += 1
+        rows.append((
+            next_id, person_key(source, item.record_id, digest, revision), source, item.record_id, state, body,
+            digest, mapping_version, revision, last_error, notes, _encode(item.order), now, now,
+        ))
+        return next_id
+
+    for item in items:
+        rid, body = item.record_id, stored_text(item)
+        digest = content_hash(body.encode("utf-8"))
+        k = known.get(rid)
+        if k is not None and is_older(item.order, k.order):
+            counts.older += 1
+            if not seen[(rid, digest)]:  # kept once, for audit: the same older row read again adds nothing
+                add(item, digest, body, "superseded", OLDER, None)
             continue
-        valid = item.payload is not None
-        if valid:
-            counts.enqueued += 1
-        else:
-            counts.rejected += 1
-        if last is not None and last[1] == "pending" and not last[3]:
+        order = item.order if k is None else _highest(item.order, k.order)
+        if k is not None and k.digest == digest:
+            counts.unchanged += 1
+            if order != k.order:  # the same content further on in the source's order (a touched row)
+                k.order = order
+                pointers[rid] = (k.entry_id, order)
+            continue
+        if k is not None and k.state == "pending" and not k.batched:
             # Never written into a batch, so never seen by the server: the newer version replaces it.
             # One that was (a requeued entry) stays pending, and the newer one waits for it to settle.
-            superseded.append(last[0])
+            superseded.append(k.entry_id)
             counts.superseded += 1
-        # `records` keeps a row for every record ever enqueued (nothing is deleted), so a record
-        # without one has no entries and its content cannot have been enqueued before.
-        revision = 0 if last is None else seen[(rid, digest)]
-        seen[(rid, digest)] += 1
-        next_id += 1
+        if k is not None and k.received is not None and k.received[2] == digest:
+            # What the CRM holds already (a revert past a rejected or superseded version): no new key.
+            counts.unchanged += 1
+            eid, state, _ = k.received
+            known[rid] = _Known(eid, state, digest, True, order, k.received)
+            pointers[rid] = (eid, order)
+            continue
+        valid = item.payload is not None
+        counts.enqueued += valid
+        counts.rejected += not valid
         reasons = "; ".join(item.reasons)
-        rows.append((
-            next_id, person_key(source, item.record_id, digest, revision), source, item.record_id,
-            "pending" if valid else "rejected", body, digest, mapping_version, revision,
-            None if valid else reasons, (reasons or None) if valid else None, now, now,
-        ))
-        latest[rid] = [next_id, "pending" if valid else "rejected", digest, False]
-    if not rows:
-        return
-    db.executemany(
-        "INSERT INTO entries (id, key, source, record_id, state, payload, content_hash, mapping_version, "
-        "revision, last_error, notes, created_at, updated_at, run_id) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, capture_run_in_hand())",
-        rows,
-    )
+        eid = add(item, digest, body, "pending" if valid else "rejected", None if valid else reasons,
+                  (reasons or None) if valid else None)
+        known[rid] = _Known(eid, "pending" if valid else "rejected", digest, False, order, None if k is None else k.received)
+        pointers[rid] = (eid, order)
+    if rows:
+        db.executemany(
+            "INSERT INTO entries (id, key, source, record_id, state, payload, content_hash, mapping_version, "
+            "revision, last_error, notes, source_order, created_at, updated_at, run_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, capture_run_in_hand())",
+            rows,
+        )
     if superseded:
         db.executemany(
             "UPDATE entries SET state = 'superseded', last_error = ?, updated_at = ?, "
             "run_id = coalesce(capture_run_in_hand(), run_id) WHERE id = ?",
             [(SUPERSEDED, now, entry_id) for entry_id in superseded],
         )
-    db.executemany(
-        "INSERT INTO records (source, record_id, entry_id) VALUES (?, ?, ?) "
-        "ON CONFLICT(source, record_id) DO UPDATE SET entry_id = excluded.entry_id",
-        [(source, row[3], row[0]) for row in rows],
-    )
+    if pointers:
+        db.executemany(
+            "INSERT INTO records (source, record_id, entry_id, source_order) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(source, record_id) DO UPDATE SET entry_id = excluded.entry_id, source_order = excluded.source_order",
+            [(source, rid, eid, _encode(order)) for rid, (eid, order) in pointers.items()],
+        )

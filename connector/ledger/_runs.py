@@ -19,9 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .views import RunView, _ts
-
-RUN_COUNTS = ("read", "enqueued", "unchanged", "rejected", "sent", "captured", "duplicate", "failed", "blocked")
+from .views import RUN_COUNTS, RunView, _ts
 
 def install_stamp(conn: sqlite3.Connection, run_in_hand: Callable[[], int | None]) -> None:
     """Give this connection `capture_run_in_hand()`, which the writes that change entries stamp them with."""

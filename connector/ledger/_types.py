@@ -14,6 +14,7 @@ EntryState = Literal[
 BatchState = Literal["open", "stalled", "settled", "blocked", "failed", "split", "requeued", "dismissed"]
 Operation = Literal["bulk", "person"]
 SettledState = Literal["captured", "duplicate", "failed", "unknown"]
+Order = float | str  # a version's place in its source's order: values of one type compare, others do not
 
 # A version in one of these states may still be sent (again): a newer version of the same record
 # waits until it leaves them, so the newest data always lands last (design 2, one live version).
@@ -30,6 +31,7 @@ class Mapped:
     payload: str | None = None        # JSON text of the PersonInput
     raw: dict[str, str] | None = None  # the source record, kept with a rejection for diagnosis
     reasons: tuple[str, ...] = ()
+    order: Order | None = None  # where this version stands in the source's order (None: order of arrival)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,3 +80,4 @@ class EnqueueCounts:
     unchanged: int = 0
     rejected: int = 0
     superseded: int = 0  # older versions never sent, replaced by the newer one in this chunk
+    older: int = 0  # read again below the newest version's place in the source's order: never sent

@@ -138,7 +138,18 @@ def _v5(db: sqlite_utils.Database) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5]
+def _v6(db: sqlite_utils.Database) -> None:
+    """One version order per record, from the source (issue 27). `records.source_order` is the
+    highest place in the source's order (a cursor value, JSON) read for the record, so a version read
+    again below it is never sent; `entries.source_order` keeps each version's own place for audit;
+    `runs.older` counts the versions a run read below it. Existing records keep NULL, which compares
+    with nothing: their next version is taken in order of arrival, as before."""
+    db.table("records").add_column("source_order", str)
+    db.table("entries").add_column("source_order", str)
+    db.table("runs").add_column("older", int)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -313,6 +313,12 @@ class Ledger:
         marks = ",".join("?" * len(UNSETTLED))
         return self._read(f"SELECT count(*) FROM entries WHERE state IN ({marks})", UNSETTLED)[0][0]
 
+    def sweepable_count(self) -> int:
+        """Unsettled entries the daemon's retry sweep may send: all but the members of stalled batches,
+        which a non-retryable answer left for an operator's `replay`."""
+        with self._lock:
+            return self.unsettled_count() - views.stalled(self._conn)
+
     def blocked_count(self) -> int:
         """Entries that wait for a person's decision: blocked by a 409, or unknown after being asked alone."""
         with self._lock:

@@ -107,7 +107,7 @@ class BatchDetail:
 
 _ENTRY_COLS = "key, source, record_id, state, person_id, last_error, updated_at, payload, notes"
 _ATTEMPT_COLS = "key, operation, started_at, latency_ms, status_code, error_name, error_code, retryable, outcome"
-_RUN_COUNTS = ("read", "enqueued", "unchanged", "rejected", "sent", "captured", "duplicate", "failed", "blocked")
+RUN_COUNTS = ("read", "enqueued", "unchanged", "older", "rejected", "sent", "captured", "duplicate", "failed", "blocked")
 
 
 def _entry(row: tuple) -> EntryView:
@@ -159,7 +159,7 @@ def status(conn: sqlite3.Connection, runs: int = 10) -> StatusReport:
         by_source.setdefault(source, {})[state] = n
     oldest = conn.execute(_OLDEST_LIVE).fetchone()[0]
     run_rows = conn.execute(
-        f"SELECT id, kind, started_at, duration_s, exit_code, {', '.join(_RUN_COUNTS)} "
+        f"SELECT id, kind, started_at, duration_s, exit_code, {', '.join(RUN_COUNTS)} "
         "FROM runs ORDER BY id DESC LIMIT ?",
         (runs,),
     ).fetchall()
@@ -168,7 +168,7 @@ def status(conn: sqlite3.Connection, runs: int = 10) -> StatusReport:
         by_state=by_state,
         by_source=by_source,
         runs=[
-            RunView(r[0], r[1], _ts(r[2]), r[3], r[4], dict(zip(_RUN_COUNTS, (v or 0 for v in r[5:]))))
+            RunView(r[0], r[1], _ts(r[2]), r[3], r[4], dict(zip(RUN_COUNTS, (v or 0 for v in r[5:]))))
             for r in run_rows
         ],
         oldest_unsettled=_ts(oldest),
@@ -177,11 +177,16 @@ def status(conn: sqlite3.Connection, runs: int = 10) -> StatusReport:
     )
 
 
-def attention(conn: sqlite3.Connection) -> Attention:
-    stalled = conn.execute(
+def stalled(conn: sqlite3.Connection) -> int:
+    """Entries of batches stopped by a non-retryable answer: they wait for an operator's `replay`."""
+    return conn.execute(
         "SELECT count(*) FROM batch_members m JOIN batches b ON b.id = m.batch_id "
         "JOIN entries e ON e.id = m.entry_id WHERE b.state = 'stalled' AND e.state = 'in_flight'"
     ).fetchone()[0]
+
+
+def attention(conn: sqlite3.Connection) -> Attention:
+    stalled_ = stalled(conn)
     unresolved = conn.execute(
         "SELECT count(*) FROM entries e JOIN batches b ON b.id = e.batch_id WHERE e.state = 'unknown' AND b.size = 1"
     ).fetchone()[0]
@@ -189,7 +194,7 @@ def attention(conn: sqlite3.Connection) -> Attention:
     blocked, unknown = (
         conn.execute(f"SELECT count(*) FROM entries WHERE state = '{state}'").fetchone()[0] for state in ("blocked", "unknown")
     )
-    return Attention(blocked, stalled, unknown - unresolved, unresolved, waiting)
+    return Attention(blocked, stalled_, unknown - unresolved, unresolved, waiting)
 
 
 def list_entries(
