@@ -45,30 +45,19 @@ from pathlib import Path
 from typing import Any, BinaryIO, ClassVar, Literal, NamedTuple
 
 import structlog
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
-from connector.source import BadRecord, ConfigPath, Record, Source, SourceError, SourceOptions
-
-from .incremental import HELD_BACK, CursorType, HeldBack, Lookback, Row, check_lookback, cursor_key, lookback_amount, read_incremental
+from connector.incremental import HELD_BACK, CursorOptions, HeldBack, Row, cursor_key, lookback_amount, read_incremental
+from connector.source import BadRecord, ConfigPath, Record, Source, SourceError
 
 log = structlog.get_logger("capture_sync.sources")
 
 FileOrder = Literal["name", "mtime"]
 
 
-class FileOptions(SourceOptions):
+class FileOptions(CursorOptions):
     path: ConfigPath = Field(description="A file, or a glob of files (e.g. `data/signups-*.csv`, `exports/**/*.jsonl`).")
     encoding: str = Field("utf-8", description="Text encoding; a UTF-8 byte order mark is skipped.")
-    primary_key: str | None = Field(
-        None, description="Field holding a stable record id; default: file name and line number."
-    )
-    cursor: str | None = Field(
-        None,
-        description="Field to read incrementally by (needs primary_key): each pass reads the rows at or above the "
-        "last pass's highest value, that value included; default: new rows and files.",
-    )
-    cursor_type: CursorType = Field("string", description="How cursor values compare: string, number or datetime.")
-    lookback: Lookback = None
     order: FileOrder = Field(
         "name", description="Order of the files of a glob: name (natural: export-9 before export-10) or mtime (oldest first)."
     )
@@ -86,13 +75,6 @@ class FileOptions(SourceOptions):
         if "\n".encode(value) != b"\n":
             raise ValueError(f"encoding {value!r} is not supported: use an ASCII-compatible one (utf-8, latin-1, cp1252)")
         return value
-
-    @model_validator(mode="after")
-    def _cursor_needs_key(self) -> FileOptions:
-        if self.cursor is not None and self.primary_key is None:
-            raise ValueError("`cursor` needs `primary_key`: rows sharing a cursor value are told apart by their id")
-        check_lookback(self.lookback, self.cursor_type if self.cursor else None)
-        return self
 
 
 @dataclass(frozen=True, slots=True)

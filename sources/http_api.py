@@ -23,7 +23,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_aft
 from connector.logs import register_secret
 from connector.source import BadRecord, Record, Source, SourceError, SourceOptions
 
-from .incremental import CursorType, Row, cursor_key, read_incremental
+from connector.incremental import CursorType, Row, cursor_key, read_incremental
 
 Pagination = Literal["none", "next_link", "link_header", "cursor", "page"]
 

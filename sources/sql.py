@@ -46,7 +46,7 @@ from pydantic import Field, TypeAdapter, ValidationInfo, field_validator, model_
 from connector.logs import register_secret
 from connector.source import BadRecord, ConfigPath, Record, Source, SourceError, SourceOptions
 
-from .incremental import Lookback, Row, end_of_pass, lookback_amount, order_of
+from connector.incremental import Lookback, Row, end_of_pass, lookback_amount, order_of
 
 
 class SqlOptions(SourceOptions):

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sources.incremental import HELD_BACK, Row, check_lookback, cursor_key, lookback_amount, read_incremental
+from connector.incremental import HELD_BACK, Row, check_lookback, cursor_key, lookback_amount, read_incremental
 
 Table = list[tuple[str, int, str]]  # id, cursor value, content
 

@@ -1,4 +1,15 @@
-"""Incremental reading shared by the built-in sources: positions, cursor passes, lookback.
+"""The incremental toolkit for source plugins (public; the built-in sources use it too): cursor
+options with their validators, positions, cursor passes, lookback, and each record's place in the
+source's order.
+
+    from connector.incremental import CursorOptions, Row, read_incremental, cursor_key, lookback_amount
+
+    class Options(CursorOptions):  # primary_key, cursor, cursor_type, lookback, validated together
+        folder: str
+
+    def read(self, state):
+        key = cursor_key(self.options.cursor_type) if self.options.cursor else None
+        return read_incremental(state, self._scan, key=key, lookback=lookback_amount(self.options.lookback))
 
 A source supplies `scan(position, since)`: the rows after `position` (None: from the start), each with
 the position after it. Without a cursor, the state is simply that position (new rows, new files).
@@ -29,10 +40,15 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 
 from connector.durations import duration_s
-from connector.source import BadRecord, Record, SourceError
+from connector.source import BadRecord, Record, SourceError, SourceOptions
+
+__all__ = [
+    "HELD_BACK", "CursorOptions", "CursorType", "HeldBack", "Lookback", "Row", "Scan", "check_lookback", "cursor_key",
+    "end_of_pass", "lookback_amount", "order_of", "read_incremental",
+]
 
 CursorType = Literal["string", "number", "datetime"]
 
@@ -112,6 +128,30 @@ def check_lookback(raw: str | float | None, cursor_type: CursorType | None) -> N
         raise ValueError('a datetime cursor looks back by a duration such as "10m"')
     if cursor_type == "number" and isinstance(amount, timedelta):
         raise ValueError("a number cursor looks back by a plain number")
+
+
+class CursorOptions(SourceOptions):
+    """The cursor options of an incremental source, checked together: a cursor needs a primary key
+    (rows sharing a cursor value are told apart by their id), and a lookback needs a cursor that can
+    subtract it. Subclass it with the source's own options."""
+
+    primary_key: str | None = Field(
+        None, description="Field holding a stable record id; default: the source's own position (a file and line)."
+    )
+    cursor: str | None = Field(
+        None,
+        description="Field to read incrementally by (needs primary_key): each pass reads the rows at or above the "
+        "last pass's highest value, that value included; default: new rows only.",
+    )
+    cursor_type: CursorType = Field("string", description="How cursor values compare: string, number or datetime.")
+    lookback: Lookback = None
+
+    @model_validator(mode="after")
+    def _cursor_needs_key(self) -> CursorOptions:
+        if self.cursor is not None and self.primary_key is None:
+            raise ValueError("`cursor` needs `primary_key`: rows sharing a cursor value are told apart by their id")
+        check_lookback(self.lookback, self.cursor_type if self.cursor else None)
+        return self
 
 
 def cursor_key(cursor_type: CursorType) -> Callable[[Any], Any]:
