@@ -18,6 +18,7 @@ from ..api import PersonInput, encode_json
 from ..ledger import Ledger, Mapped
 from ..problems import ConfigProblem
 from ..source import BadRecord, SourceError
+from ._boundary import Checker, Slip, position
 from .job import SourceJob
 from .preflight import preflight
 from .report import RunReport
@@ -77,20 +78,31 @@ def entry(mapping: Mapping, item: Record | BadRecord, report: RunReport) -> Mapp
 
 
 def read_source(ledger: Ledger, job: SourceJob, report: RunReport) -> Iterator[Record | BadRecord]:
-    """The source's records from its committed cursor until it ends or raises. A raise ends only
-    this source's read: it is reported, and what came before is kept (design 2: a bad record is a
-    rejection; a source that breaks mid-read must not cost the records it already gave)."""
+    """The source's records from its committed cursor until it ends, raises or yields something it
+    must not (`_boundary`). Either ends only this source's read: it is reported in one line, and
+    what came before is kept (design 2: a bad record is a rejection; a source that breaks mid-read
+    must not cost the records it already gave)."""
     count = 0
+    checker = Checker()
     try:
         for item in job.source.read(None if job.from_start else ledger.source_state(job.name)):
+            try:
+                checker.check(item)
+            except Slip as slip:
+                _failed(job, report, count, f"{position(count + 1, item)}: {slip}", exc_info=False)
+                return
             count += 1
             yield item
     except Exception as exc:  # a plugin may raise anything; KeyboardInterrupt and stops are not this
         detail = str(exc) if isinstance(exc, SourceError) else f"{type(exc).__name__}: {exc}"
-        message = f"sources.{job.name}: the read failed after {count} record(s): {detail}"
-        report.source_failures[job.name] = message
-        traceback = logging.getLogger(LOGGER).isEnabledFor(logging.DEBUG)  # -v: a plugin author wants it
-        log.error("source.failed", source=job.name, records=count, error=detail, exc_info=traceback)
+        _failed(job, report, count, detail, exc_info=True)
+
+
+def _failed(job: SourceJob, report: RunReport, count: int, detail: str, *, exc_info: bool) -> None:
+    message = f"sources.{job.name}: the read failed after {count} record(s): {detail}"
+    report.source_failures[job.name] = message
+    traceback = exc_info and logging.getLogger(LOGGER).isEnabledFor(logging.DEBUG)  # -v: a plugin author wants it
+    log.error("source.failed", source=job.name, records=count, error=detail, exc_info=traceback)
 
 
 def readable(jobs: Sequence[SourceJob], report: RunReport) -> list[SourceJob]:

@@ -54,9 +54,11 @@ def stored_text(item: Mapped) -> str:
 
 
 def is_older(order: Order | None, than: Order | None) -> bool:
-    """Strictly below in the source's order; values of different types (a changed `cursor_type`) and
-    a missing place (no cursor, a ledger from before v6) compare with nothing, so arrival decides."""
-    return order is not None and than is not None and type(order) is type(than) and order < than  # type: ignore[operator]
+    """Strictly below in the source's order; a number and a text (a changed `cursor_type`) and a
+    missing place (no cursor, a ledger from before v6) compare with nothing, so arrival decides."""
+    if order is None or than is None or isinstance(order, str) is not isinstance(than, str):
+        return False
+    return order < than  # type: ignore[operator]
 
 
 def _highest(order: Order | None, known: Order | None) -> Order | None:

@@ -1,0 +1,111 @@
+"""What a source yields, checked as it is consumed: a plugin's slip must end its read loudly, never
+lose a record in silence (an empty id superseded by the next one, a `None` id crashing the chunk's
+commit, a state the ledger cannot store).
+
+The checks cost a few isinstance calls per record; a state is walked for JSON types, except the
+containers already walked for an earlier record of the same read (a file source shares its list of
+files read between its records), so a large state costs once, not once per record.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ..source import BadRecord, Record
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_MAX_DEPTH = 64
+_MEMO_SIZE = 256
+
+
+class Slip(Exception):
+    """The rule a yielded item broke, said for a plugin author."""
+
+
+def _id_problem(value: Any, what: str) -> str | None:
+    if not isinstance(value, str):
+        return f"{what} must be a non-empty string, not {_kind(value)}"
+    if not value.strip():
+        return f"{what} must be a non-empty string, not {value!r}"
+    if _CONTROL.search(value):
+        return f"{what} {value!r} holds a control character"
+    return None
+
+
+def _kind(value: Any) -> str:
+    return "None" if value is None else f"a {type(value).__name__}"
+
+
+class Checker:
+    """Checks one read's items in turn; `check` raises Slip naming the first rule broken."""
+
+    def __init__(self) -> None:
+        self._walked: dict[int, Any] = {}  # id -> container already walked (kept alive so its id is not reused)
+
+    def check(self, item: Any) -> None:
+        if isinstance(item, Record):
+            problem = _id_problem(item.id, "a Record's id")
+            if problem is None and not isinstance(item.data, Mapping):
+                problem = f"a Record's data must be a mapping of fields, not {_kind(item.data)}"
+            if problem is None and item.order is not None and not _is_order(item.order):
+                problem = f"a Record's order must be a finite number or a string, not {_kind(item.order)}"
+        elif isinstance(item, BadRecord):
+            problem = None if item.id is None else _id_problem(item.id, "a BadRecord's id")
+            if problem is None and item.raw is not None and not isinstance(item.raw, Mapping):
+                problem = f"a BadRecord's raw must be a mapping or None, not {_kind(item.raw)}"
+            if problem is None and not (isinstance(item.where, str) and item.where.strip()):
+                problem = f"a BadRecord's where must name its position, not {item.where!r}"
+        else:
+            raise Slip(f"read() yielded {_kind(item)}, not a Record or a BadRecord")
+        if problem is None:
+            problem = self._state_problem(item.state, "state", 0)
+        if problem is not None:
+            raise Slip(problem)
+
+    def _state_problem(self, value: Any, path: str, depth: int) -> str | None:
+        """Why `value` would not come back from the ledger as it is (JSON), if it would not."""
+        if value is None or isinstance(value, str | bool | int):
+            return None
+        if isinstance(value, float):
+            return None if math.isfinite(value) else f"the state holds {value!r} at {path}, which JSON cannot hold"
+        if not isinstance(value, dict | list | tuple):
+            return f"the state holds {_kind(value)} at {path}, which JSON cannot hold (the ledger stores states as JSON)"
+        if id(value) in self._walked:
+            return None
+        if depth >= _MAX_DEPTH:
+            return f"the state nests deeper than {_MAX_DEPTH} levels at {path}"
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                if not isinstance(key, str):
+                    return f"the state has a {type(key).__name__} key {key!r} at {path}: JSON keys are strings"
+                problem = self._state_problem(inner, f"{path}[{key!r}]", depth + 1)
+                if problem:
+                    return problem
+        else:
+            for i, inner in enumerate(value):
+                problem = self._state_problem(inner, f"{path}[{i}]", depth + 1)
+                if problem:
+                    return problem
+        if len(self._walked) >= _MEMO_SIZE:
+            self._walked.clear()
+        self._walked[id(value)] = value
+        return None
+
+
+def _is_order(value: Any) -> bool:
+    if isinstance(value, str):
+        return True
+    return isinstance(value, float | int) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def position(index: int, item: Any) -> str:
+    """Where a slip happened, for one line: the item's number in the read, and its id and where if it has them."""
+    parts = [f"item {index} of the read"]
+    for name in ("id", "where"):
+        value = getattr(item, name, None)
+        if isinstance(value, str) and value:
+            parts.append(f"{name} {_CONTROL.sub('?', value)[:80]!r}")
+    return ", ".join(parts)
