@@ -1,0 +1,117 @@
+"""Issue 22's property: whatever a plugin yields, no exception reaches the user, and no record yielded
+before the first slip is lost (each is in the ledger, the cursor after the last of them)."""
+
+from __future__ import annotations
+
+import datetime
+import tempfile
+import unicodedata
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from connector.delivery import SourceJob
+from connector.delivery.extract import NoProgress, extract
+from connector.delivery.report import RunReport
+from connector.ledger import Ledger
+from connector.mapping import Mapping
+from connector.source import BadRecord, Record, Source, SourceOptions
+
+GOOD_IDS = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x2FF, exclude_characters="\x7f"), min_size=1, max_size=6).filter(str.strip)
+JUNK = st.one_of(
+    st.none(), st.integers(), st.floats(), st.binary(max_size=3), st.just(datetime.date(2026, 1, 1)),
+    st.sets(st.integers(), max_size=2), st.lists(st.integers(), max_size=2), st.text(max_size=3),
+)
+STATES = st.recursive(
+    st.one_of(st.none(), st.integers(), st.text(max_size=3), st.floats(), st.just(datetime.datetime(2026, 1, 1))),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.one_of(st.text(max_size=2), st.integers()), inner, max_size=3)),
+    max_leaves=6,
+)
+
+
+@st.composite
+def items(draw: st.DrawFn) -> Any:
+    kind = draw(st.sampled_from(["record", "record", "record", "bad", "junk_id", "junk_data", "junk_state", "junk"]))
+    rid = draw(GOOD_IDS)
+    data = {"Name": draw(st.text(max_size=5)), "Email": f"{draw(st.integers(0, 50))}@example.com"}
+    if kind == "record":
+        return Record(rid, data, draw(st.integers(0, 9)))
+    if kind == "bad":
+        return BadRecord(f"row {rid}", "unreadable", draw(st.integers(0, 9)), draw(st.one_of(st.none(), GOOD_IDS)))
+    if kind == "junk_id":
+        return Record(draw(st.one_of(JUNK, st.just(""), st.just("a\x00b"), st.just(" "))), data, 0)
+    if kind == "junk_data":
+        return Record(rid, draw(JUNK), 0)
+    if kind == "junk_state":
+        return Record(rid, data, draw(STATES))
+    return draw(st.one_of(JUNK, st.just(data)))
+
+
+class Yields(Source):
+    """Yields exactly what it is given, then maybe raises."""
+
+    class Options(SourceOptions):
+        pass
+
+    def __init__(self, given: list[Any], raise_at_end: bool) -> None:
+        super().__init__("plugin", self.Options())
+        self.given, self.raise_at_end = given, raise_at_end
+
+    def read(self, state: Any) -> Iterator[Any]:
+        yield from self.given
+        if self.raise_at_end:
+            raise TypeError("the plugin's own bug")
+
+
+def _good_id(value: Any) -> bool:
+    return isinstance(value, str) and value.strip() != "" and not any(unicodedata.category(c) == "Cc" for c in value)
+
+
+def _slips(item: Any) -> bool:
+    """An independent statement of the contract (not the checker's code)."""
+    if isinstance(item, Record):
+        good = _good_id(item.id) and isinstance(item.data, dict)
+    elif isinstance(item, BadRecord):
+        good = item.id is None or _good_id(item.id)
+    else:
+        return True
+    return not (good and _json_safe(item.state))
+
+
+def _json_safe(value: Any) -> bool:
+    if value is None or isinstance(value, str | bool | int):
+        return True
+    if isinstance(value, float):
+        return value == value and value not in (float("inf"), float("-inf"))
+    if isinstance(value, list):
+        return all(_json_safe(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _json_safe(v) for k, v in value.items())
+    return False
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(items(), max_size=25), st.integers(1, 6), st.booleans())
+def test_whatever_a_plugin_yields_nothing_escapes_and_nothing_before_the_first_slip_is_lost(
+    given_items: list[Any], chunk_size: int, raise_at_end: bool
+) -> None:
+    first_slip = next((i for i, item in enumerate(given_items) if _slips(item)), None)
+    kept = given_items if first_slip is None else given_items[:first_slip]
+    mapping = Mapping.from_config({"name": "Name", "email": "Email"}, where="sources.plugin.mapping")
+    with tempfile.TemporaryDirectory() as folder, Ledger(Path(folder) / "ledger.sqlite3", synchronous="NORMAL") as ledger:
+        report = RunReport()
+        job = SourceJob("plugin", Yields(given_items, raise_at_end), mapping)
+        extract(ledger, job, chunk_size, report, NoProgress())  # must not raise, whatever was yielded
+        assert report.read == len(kept)
+        failed = first_slip is not None or raise_at_end
+        assert ("plugin" in report.source_failures) is failed
+        if failed:
+            assert "\n" not in report.source_failures["plugin"]  # one line
+        ids = {e.record_id for e in ledger.list_entries(limit=1000)}
+        expected = {item.id if isinstance(item, Record) else (item.id or f"@{item.where}") for item in kept}
+        assert ids == expected
+        if kept:
+            assert ledger.source_state("plugin") == kept[-1].state
