@@ -284,7 +284,10 @@ def _sources(raw: Any, folder: Path, problems: list[str]) -> list[SourceConfig]:
         type_name = options.pop("type", None)
         schedule = options.pop("schedule", DEFAULT_SCHEDULE)
         mapping_table = options.pop("mapping", None)
+        mode = options.pop("mode", "incremental")
         _check_schedule(schedule, f"{where}.schedule", problems)
+        if mode not in ("incremental", "snapshot"):
+            problems.append(f"{where}.mode: {mode!r} is not a mode: \"incremental\" (the default) or \"snapshot\"")
         mapping = source = None
         if not isinstance(mapping_table, dict):
             problems.append(f"{where}.mapping: required table ([sources.mapping]) saying how fields become a person")
@@ -301,5 +304,5 @@ def _sources(raw: Any, folder: Path, problems: list[str]) -> list[SourceConfig]:
             except ConfigProblem as exc:
                 problems.extend(p if p.startswith(where) else f"{where}: {p}" for p in exc.problems)
         if source is not None and mapping is not None and isinstance(name, str):
-            out.append(SourceConfig(name, schedule, SourceJob(name, source, mapping)))
+            out.append(SourceConfig(name, schedule, SourceJob(name, source, mapping, snapshot=mode == "snapshot")))
     return out

@@ -19,6 +19,8 @@ from ..source import BadRecord, Record
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _MAX_DEPTH = 64
 _MEMO_SIZE = 256
+_MEMO_FROM = 16
+_SCALARS = frozenset({str, int, bool, type(None)})
 
 
 class Slip(Exception):
@@ -40,10 +42,12 @@ def _kind(value: Any) -> str:
 
 
 class Checker:
-    """Checks one read's items in turn; `check` raises Slip naming the first rule broken."""
+    """Checks one read's items in turn; `check` raises Slip naming the first rule broken. Without
+    `states` (a snapshot read, which never resumes from one and stores none) states are not walked."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, states: bool = True) -> None:
         self._walked: dict[int, Any] = {}  # id -> container already walked (kept alive so its id is not reused)
+        self._states = states
 
     def check(self, item: Any) -> None:
         if isinstance(item, Record):
@@ -60,38 +64,40 @@ class Checker:
                 problem = f"a BadRecord's where must name its position, not {item.where!r}"
         else:
             raise Slip(f"read() yielded {_kind(item)}, not a Record or a BadRecord")
-        if problem is None:
+        if problem is None and self._states:
             problem = self._state_problem(item.state, "state", 0)
         if problem is not None:
             raise Slip(problem)
 
     def _state_problem(self, value: Any, path: str, depth: int) -> str | None:
-        """Why `value` would not come back from the ledger as it is (JSON), if it would not."""
-        if value is None or isinstance(value, str | bool | int):
+        """Why `value` would not come back from the ledger as it is (JSON), if it would not. On the hot
+        path: scalars are told by their exact type without a call, the common case of a small dict."""
+        kind = type(value)
+        if kind in _SCALARS:
             return None
-        if isinstance(value, float):
+        if kind is float or isinstance(value, float):
             return None if math.isfinite(value) else f"the state holds {value!r} at {path}, which JSON cannot hold"
+        if isinstance(value, str | bool | int):
+            return None
         if not isinstance(value, dict | list | tuple):
             return f"the state holds {_kind(value)} at {path}, which JSON cannot hold (the ledger stores states as JSON)"
         if id(value) in self._walked:
             return None
         if depth >= _MAX_DEPTH:
             return f"the state nests deeper than {_MAX_DEPTH} levels at {path}"
-        if isinstance(value, dict):
-            for key, inner in value.items():
-                if not isinstance(key, str):
-                    return f"the state has a {type(key).__name__} key {key!r} at {path}: JSON keys are strings"
-                problem = self._state_problem(inner, f"{path}[{key!r}]", depth + 1)
-                if problem:
-                    return problem
-        else:
-            for i, inner in enumerate(value):
-                problem = self._state_problem(inner, f"{path}[{i}]", depth + 1)
-                if problem:
-                    return problem
-        if len(self._walked) >= _MEMO_SIZE:
-            self._walked.clear()
-        self._walked[id(value)] = value
+        pairs = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, inner in pairs:
+            if type(key) is not str and isinstance(value, dict):
+                return f"the state has a {type(key).__name__} key {key!r} at {path}: JSON keys are strings"
+            if type(inner) in _SCALARS:
+                continue
+            problem = self._state_problem(inner, f"{path}[{key!r}]", depth + 1)
+            if problem:
+                return problem
+        if len(value) > _MEMO_FROM:  # only large containers are worth remembering (a file source's list of files read)
+            if len(self._walked) >= _MEMO_SIZE:
+                self._walked.clear()
+            self._walked[id(value)] = value
         return None
 
 

@@ -16,3 +16,6 @@ class SourceJob:
     source: Source
     mapping: Mapping
     from_start: bool = False  # `sync --full-refresh`: this pass reads from the start, its cursor ignored
+    # `mode = "snapshot"`: every pass reads everything (the source keeps no cursor between passes) and
+    # the ledger sends only what is new or changed: for sources with no change tracking.
+    snapshot: bool = False

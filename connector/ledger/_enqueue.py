@@ -42,6 +42,7 @@ class _Known:
     batched: bool  # a pending entry that was written into a batch (requeued): the CRM may hold it
     order: Order | None  # the highest place in the source's order read for the record
     received: tuple[int, str, str] | None = None  # (entry id, state, digest) of the newest version the CRM may hold
+    raw_digest: str | None = None  # of the source record the newest version was mapped from
 
     def may_be_received(self) -> bool:
         return self.state in RECEIVED or (self.state == "pending" and self.batched)
@@ -79,9 +80,9 @@ def _load(db: sqlite3.Connection, source: str, record_ids: list[str]) -> tuple[d
     """The records' newest versions and what the CRM may hold of them, and how often each content
     came before (its revision): a handful of reads whatever the chunk's size."""
     known = {
-        rid: _Known(eid, state, digest, False, _decode(order))
-        for rid, eid, state, digest, order in db.execute(
-            "SELECT r.record_id, e.id, e.state, e.content_hash, r.source_order FROM records r "
+        rid: _Known(eid, state, digest, False, _decode(order), raw_digest=raw)
+        for rid, eid, state, digest, order, raw in db.execute(
+            "SELECT r.record_id, e.id, e.state, e.content_hash, r.source_order, r.raw_digest FROM records r "
             "JOIN entries e ON e.id = r.entry_id WHERE r.source = ? AND r.record_id IN (SELECT value FROM json_each(?))",
             (source, json.dumps(record_ids)),
         )
@@ -122,6 +123,15 @@ def _load(db: sqlite3.Connection, source: str, record_ids: list[str]) -> tuple[d
     return known, seen
 
 
+def raw_digests(db: sqlite3.Connection, source: str, record_ids: list[str]) -> dict[str, str]:
+    """Record id -> the digest of the source record its newest version was mapped from."""
+    return dict(db.execute(
+        "SELECT record_id, raw_digest FROM records WHERE source = ? AND raw_digest IS NOT NULL "
+        "AND record_id IN (SELECT value FROM json_each(?))",
+        (source, json.dumps(record_ids)),
+    ).fetchall())
+
+
 def is_unchanged(db: sqlite3.Connection, source: str, item: Mapped) -> bool:
     """Whether enqueueing `item` now would send nothing (unchanged or older), for --dry-run."""
     known, _ = _load(db, source, [item.record_id])
@@ -148,7 +158,7 @@ def enqueue_chunk(
     next_id = db.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0]
     rows: list[tuple[Any, ...]] = []
     superseded: list[int] = []
-    pointers: dict[str, tuple[int, Order | None]] = {}  # record id -> (its newest entry, its highest order)
+    pointers: dict[str, tuple[int, Order | None, str | None]] = {}  # record id -> (newest entry, highest order, raw digest)
 
     def add(item: Mapped, digest: str, body: str, state: str, last_error: str | None, notes: str | None) -> int:
         nonlocal next_id
@@ -173,9 +183,10 @@ def enqueue_chunk(
         order = item.order if k is None else _highest(item.order, k.order)
         if k is not None and k.digest == digest:
             counts.unchanged += 1
-            if order != k.order:  # the same content further on in the source's order (a touched row)
-                k.order = order
-                pointers[rid] = (k.entry_id, order)
+            if order != k.order or (item.raw_digest is not None and item.raw_digest != k.raw_digest):
+                # The same content further on in the source's order (a touched row), or from another spelling.
+                k.order, k.raw_digest = order, item.raw_digest
+                pointers[rid] = (k.entry_id, order, item.raw_digest)
             continue
         if k is not None and k.state == "pending" and not k.batched:
             # Never written into a batch, so never seen by the server: the newer version replaces it.
@@ -186,8 +197,8 @@ def enqueue_chunk(
             # What the CRM holds already (a revert past a rejected or superseded version): no new key.
             counts.unchanged += 1
             eid, state, _ = k.received
-            known[rid] = _Known(eid, state, digest, True, order, k.received)
-            pointers[rid] = (eid, order)
+            known[rid] = _Known(eid, state, digest, True, order, k.received, item.raw_digest)
+            pointers[rid] = (eid, order, item.raw_digest)
             continue
         valid = item.payload is not None
         counts.enqueued += valid
@@ -195,8 +206,10 @@ def enqueue_chunk(
         reasons = "; ".join(item.reasons)
         eid = add(item, digest, body, "pending" if valid else "rejected", None if valid else reasons,
                   (reasons or None) if valid else None)
-        known[rid] = _Known(eid, "pending" if valid else "rejected", digest, False, order, None if k is None else k.received)
-        pointers[rid] = (eid, order)
+        known[rid] = _Known(
+            eid, "pending" if valid else "rejected", digest, False, order, None if k is None else k.received, item.raw_digest
+        )
+        pointers[rid] = (eid, order, item.raw_digest)
     if rows:
         db.executemany(
             "INSERT INTO entries (id, key, source, record_id, state, payload, content_hash, mapping_version, "
@@ -212,7 +225,8 @@ def enqueue_chunk(
         )
     if pointers:
         db.executemany(
-            "INSERT INTO records (source, record_id, entry_id, source_order) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT(source, record_id) DO UPDATE SET entry_id = excluded.entry_id, source_order = excluded.source_order",
-            [(source, rid, eid, _encode(order)) for rid, (eid, order) in pointers.items()],
+            "INSERT INTO records (source, record_id, entry_id, source_order, raw_digest) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(source, record_id) DO UPDATE SET entry_id = excluded.entry_id, "
+            "source_order = excluded.source_order, raw_digest = excluded.raw_digest",
+            [(source, rid, eid, _encode(order), raw) for rid, (eid, order, raw) in pointers.items()],
         )

@@ -32,6 +32,7 @@ class Mapped:
     raw: dict[str, str] | None = None  # the source record, kept with a rejection for diagnosis
     reasons: tuple[str, ...] = ()
     order: Order | None = None  # where this version stands in the source's order (None: order of arrival)
+    raw_digest: str | None = None  # of the source record it was mapped from (see Ledger.raw_digests)
 
 
 @dataclass(frozen=True, slots=True)

@@ -143,10 +143,16 @@ def _v6(db: sqlite_utils.Database) -> None:
     highest place in the source's order (a cursor value, JSON) read for the record, so a version read
     again below it is never sent; `entries.source_order` keeps each version's own place for audit;
     `runs.older` counts the versions a run read below it. Existing records keep NULL, which compares
-    with nothing: their next version is taken in order of arrival, as before."""
+    with nothing: their next version is taken in order of arrival, as before. `records.raw_digest`
+    is a digest of the source record the newest version was mapped from (with the mapping's version
+    and its place in the order), so a record read again unchanged is known without mapping it;
+    `runs.late` counts the rows an incremental read passed over below its cursor that the ledger
+    never saw."""
     db.table("records").add_column("source_order", str)
+    db.table("records").add_column("raw_digest", str)
     db.table("entries").add_column("source_order", str)
     db.table("runs").add_column("older", int)
+    db.table("runs").add_column("late", int)
 
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]

@@ -136,6 +136,13 @@ class Ledger:
             (after_id, limit),
         )[0][0]
 
+    def raw_digests(self, source: str, record_ids: list[str]) -> dict[str, str]:
+        """For the records among `record_ids` the ledger holds: the digest of the source record
+        (`Mapped.raw_digest`) their newest version was mapped from. A record read again with that
+        digest is unchanged without being mapped."""
+        with self._lock:
+            return _enqueue.raw_digests(self._conn, source, record_ids)
+
     def is_unchanged(self, source: str, item: Mapped) -> bool:
         """Read-only change detection, for --dry-run."""
         with self._lock:

@@ -192,18 +192,34 @@ async def test_a_mapped_column_the_source_lacks_stops_before_anything_is_read(se
     assert last_run_exit_code(ledger) == 2
 
 
-async def test_an_error_that_ends_a_sync_is_in_its_run_record(setup):
+async def test_an_error_that_ends_a_sync_is_in_its_run_record(setup, monkeypatch):
+    ledger, connect = setup
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the ledger's disk went away")
+
+    monkeypatch.setattr(ledger, "enqueue", broken)
+    async with connect() as client:
+        with pytest.raises(RuntimeError):
+            await sync(ledger, client, [job("u", people("u", 1))], SETTINGS)
+    assert last_run_exit_code(ledger) == 1
+
+
+async def test_a_state_json_cannot_hold_is_a_plugin_error_in_the_run_record(setup):
+    """Issue 22: it used to end the sync with a TypeError (exit 1) and keep nothing of the chunk."""
     ledger, connect = setup
 
     class Unsavable(Rows):
         def read(self, state):
-            yield Record(id="1", data=people("u", 1)[0], state=object())  # a cursor that is not JSON
+            yield Record(id="1", data=people("u", 1)[0], state=1)
+            yield Record(id="2", data=people("u", 2)[1], state=object())  # a cursor that is not JSON
 
     unsavable = SourceJob("u", Unsavable("u", Rows.Options(rows=[])), job("u", []).mapping)
     async with connect() as client:
-        with pytest.raises(TypeError):
-            await sync(ledger, client, [unsavable], SETTINGS)
-    assert last_run_exit_code(ledger) == 1
+        report = await sync(ledger, client, [unsavable], SETTINGS)
+    assert report.exit_code == 6 and "which JSON cannot hold" in report.source_failures["u"]
+    assert (report.captured, ledger.source_state("u")) == (1, 1)
+    assert last_run_exit_code(ledger) == 6
 
 
 async def test_a_dry_run_reports_a_failing_source_and_sends_nothing(setup, sandbox):
