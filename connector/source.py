@@ -86,6 +86,12 @@ class Source(ABC, Generic[OptionsT]):
         are checked against them before anything is sent."""
         return None
 
+    def fingerprint(self) -> str | None:
+        """A cheap token that changes whenever what `read(None)` would yield may have changed (the
+        files' names, sizes and modification times); None when the source cannot tell. In snapshot
+        mode a pass whose token, and mapping, are those of the last complete pass reads nothing."""
+        return None
+
     def check(self) -> None:  # noqa: B027 - optional hook
         """Test the connection or the files; raise SourceError with a clear message."""
 

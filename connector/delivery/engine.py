@@ -145,10 +145,14 @@ async def sync(
             if not report.stopped and await asyncio.to_thread(ledger.unsettled_count) > 0:
                 await _deliver(ledger, client, settings, report, progress, stop, include_stalled=False, info=None)
             return report
+        snapshots = [job for job in found if job.snapshot]
+        if snapshots:  # read whole before anything goes, so a record a snapshot holds twice is sent as its last row only
+            await asyncio.to_thread(_read_all, ledger, snapshots, settings, report, shown, stop, None)
+        streamed = [job for job in found if not job.snapshot]
         delivery = _delivery(ledger, client, settings, report, progress, stop, include_stalled=False)
 
         async def read(d: Delivery) -> None:
-            await asyncio.to_thread(_read_all, ledger, found, settings, report, shown, stop, d)
+            await asyncio.to_thread(_read_all, ledger, streamed, settings, report, shown, stop, d)
 
         await delivery.run(info, _rate_gate(client, info, settings), read)
     return report

@@ -149,6 +149,10 @@ def extract(
     report.sources_read.append(job.name)
     if job.from_start:  # the cursor it replaces stays in the state history, to be put back if wanted
         ledger.change_source_state(job.name, None, "full-refresh")
+    snapshot = _snapshot_state(job)
+    if snapshot is not None and ledger.source_state(job.name) == snapshot:
+        log.debug("source.snapshot_unchanged", source=job.name)  # nothing to read: the last pass read this very data
+        return True
 
     held = False  # the cursor read past chunks that changed nothing, not committed yet
 
@@ -161,7 +165,7 @@ def extract(
         report.unchanged += skipped
         progress.advance("read", len(chunk))
         chunk.clear()
-        if not mapped and not (final and held and not job.snapshot):
+        if not mapped and not (final and held):
             held = held or not job.snapshot
             return
         counts = ledger.enqueue(job.name, job.mapping.version, mapped, last_state)
@@ -181,10 +185,21 @@ def extract(
                 flush(final=True)
                 return False
     tail = bool(chunk)
+    if snapshot is not None and job.name not in report.source_failures:
+        last_state, held = snapshot, True  # read whole: the next pass may skip the same data
     flush(final=True)
     if tail and between_chunks is not None:
         between_chunks()  # tells the delivery that the last chunk is in
     return True
+
+
+def _snapshot_state(job: SourceJob) -> dict[str, str] | None:
+    """In snapshot mode, the state a complete pass leaves: the source's fingerprint of its data and
+    the mapping's version, taken before reading (a change during the read makes the next pass read)."""
+    if not job.snapshot or job.from_start:
+        return None
+    fingerprint = job.source.fingerprint()
+    return None if fingerprint is None else {"snapshot": fingerprint, "mapping": job.mapping.version}
 
 
 def _changed(ledger: Ledger, job: SourceJob, chunk: Sequence[Record | BadRecord], report: RunReport) -> tuple[list[Mapped], int]:
