@@ -78,7 +78,9 @@ class DaemonHealth:
         if _succeeded(report):
             self.last_success[name] = now
         totals = self.read_totals.setdefault(name, Counter())
-        totals.update(read=report.read, enqueued=report.enqueued, unchanged=report.unchanged, rejected=report.rejected)
+        totals.update(
+            read=report.read, enqueued=report.enqueued, unchanged=report.unchanged, rejected=report.rejected, late=report.late,
+        )
         if report.halted_by and not report.auth_failed:
             self.outage_since = self.outage_since or now
         elif not report.stopped:

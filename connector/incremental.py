@@ -43,7 +43,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from connector.durations import duration_s
-from connector.source import BadRecord, Record, SourceError, SourceOptions
+from connector.source import BadRecord, Passed, Record, SourceError, SourceOptions
 
 __all__ = [
     "HELD_BACK", "CursorOptions", "CursorType", "HeldBack", "Lookback", "Row", "Scan", "check_lookback", "cursor_key",
@@ -204,11 +204,17 @@ def order_of(value: Any) -> float | str | None:
     return value if isinstance(value, str) else None
 
 
-def end_of_pass(rows: Iterable[tuple[Row, Any]], end: Callable[[Row], Any]) -> Iterator[Record | BadRecord]:
+def end_of_pass(
+    rows: Iterable[tuple[Row | Passed, Any]], end: Callable[[Row], Any]
+) -> Iterator[Record | BadRecord | Passed]:
     """Each row as a record with its state, except the last, which gets `end(row)`: the state that
-    starts the next pass. Found by looking one row ahead, so every earlier state stays exact."""
+    starts the next pass. Found by looking one row ahead, so every earlier state stays exact. A
+    `Passed` row goes through as it is: it has no state."""
     pending: tuple[Row, Any] | None = None
     for row, state in rows:
+        if isinstance(row, Passed):
+            yield row
+            continue
         if pending is not None:
             yield pending[0].at(pending[1])
         pending = (row, state)
@@ -218,9 +224,10 @@ def end_of_pass(rows: Iterable[tuple[Row, Any]], end: Callable[[Row], Any]) -> I
 
 def read_incremental(
     state: Any | None, scan: Scan, *, key: Callable[[Any], Any] | None, lookback: timedelta | float | None = None
-) -> Iterator[Record | BadRecord]:
+) -> Iterator[Record | BadRecord | Passed]:
     """Records after `state`. `key` orders cursor values (None: no cursor, state = position);
-    `lookback` (an amount `key`'s values can subtract) starts each new pass that much earlier."""
+    `lookback` (an amount `key`'s values can subtract) starts each new pass that much earlier. A row
+    below where a pass starts comes as `Passed`, so the engine can tell a late row from an old one."""
     if key is None:
         return (row.at(row.position) for row in scan(state, None) if isinstance(row, Row))
     return _cursor_pass(state, scan, key, lookback)
@@ -228,7 +235,7 @@ def read_incremental(
 
 def _cursor_pass(
     state: Any | None, scan: Scan, key: Callable[[Any], Any], lookback: timedelta | float | None
-) -> Iterator[Record | BadRecord]:
+) -> Iterator[Record | BadRecord | Passed]:
     if state is None:
         start, top, position = None, None, None
     elif "at" in state:  # a pass cut short
@@ -241,7 +248,7 @@ def _cursor_pass(
     best = [top, None if top is None else _key(key, top, "the saved cursor")]  # raw and key of the highest value
     held_back = False
 
-    def rows() -> Iterator[tuple[Row, Any]]:
+    def rows() -> Iterator[tuple[Row | Passed, Any]]:
         nonlocal held_back
         for row in scan(position, None if start is None else start["cursor"]):
             if isinstance(row, HeldBack):
@@ -257,6 +264,7 @@ def _cursor_pass(
                 continue
             try:
                 if since is not None and row_key < since:
+                    yield Passed(row.id, row.where or None), None  # said, never dropped in silence
                     continue
                 if best[1] is None or row_key > best[1]:
                     best[:] = [row.cursor, row_key]

@@ -40,6 +40,20 @@ class BadRecord:
     raw: dict[str, Any] | None = None  # what could be read of it, for diagnosis
 
 
+@dataclass(frozen=True, slots=True)
+class Passed:
+    """A row an incremental read passed over because its cursor value is below where the pass
+    starts. Yield it (`read_incremental` does) instead of dropping it in silence: the engine counts
+    the ones whose id the ledger never saw as late rows, with a warning naming the remedy (a
+    `lookback`, or the snapshot mode). It is never sent and moves no cursor."""
+
+    id: str
+    where: str | None = None
+
+
+Item = Record | BadRecord | Passed  # what a source's read yields
+
+
 class SourceError(Exception):
     """The source cannot be read (missing file, refused connection, bad data); the message says why."""
 
@@ -75,7 +89,7 @@ class Source(ABC, Generic[OptionsT]):
         self.options = options
 
     @abstractmethod
-    def read(self, state: Any | None) -> Iterator[Record | BadRecord]:
+    def read(self, state: Any | None) -> Iterator[Item]:
         """Yield the records after `state` (None: from the beginning), in a stable order; a record
         that cannot be read is yielded as a BadRecord, never raised (raise SourceError only when the
         source itself cannot be read: the records yielded before it are kept)."""

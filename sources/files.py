@@ -48,7 +48,7 @@ import structlog
 from pydantic import Field, field_validator
 
 from connector.incremental import HELD_BACK, CursorOptions, HeldBack, Row, cursor_key, lookback_amount, read_incremental
-from connector.source import BadRecord, ConfigPath, Record, Source, SourceError
+from connector.source import BadRecord, ConfigPath, Item, Record, Source, SourceError
 
 log = structlog.get_logger("capture_sync.sources")
 
@@ -223,7 +223,7 @@ class FileSource(Source[FileOptions]):
 
     Options: ClassVar[type[FileOptions]] = FileOptions
 
-    def read(self, state: Any | None) -> Iterator[Record | BadRecord]:
+    def read(self, state: Any | None) -> Iterator[Item]:
         opts = self.options
         key = cursor_key(opts.cursor_type) if opts.cursor else None
         return read_incremental(state, self._scan, key=key, lookback=lookback_amount(opts.lookback))
@@ -235,6 +235,10 @@ class FileSource(Source[FileOptions]):
         for match in files:
             if not os.access(match.path, os.R_OK):
                 raise SourceError(f"{match.rel} is not readable")
+
+    def fingerprint(self) -> str | None:
+        prints = "\n".join(match.fingerprint() for match in self.files())
+        return hashlib.blake2b(prints.encode("ascii"), digest_size=16).hexdigest()
 
     def files(self) -> list[Match]:
         """Every matching file, in the configured order."""

@@ -21,7 +21,7 @@ from pydantic import Field, field_validator, model_validator
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
 from connector.logs import register_secret
-from connector.source import BadRecord, Record, Source, SourceError, SourceOptions
+from connector.source import BadRecord, Item, Record, Source, SourceError, SourceOptions
 
 from connector.incremental import CursorType, Row, cursor_key, read_incremental
 
@@ -113,7 +113,7 @@ class HttpSource(Source[HttpOptions]):
         url = self._first_url(None)
         self._records(self._body(self._get(url)), url)
 
-    def read(self, state: Any | None) -> Iterator[Record | BadRecord]:
+    def read(self, state: Any | None) -> Iterator[Item]:
         key = cursor_key(self.options.cursor_type) if self.options.since_field else None
         return read_incremental(state, self._scan, key=key)
 

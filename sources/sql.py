@@ -44,7 +44,7 @@ import sqlalchemy as sa
 from pydantic import Field, TypeAdapter, ValidationInfo, field_validator, model_validator
 
 from connector.logs import register_secret
-from connector.source import BadRecord, ConfigPath, Record, Source, SourceError, SourceOptions
+from connector.source import BadRecord, ConfigPath, Item, Record, Source, SourceError, SourceOptions
 
 from connector.incremental import Lookback, Row, end_of_pass, lookback_amount, order_of
 
@@ -179,7 +179,7 @@ class SqlSource(Source[SqlOptions]):
                 raise SourceError(f"cannot read {self.options.table or 'the query'}: {_reason(exc)}") from None
         return [str(name) for name in result.keys()]
 
-    def read(self, state: Any | None) -> Iterator[Record | BadRecord]:
+    def read(self, state: Any | None) -> Iterator[Item]:
         state = state or {}
         since = None
         if self.options.cursor is not None and "cursor" in state and "at" not in state and "null" not in state:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..source import BadRecord, Record
+from ..source import BadRecord, Passed, Record
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _MAX_DEPTH = 64
@@ -62,8 +62,13 @@ class Checker:
                 problem = f"a BadRecord's raw must be a mapping or None, not {_kind(item.raw)}"
             if problem is None and not (isinstance(item.where, str) and item.where.strip()):
                 problem = f"a BadRecord's where must name its position, not {item.where!r}"
+        elif isinstance(item, Passed):
+            problem = _id_problem(item.id, "a Passed row's id")
+            if problem is not None:
+                raise Slip(problem)
+            return  # it has no state: it moves no cursor
         else:
-            raise Slip(f"read() yielded {_kind(item)}, not a Record or a BadRecord")
+            raise Slip(f"read() yielded {_kind(item)}, not a Record, a BadRecord or a Passed row")
         if problem is None and self._states:
             problem = self._state_problem(item.state, "state", 0)
         if problem is not None:

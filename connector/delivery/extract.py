@@ -18,7 +18,7 @@ import structlog
 from ..api import PersonInput, encode_json
 from ..ledger import Ledger, Mapped
 from ..problems import ConfigProblem
-from ..source import BadRecord, Record, SourceError
+from ..source import BadRecord, Item, Passed, Record, SourceError
 from ._boundary import Checker, Slip, position
 from .job import SourceJob
 from .preflight import preflight
@@ -93,21 +93,22 @@ def entry(mapping: Mapping, item: Record | BadRecord, report: RunReport, raw: st
     return mapped
 
 
-def read_source(ledger: Ledger, job: SourceJob, report: RunReport) -> Iterator[Record | BadRecord]:
+def read_source(ledger: Ledger, job: SourceJob, report: RunReport) -> Iterator[Item]:
     """The source's records from its committed cursor until it ends, raises or yields something it
     must not (`_boundary`). Either ends only this source's read: it is reported in one line, and
     what came before is kept (design 2: a bad record is a rejection; a source that breaks mid-read
     must not cost the records it already gave)."""
-    count = 0
+    count = items = 0
     checker = Checker(states=not job.snapshot)
     try:
         for item in job.source.read(None if job.from_start or job.snapshot else ledger.source_state(job.name)):
+            items += 1
             try:
                 checker.check(item)
             except Slip as slip:
-                _failed(job, report, count, f"{position(count + 1, item)}: {slip}", exc_info=False)
+                _failed(job, report, count, f"{position(items, item)}: {slip}", exc_info=False)
                 return
-            count += 1
+            count += not isinstance(item, Passed)
             yield item
     except Exception as exc:  # a plugin may raise anything; KeyboardInterrupt and stops are not this
         detail = str(exc) if isinstance(exc, SourceError) else f"{type(exc).__name__}: {exc}"
@@ -175,7 +176,11 @@ def extract(
         report.older += counts.older
         report.rejected += counts.rejected
 
+    late = _LateRows(ledger, job, chunk_size)
     for item in read_source(ledger, job, report):
+        if isinstance(item, Passed):
+            late.add(item)
+            continue
         chunk.append(item)
         last_state = None if job.snapshot else item.state  # a snapshot reads everything every pass: no cursor
         report.read += 1
@@ -183,7 +188,9 @@ def extract(
             flush(final=False)
             if between_chunks is not None and not between_chunks():
                 flush(final=True)
+                report.late += late.count()
                 return False
+    report.late += late.count()
     tail = bool(chunk)
     if snapshot is not None and job.name not in report.source_failures:
         last_state, held = snapshot, True  # read whole: the next pass may skip the same data
@@ -191,6 +198,44 @@ def extract(
     if tail and between_chunks is not None:
         between_chunks()  # tells the delivery that the last chunk is in
     return True
+
+
+class _LateRows:
+    """The rows an incremental read passed over below its cursor (`Passed`), counted against the
+    ledger a chunk at a time: the ones whose id it never saw are late rows, lost to this cursor
+    unless a person acts. Said once per read, with the remedy."""
+
+    def __init__(self, ledger: Ledger, job: SourceJob, chunk_size: int) -> None:
+        self.ledger, self.job, self.chunk_size = ledger, job, chunk_size
+        self.waiting: dict[str, str | None] = {}  # id -> where, not yet looked up
+        self.late = 0
+        self.first: str | None = None
+
+    def add(self, item: Passed) -> None:
+        self.waiting.setdefault(item.id, item.where)
+        if len(self.waiting) >= self.chunk_size:
+            self._look_up()
+
+    def _look_up(self) -> None:
+        unseen = self.ledger.unseen_records(self.job.name, list(self.waiting))
+        if unseen and self.first is None:
+            self.first = self.waiting[unseen[0]] or f"id {unseen[0]!r}"
+        self.late += len(unseen)
+        self.waiting.clear()
+
+    def count(self) -> int:
+        """The late rows of the read so far, warned about once; the count is then reset."""
+        if self.waiting:
+            self._look_up()
+        late, self.late = self.late, 0
+        if late:
+            log.warning(
+                "source.late_rows", source=self.job.name, count=late, first=self.first,
+                reason="rows whose cursor value is below where the pass starts, never seen by the ledger: not read",
+                fix=f"set `lookback` on sources.{self.job.name} to cover how late rows arrive, or `mode = \"snapshot\"` "
+                f"for a source without change tracking; `capture-sync sync --full-refresh --source {self.job.name}` reads them now",
+            )
+        return late
 
 
 def _snapshot_state(job: SourceJob) -> dict[str, str] | None:

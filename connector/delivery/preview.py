@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..ledger import Ledger
+from ..source import Passed
 from .extract import entry, read_source, readable
 from .job import SourceJob
 from .report import RunReport
@@ -29,6 +30,8 @@ def preview(
     t0 = time.monotonic()
     for job in readable(jobs, report):
         for found in read_source(ledger, job, report):
+            if isinstance(found, Passed):
+                continue  # below the cursor: a real sync counts the late ones
             report.read += 1
             item = entry(job.mapping, found, report)
             if ledger.is_unchanged(job.name, item):

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..exit_codes import ExitCode, exit_code_for
 
-COUNTS = ("read", "enqueued", "unchanged", "older", "rejected", "sent", "captured", "duplicate", "failed", "blocked")
+COUNTS = ("read", "enqueued", "unchanged", "older", "late", "rejected", "sent", "captured", "duplicate", "failed", "blocked")
 
 
 @dataclass
@@ -19,6 +19,7 @@ class RunReport:
     enqueued: int = 0
     unchanged: int = 0
     older: int = 0                # read below the newest version the ledger holds: never sent
+    late: int = 0                 # passed over below the cursor, never seen by the ledger: not read (a warning says why)
     rejected: int = 0
     sent: int = 0
     captured: int = 0

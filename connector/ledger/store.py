@@ -143,6 +143,14 @@ class Ledger:
         with self._lock:
             return _enqueue.raw_digests(self._conn, source, record_ids)
 
+    def unseen_records(self, source: str, record_ids: list[str]) -> list[str]:
+        """The ids among `record_ids` the ledger holds no version of, in their order."""
+        return [row[0] for row in self._read(
+            "SELECT j.value FROM json_each(?) j WHERE NOT EXISTS "
+            "(SELECT 1 FROM records r WHERE r.source = ? AND r.record_id = j.value)",
+            (json.dumps(record_ids), source),
+        )]
+
     def is_unchanged(self, source: str, item: Mapped) -> bool:
         """Read-only change detection, for --dry-run."""
         with self._lock:

@@ -107,7 +107,7 @@ class BatchDetail:
 
 _ENTRY_COLS = "key, source, record_id, state, person_id, last_error, updated_at, payload, notes"
 _ATTEMPT_COLS = "key, operation, started_at, latency_ms, status_code, error_name, error_code, retryable, outcome"
-RUN_COUNTS = ("read", "enqueued", "unchanged", "older", "rejected", "sent", "captured", "duplicate", "failed", "blocked")
+RUN_COUNTS = ("read", "enqueued", "unchanged", "older", "late", "rejected", "sent", "captured", "duplicate", "failed", "blocked")
 
 
 def _entry(row: tuple) -> EntryView:

@@ -35,6 +35,8 @@ READ_COUNTERS = (
     ("records_queued", "enqueued", "Records queued in the ledger for delivery (new or changed content)."),
     ("records_unchanged", "unchanged", "Records read again with content the ledger already holds: nothing to send."),
     ("records_rejected", "rejected", "Records set aside as rejected (unreadable or refused by the mapping); never sent."),
+    ("records_late", "late", "Rows an incremental read passed over below its cursor that the ledger never saw: not read "
+     "(set `lookback`, or use the snapshot mode)."),
 )
 SETTLED_COUNTERS = (
     ("persons_captured", "captured", "Persons the CRM captured (listed in `successful`)."),

@@ -88,7 +88,7 @@ SLIPS = {
     "control_id": "holds a control character",
     "list_data": "a Record's data must be a mapping of fields, not a list",
     "datetime_state": "the state holds a datetime at state['at'], which JSON cannot hold",
-    "dict": "read() yielded a dict, not a Record or a BadRecord",
+    "dict": "read() yielded a dict, not a Record, a BadRecord or a Passed row",
     "type_error": "TypeError: unsupported operand type(s) for +: 'int' and 'str'",
 }
 
