@@ -27,6 +27,7 @@ from csv_read import MAPPING, generate
 from harness import print_cpu_per_record
 
 from connector.api import BulkCaptureResult, PersonInput, encode_json
+from connector.delivery._boundary import Checker
 from connector.delivery.engine import to_mapped
 from connector.delivery.settle import match_bulk
 from connector.ledger import Claim, Ledger, Member, Outcome
@@ -78,6 +79,8 @@ def run(records: int = 30_000) -> dict[str, Any]:
         source = build_source("bench", "csv", {"path": str(csv_path), "primary_key": "id"})
         mapping = Mapping.from_config(MAPPING, where="sources.bench.mapping")
         read = per_record("read the CSV (csv source, cursor per record)", lambda: list(source.read(None)))
+        checker = Checker()
+        per_record("check what the source yields (the plugin boundary)", lambda: [checker.check(r) for r in read])
         persons = per_record("map (Mapping.map, all rules + validation)", lambda: [mapping.map(r.data) for r in read])
         assert all(isinstance(p, PersonInput) for p in persons), "the generated records are all valid"
         phone = e164("US")

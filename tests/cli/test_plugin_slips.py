@@ -132,3 +132,43 @@ def test_a_state_json_cannot_hold_at_the_end_of_a_chunk_keeps_the_chunk_before_i
     assert resumed.code == 0, resumed.stdout + resumed.stderr
     assert len(sandbox.store.persons()) == 1100 + 1  # resumed after the last good record, nothing doubled
     assert len(sandbox.store.captures()) == 1100 + 1
+
+
+def test_the_daemon_reports_the_slip_each_tick_and_keeps_serving_the_other_source(kit, sandbox, tmp_path: Path) -> None:
+    """Ticks driven directly (what the scheduler calls), as in test_daemon_sources."""
+    import asyncio
+
+    from structlog.testing import capture_logs
+
+    from connector.api import CaptureClient
+    from connector.config import load_config
+    from connector.ledger import Ledger
+    from connector.scheduler import Daemon
+
+    config = _setup(kit, sandbox, tmp_path, "none_id", at=3, count=5)
+    cfg = load_config(config)
+    signups = tmp_path / "signups.csv"
+
+    async def main() -> list[list[str]]:
+        base_url, creds = cfg.api()
+        failures: list[list[str]] = []
+        async with CaptureClient(base_url, creds.api_key, creds.api_secret) as client:
+            with Ledger(cfg.ledger_path) as ledger:
+                daemon = Daemon(cfg, ledger, client, asyncio.Event())
+                for n in (2, 3):
+                    signups.write_text(signups.read_text() + f"R{n},Ann{n},ann{n}@example.org\n")
+                    with capture_logs() as events:
+                        for job in cfg.jobs():
+                            await daemon.sync_source(job)
+                    failures.append([e["error"] for e in events if e["event"] == "source.failed"])
+                    assert daemon.health.passes["slippy"].exit_code == 6
+        return failures
+
+    try:
+        failures = asyncio.run(main())
+    finally:
+        cfg.close_sources()
+    assert len(failures) == 2, failures  # one line on each tick, the slip named
+    assert all(len(f) == 1 and "a Record's id must be a non-empty string, not None" in f[0] for f in failures), failures
+    emails = {p["data"]["email"] for p in sandbox.store.persons()}
+    assert emails == {"p1@example.com", "p2@example.com", "ann@example.org", "ann2@example.org", "ann3@example.org"}

@@ -35,7 +35,7 @@ class Flaky(Source):
 
 
 class Unsavable(Source):
-    """A cursor that is not JSON: a plugin bug the engine cannot place on a record."""
+    """A cursor that is not JSON: a plugin bug, caught at the boundary."""
 
     class Options(SourceOptions):
         pass
@@ -162,11 +162,15 @@ def test_a_mapped_column_the_file_lacks_stops_sync_and_dry_run_before_anything_i
     assert status["runs"][0]["exit_code"] == 2
 
 
-def test_an_unexpected_error_is_exit_1_in_the_run_record_too(kit, sandbox, setup):
+def test_a_state_json_cannot_hold_is_a_plugin_error_in_the_run_record_too(kit, sandbox, setup):
+    """It used to be an unexpected TypeError (exit 1) when the chunk was committed, losing the chunk
+    (issue 22); an unexpected error's exit 1 in the run record is tests/delivery/test_bad_input_pass.py's."""
     result = sync_with_plugin_first(kit, *setup, "Unsavable")
-    assert result.code == 1, result.stderr
-    assert "TypeError" in result.stderr
-    assert last_run_exit_code(kit, *setup) == 1
+    assert result.code == 6, result.stderr
+    assert "sources.unsavable: the read failed after 0 record(s): item 1 of the read, id 'U1'" in result.stderr
+    assert "which JSON cannot hold" in result.stderr and "Traceback" not in result.stderr
+    assert emails_in(sandbox) == {f"ada{n}@example.org" for n in (1, 2, 3)}  # the other source, delivered
+    assert last_run_exit_code(kit, *setup) == 6
 
 
 def test_a_stop_says_how_to_continue_and_is_exit_4_in_the_run_record_too(kit, sandbox_factory, tmp_path):
