@@ -50,13 +50,17 @@ def to_mapped(mapping: Mapping, record: Record, raw_digest: str | None = None) -
     return Mapped(record.id, raw=_shown_record(record.data), reasons=tuple(result.reasons), order=record.order, raw_digest=raw_digest)
 
 
-def raw_digest(mapping_version: str, record: Record) -> str:
+def raw_digest(mapping_version: str, record: Record) -> str | None:
     """What a record was mapped from, as a digest: the mapping's version, its place in the source's
     order and its fields. Equal to the digest the ledger holds for the record's newest version, the
     record is unchanged, and mapping it again is skipped (a lookback, a full refresh, a snapshot
     pass). `repr` rather than JSON: a third of the cost, and as exact for the plain values sources
-    give (a value whose repr differs from pass to pass, a set, only ever takes the full path)."""
-    text = f"{mapping_version}\x1f{record.order!r}\x1f{record.data!r}"
+    give (a value whose repr differs from pass to pass, a set, only ever takes the full path). None
+    for fields that have no repr (an int beyond the interpreter's digit limit): the full path too."""
+    try:
+        text = f"{mapping_version}\x1f{record.order!r}\x1f{record.data!r}"
+    except ValueError:
+        return None
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 

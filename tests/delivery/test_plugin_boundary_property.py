@@ -115,3 +115,15 @@ def test_whatever_a_plugin_yields_nothing_escapes_and_nothing_before_the_first_s
         assert ids == expected
         if kept:
             assert ledger.source_state("plugin") == kept[-1].state
+
+
+def test_a_field_without_a_repr_takes_the_full_path(tmp_path: Path) -> None:
+    """An int beyond the interpreter's digit limit has no repr: its record is mapped as any other
+    (found by tests/reliability/test_bad_input.py's property once the raw digest came)."""
+    huge = Record("1", {"Name": "Ann", "Email": "ann@example.com", "n": 10**5000}, 1)
+    mapping = Mapping.from_config({"name": "Name", "email": "Email"}, where="sources.plugin.mapping")
+    with Ledger(tmp_path / "ledger.sqlite3", synchronous="NORMAL") as ledger:
+        for expected in ((1, 0), (0, 1)):  # read twice: the second is unchanged, by content
+            report = RunReport()
+            extract(ledger, SourceJob("plugin", Yields([huge], False), mapping), 10, report, NoProgress())
+            assert (report.enqueued, report.unchanged) == expected
