@@ -123,7 +123,7 @@ def preview(
 ) -> int:
     """Print the first records a source reads, as read, and what a mapping makes of them.
 
-    The source is a configured one (--source NAME -c FILE: its type, options and mapping; no credentials or [capture] table are read) or a type with its options (--type T --option KEY=VALUE ...: no config needed; relative paths from the working directory). Each record is shown with its id, where, data and state; a bad record with its reason. With --mapped (the config's mapping, or --map FIELD=COLUMN pairs) each record also shows the person it maps to, or why it is rejected. Nothing is sent and no ledger is opened. A source whose check() fails is one line and exit 2; a read that raises or yields something else than a Record or a BadRecord is one line and exit 6, after the records before it.
+    The source is a configured one (--source NAME -c FILE: its type, options and mapping; neither credentials nor the capture table are read) or a type with its options (--type T --option KEY=VALUE ...: no config needed; relative paths from the working directory). Each record is shown with its id, where, data and state; a bad record with its reason. With --mapped (the config's mapping, or --map FIELD=COLUMN pairs) each record also shows the person it maps to, or why it is rejected. Nothing is sent and no ledger is opened. A source whose check() fails is one line and exit 2; a read that raises or yields something else than a Record or a BadRecord is one line and exit 6, after the records before it.
 
     Example: capture-sync sources preview --type csv --option path=contacts.csv --option primary_key=id --map email=Email --map name=Name
     """
