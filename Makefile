@@ -30,10 +30,12 @@ install-dev: $(STAMP)
 demo: $(RUN_STAMP)
 	$(BIN)/capture-sync demo
 
-# mypy first (connector and sources, from pyproject.toml's [tool.mypy]): a type error fails the target.
+# mypy first (connector and sources, from pyproject.toml's [tool.mypy]): a type error fails the target;
+# then the suite, then the example plugin's own tests (its folder is its pytest root).
 test: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -q examples/capture-sync-example-source
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py

@@ -231,6 +231,23 @@ def load_config(path: str | Path) -> Config:
     return Config(path, capture, ledger, daemon, tuple(sources), base_url, credentials, alerts)
 
 
+def load_source(path: str | Path, name: str) -> SourceConfig:
+    """One `[[sources]]` table of the file, built and checked as `load_config` does, and nothing else:
+    no credential is read and no [capture] table is needed (`sources preview` sends nothing).
+    Raises ConfigProblem, as `FILE: key: what`."""
+    path = Path(path)
+    raw = read_toml(path).get("sources", [])
+    tables = [t for t in raw if isinstance(t, dict) and t.get("name") == name] if isinstance(raw, list) else []
+    if not tables:
+        names = ", ".join(str(t.get("name")) for t in raw if isinstance(t, dict)) if isinstance(raw, list) else ""
+        raise ConfigProblem([f"{path}: no source named {name!r} (configured: {names or 'none'})"])
+    problems: list[str] = []
+    sources = _sources(tables[:1], path.parent, problems)
+    if problems:
+        raise ConfigProblem([f"{path}: {p}" for p in problems])
+    return sources[0]
+
+
 def _check_schedule(text: Any, where: str, problems: list[str]) -> None:
     try:
         schedule_trigger(text)

@@ -125,8 +125,12 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    verbose: bool = typer.Option(
+        False, "-v", "--verbose", help="As -v after the command: DEBUG logs, and a traceback on unexpected errors."
+    ),
 ) -> None:
     """Keep a CRM fed with new contacts through its Capture API, effectively once."""
+    # Nothing to do here: a command reads the root's `verbose` from the click context (_common.command).
 
 
 def main() -> None:

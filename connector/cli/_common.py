@@ -97,7 +97,7 @@ def command(
 
         @functools.wraps(fn)
         def wrapper(**kwargs: Any) -> None:
-            level, verbose = kwargs.pop("log_level"), kwargs.pop("verbose")
+            level, verbose = kwargs.pop("log_level"), kwargs.pop("verbose") or _verbose_before_command()
             path = kwargs.pop("config_path", None)
             _configure_logging(level, verbose)
             with _exit_codes():
@@ -122,6 +122,14 @@ def command(
         return wrapper
 
     return decorate
+
+
+def _verbose_before_command() -> bool:
+    """Whether -v was given before the command (`capture-sync -v sync`), to the root group."""
+    from typer._click.globals import get_current_context  # typer's vendored click, as connector.cli uses
+
+    ctx = get_current_context(silent=True)
+    return ctx is not None and bool(ctx.find_root().params.get("verbose"))
 
 
 class _CurrentStderr:

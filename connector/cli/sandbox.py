@@ -1,4 +1,4 @@
-"""`capture-sync sandbox`: run the local Capture API and manage its API clients.
+"""`capture-sync sandbox`: run the local Capture API, manage its API clients, and list what it holds.
 
 `serve`'s behaviour options pick the sandbox's answer where the spec is silent (spec 2.6 result
 objects, 4.3 invalid persons, 4.4 idempotency keys; see connector/sandbox/behaviour.py); its
@@ -10,19 +10,21 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import typer
+from rich.markup import escape
 
 from ..sandbox import Behaviour, Faults, SandboxStore, UnknownClient
 from ..sandbox.behaviour import BulkResultShape, IdempotencyScope, InvalidPerson, PersonKeyScope, RateLimitUnit
 from ..sandbox.store import DEFAULT_RATE_LIMIT
 from ..sandbox.process import LISTENING
 from ..secret_files import CredentialFilesExist, config_lines, refuse_existing, write_credentials
-from ._common import ExitCode, err, fail
+from ._common import ExitCode, err, fail, out, table
 
 app = typer.Typer(help="The local Capture API (sandbox): serve it, manage its clients.", no_args_is_help=True)
 
@@ -225,3 +227,51 @@ def set_rate_limit(
     with _client(db) as store:
         store.set_rate_limit(api_key, rate_limit)
     typer.echo(f"client {api_key} now has rate_limit {rate_limit}")
+
+
+@app.command("persons")
+def persons(
+    db: Path = typer.Option(DEFAULT_DB, "--db", help="The sandbox's SQLite file (as given to `sandbox serve`)."),
+    as_json: bool = typer.Option(
+        False, "--json",
+        help="One JSON object {\"persons\": [...]}: each person's id, identity, data (its fields now), lead_source, "
+        "created_by, created_at, updated_at (Unix seconds), captures (how many) and last_capture (client, "
+        "operation, action, at, person_key and the fields it wrote).",
+    ),
+) -> None:
+    """List the persons the sandbox holds, each with its captures: how many, and the last one's fields.
+
+    What a sync delivered, seen from the CRM's side, without opening the sandbox's SQLite file: a person's fields now, and the fields its last capture wrote (the version that landed last). Works beside a running `sandbox serve` on the same --db. A --db that does not exist is one line and exit 2.
+
+    Example: capture-sync sandbox persons --db sandbox.sqlite3
+    """
+    if not db.is_file():
+        fail(f"no sandbox database at {db}: give the --db that `sandbox serve` uses", ExitCode.USAGE)
+    with _store(db) as store:
+        people, captures = store.persons(), store.captures()
+    listed = _with_captures(people, captures)
+    if as_json:
+        typer.echo(json.dumps({"persons": listed}, default=str))
+        return
+    t = table(f"{len(listed)} person(s) in {db}", "person", "identity", "captures", "last capture", "its fields")
+    for person in listed:
+        last = person["last_capture"] or {}
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(last["at"])) if last else ""
+        t.add_row(*map(escape, (  # the fields are data, not rich markup
+            person["id"], person["identity"], str(person["captures"]),
+            f"{last['action']} {when} by {last['client']}" if last else "",
+            json.dumps(last.get("data"), ensure_ascii=False) if last else "",
+        )))
+    out.print(t)
+
+
+def _with_captures(people: list[dict[str, Any]], captures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each person with the count of its captures and the last one (captures come in commit order)."""
+    count: dict[str, int] = {}
+    last: dict[str, dict[str, Any]] = {}
+    for capture in captures:
+        count[capture["person_id"]] = count.get(capture["person_id"], 0) + 1
+        last[capture["person_id"]] = {
+            k: capture[k] for k in ("client", "operation", "action", "at", "person_key", "data")
+        }
+    return [{**p, "captures": count.get(p["id"], 0), "last_capture": last.get(p["id"])} for p in people]

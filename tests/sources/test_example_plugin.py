@@ -1,5 +1,6 @@
 """The example plugin under examples/: installed into the venv, found through its entry point,
-passing the plugin kit, listed by `capture-sync sources list`, and mappable to a capture input."""
+listed by `capture-sync sources list`, and mappable to a capture input. The plugin kit's contract is
+its own tests (examples/capture-sync-example-source/tests, which `make test` runs)."""
 
 from __future__ import annotations
 
@@ -7,40 +8,16 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from connector.api.models import PersonInput
 from connector.mapping import Mapping
 from connector.plugins import build_source, source_types
-from connector.testing import SourceContract
 
 CARD = "BEGIN:VCARD\nVERSION:4.0\nFN:{name}\nEMAIL;TYPE=work:{email}\nTEL:+1 415 555 01{n:02d}\nEND:VCARD\n"
 
 
 def card(folder: Path, stem: str, n: int) -> None:
     (folder / f"{stem}.vcf").write_text(CARD.format(name=f"Person {n}", email=f"p{n}@example.com", n=n))
-
-
-class TestVCardPlugin(SourceContract):
-    source_type = "vcard"
-
-    @pytest.fixture
-    def source_options(self, example_plugin: str, tmp_path: Path) -> dict[str, Any]:
-        for n in range(1, 4):
-            card(tmp_path, f"2024-01-0{n}-person", n)
-        return {"folder": str(tmp_path)}
-
-    def add_records(self, options: dict[str, Any]) -> None:
-        card(Path(options["folder"]), "2024-01-09-person", 9)
-
-    def broken_options(self, options: dict[str, Any]) -> dict[str, Any]:
-        return {"folder": options["folder"] + "/missing"}
-
-    def bad_options(self, options: dict[str, Any]) -> dict[str, Any]:
-        (Path(options["folder"]) / "2024-01-02-latin1.vcf").write_bytes("FN:J\u00fcrgen\n".encode("latin-1"))
-        return options
 
 
 def test_the_entry_point_is_discovered_beside_the_builtins(example_plugin: str) -> None:
