@@ -7,7 +7,6 @@ start, and each item printed as it comes; nothing is sent, stored or committed.
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,7 +15,9 @@ from typing import Any
 from ..mapping import Mapping, Rejection
 from ..plugins import build_source
 from ..problems import ConfigProblem
-from ..source import BadRecord, Record, Source
+from ..delivery import Checker, position
+from ..delivery import Slip as BrokenRule
+from ..source import BadRecord, Passed, Record, Source
 
 PREVIEW_NAME = "preview"  # the name a source built from --type gets (its problems are renamed --option)
 
@@ -81,12 +82,19 @@ def read_items(source: Source, limit: int) -> tuple[list[Record | BadRecord], bo
     early (the items before it are kept, as a sync keeps them)."""
     items: list[Record | BadRecord] = []
     stream: Iterator[Any] = iter(())
+    checker = Checker()  # the rules a sync applies to what a source yields
     try:
         stream = iter(source.read(None))
-        for item in itertools.islice(stream, limit + 1):
-            if not isinstance(item, Record | BadRecord):
-                return items, False, Slip(len(items), f"read() yielded a {type(item).__name__}, not a Record or a BadRecord")
+        for n, item in enumerate(stream, 1):
+            try:
+                checker.check(item)
+            except BrokenRule as rule:
+                return items, False, Slip(len(items), f"{position(n, item)}: {rule}")
+            if isinstance(item, Passed):  # below a cursor: none comes in a read from the start
+                continue
             items.append(item)
+            if len(items) > limit:
+                break
     except Exception as exc:  # a plugin's failure, said with its place, as a sync says it
         return items, False, Slip(len(items), f"read() raised {type(exc).__name__}: {exc}")
     finally:

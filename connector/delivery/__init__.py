@@ -1,6 +1,7 @@
 """Delivery: from the ledger to the Capture API and back, effectively once (design 1-4)."""
 
 from ..exit_codes import ExitCode, exit_code_for
+from ._boundary import Checker, Slip, position
 from .engine import DeliverySettings, Progress, extract, preview, replay, sync, to_mapped
 from .job import SourceJob
 from .preflight import Preflight, preflight
@@ -11,5 +12,5 @@ from .settle import ObjectReading, match_bulk, person_outcome, read_bulk
 __all__ = [
     "DeliverySettings", "Progress", "SourceJob", "extract", "preview", "replay", "sync", "to_mapped",
     "Preflight", "preflight", "AdaptiveRateLimiter", "ExitCode", "RunReport", "exit_code_for", "match_bulk", "person_outcome",
-    "ObjectReading", "read_bulk",
+    "ObjectReading", "read_bulk", "Checker", "Slip", "position",
 ]

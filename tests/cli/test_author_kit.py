@@ -111,7 +111,10 @@ def test_preview_of_a_read_that_slips_prints_what_came_before_then_one_line_and_
     code, out, err = run("sources", "preview", "--type", "slippy:Breaks")
     assert code == 6
     assert "  1. a" in out and "  2. b" in out
-    assert err.strip() == "error: source slippy:Breaks: after 2 item(s): read() yielded a str, not a Record or a BadRecord"
+    assert err.strip() == (
+        "error: source slippy:Breaks: after 2 item(s): item 3 of the read: read() yielded a str, not a Record, "
+        "a BadRecord or a Passed row"
+    )
 
 
 def test_verbose_works_before_the_command_too(tmp_path, monkeypatch):

@@ -25,7 +25,7 @@ CODE = re.findall(r"```python\n(.*?)```", GUIDE, re.S)
 # documented in the guide and implemented by the scaffold and the example.
 HOOKS = ("source_options", "add_records", "invalid_options", "broken_options", "bad_options")
 CONTRACT_HELPERS = {"build", "read", "records", "bad_read"}
-SOURCE_NAMES = ("Source", "SourceOptions", "Record", "BadRecord", "SourceError", "ConfigPath")
+SOURCE_NAMES = ("Source", "SourceOptions", "Record", "BadRecord", "Passed", "Item", "SourceError", "ConfigPath")
 
 
 def _resolve(dotted: str) -> object:
