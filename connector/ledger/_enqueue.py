@@ -30,6 +30,9 @@ OLDER = "read again below the record's newest version in the source's order: nev
 # A version in one of these states may have reached the CRM (a pending one may too, once it was
 # written into a batch: a requeued entry); failed, rejected, superseded and dismissed ones have not.
 RECEIVED = ("captured", "duplicate", "in_flight", "unknown", "blocked")
+# Once written into a batch, a version in one of these may have reached the CRM too; whether it did
+# is known for a pending one (requeued: its content will be sent again), not for the others.
+_SENT_THEN_SET_ASIDE = "'pending','superseded','dismissed'"
 
 
 @dataclass(slots=True)
@@ -115,11 +118,13 @@ def _load(db: sqlite3.Connection, source: str, record_ids: list[str]) -> tuple[d
         for rid, eid, state, digest, _ in db.execute(
             "SELECT e.record_id, e.id, e.state, e.content_hash, max(e.id) FROM entries e "
             "WHERE e.source = ? AND e.record_id IN (SELECT value FROM json_each(?)) "
-            f"AND (e.state IN ({marks}) OR (e.state = 'pending' AND EXISTS "
+            f"AND (e.state IN ({marks}) OR (e.state IN ({_SENT_THEN_SET_ASIDE}) AND EXISTS "
             "(SELECT 1 FROM batch_members m WHERE m.entry_id = e.id))) GROUP BY e.record_id",
             (source, json.dumps(behind)),
         ):
-            known[rid].received = (eid, state, digest)
+            # A version sent and then set aside by an operator (resolved while blocked or unknown) may
+            # be what the CRM holds, or not: its content is not known to be held, so none is.
+            known[rid].received = (eid, state, "" if state in ("superseded", "dismissed") else digest)
     return known, seen
 
 
