@@ -3,6 +3,7 @@ and turning failures into the exit codes of design 5 with a one-line message."""
 
 from __future__ import annotations
 
+import errno
 import functools
 import inspect
 import logging
@@ -201,12 +202,19 @@ def api_client(cfg: Config, transport: httpx.AsyncBaseTransport | None = None) -
 
 
 def open_output(path: Path) -> TextIO:
-    """An `--output FILE`, created 0600 like the ledger (a preview or a report lists people even
-    masked); a file that cannot be written is one line and exit 2."""
+    """An `--output FILE`, 0600 like the ledger (a preview or a report lists people even masked), an
+    existing file included; a symlink is refused, not followed (a link planted in a shared folder
+    would redirect the report); a file that cannot be written is one line and exit 2."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     except OSError as exc:
-        fail(f"--output {path}: {exc.strerror}", ExitCode.USAGE)
+        reason = "a symbolic link, not followed" if exc.errno == errno.ELOOP else exc.strerror
+        fail(f"--output {path}: {reason}", ExitCode.USAGE)
+    try:
+        os.fchmod(fd, 0o600)  # O_CREAT's mode applies to a new file only
+    except OSError as exc:  # another user's file we may write but not chmod
+        os.close(fd)
+        fail(f"--output {path}: cannot make it private (0600): {exc.strerror}", ExitCode.USAGE)
     return os.fdopen(fd, "w", encoding="utf-8", newline="")
 
 
