@@ -52,6 +52,23 @@ def _scrub_event(event: Mapping[str, Any], fn: Callable[[str], str]) -> dict[str
     return {k: v if k.startswith("_") else _scrub(v, fn) for k, v in event.items()}
 
 
+# C0 but tab and newline, DEL and C1: what a terminal obeys (ESC starts colours, titles, cursor moves;
+# C1 0x9b is a one-byte CSI to some terminals) rather than shows.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def inert(text: str) -> str:
+    """Every control character a terminal would obey written out as `\\u001b`, so that a value from
+    outside (an API's client name or error, a source's data) prints as text and changes nothing. The
+    escape is JSON's own: inside a JSON string the value read back is unchanged."""
+    return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def inert_values(_logger: Any, _method: str, event: EventDict) -> EventDict:
+    """For the console renderer, which writes strings as they are (JSON lines escape them already)."""
+    return _scrub_event(event, inert)
+
+
 def mask_secrets(text: str) -> str:
     for secret in _secrets:
         if secret in text:
@@ -112,10 +129,13 @@ def configure(level: str | int = "INFO", *, json: bool | None = None, stream: Te
         redact_secrets,
         redact_pii,
     ]
-    renderer = structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=stream.isatty())
+    rendering: list[Processor] = (
+        [structlog.processors.JSONRenderer()] if json
+        else [inert_values, structlog.dev.ConsoleRenderer(colors=stream.isatty())]
+    )
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[structlog.stdlib.ExtraAdder(), *shared],
-        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *rendering],
     )
     handler = logging.StreamHandler(stream)
     handler.setFormatter(formatter)

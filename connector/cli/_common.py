@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar, cast
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from .. import logs
@@ -29,6 +28,7 @@ from ..exit_codes import ExitCode as ExitCode  # the commands take it from here
 from ..exit_codes import exit_code_for
 from ..ledger import Ledger, LedgerError, LedgerLocked
 from ..problems import ConfigProblem
+from ._output import InertConsole
 
 # What only the commands that talk to the API use is imported where it is used, so that `status`
 # and the other ledger-only commands start without the HTTP client, the mapping or the engine.
@@ -45,8 +45,8 @@ T = TypeVar("T")
 
 # On a pipe rich would wrap tables at 80 columns; a log file or `| less` reads better unwrapped.
 _WIDTH = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 200
-out = Console(highlight=False, width=_WIDTH)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = InertConsole(highlight=False, width=_WIDTH)
+err = InertConsole(stderr=True, highlight=False, soft_wrap=True)
 
 
 EXIT_MEANING = {  # what a report's non-zero exit code asks the user to do

@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from .. import logs
 from ..config_file import LedgerPlace
 from ..contact_mask import mask_email, mask_name, mask_phone, mask_text
 from ..ledger import STATES, RunEntry, RunView
 from ._common import ExitCode, command, err, fail, open_output, out, table
-from ._output import emit_json
+from ._output import InertConsole, emit_json
 from .ledger import open_existing
 
 if TYPE_CHECKING:  # `runs list` reads the ledger alone; `runs show` loads the whole config
@@ -105,7 +105,7 @@ def show_run(
         return 0
     text = _render(chosen, found, rows, state)
     if output is None:
-        typer.echo(text, nl=False)
+        typer.echo(logs.inert(text), nl=False)  # a file gets the data as it is; a terminal never does
         return 0
     _write_private(output, text)
     err.print(f"{len(rows)} entries of run {found.id} written to {output} ({chosen})", markup=False)
@@ -159,7 +159,7 @@ def _render(fmt: str, run: RunView, rows: list[dict[str, Any]], state: str | Non
     if fmt == "jsonl":
         return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     text = io.StringIO()
-    Console(file=text, width=240, highlight=False).print(_table(run, rows, state))
+    InertConsole(file=text, width=240, highlight=False).print(_table(run, rows, state))
     return text.getvalue()
 
 
