@@ -54,7 +54,8 @@ class _GuardedH11(H11Protocol):
     _refused = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # as uvicorn's
-        if len(self.connections) >= self._limits.max_connections and not self._evict_oldest():
+        kept = sum(1 for c in self.connections if not c.transport.is_closing())  # not those closed already
+        if kept >= self._limits.max_connections and not self._evict_oldest():
             self._refused = True
             transport.abort()
             return
