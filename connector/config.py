@@ -78,6 +78,14 @@ class DaemonSettings(Section):
     # They have no login: an address that is not loopback needs http_public = true.
     http_public: bool = False
     http_address: str | None = None
+    # Names the endpoints answer to beside the bound address, localhost and IP addresses (Host header:
+    # any other is refused with 421, so that a page cannot read them through a rebound name).
+    http_allowed_hosts: tuple[str, ...] = ()
+    # Against clients that hold connections open: a request's head, then its body, must arrive within
+    # these, and at most this many connections are kept (the oldest idle one makes room for a new one).
+    http_header_timeout_s: float = Field(10.0, gt=0)
+    http_body_timeout_s: float = Field(30.0, gt=0)
+    http_max_connections: int = Field(64, ge=1)
     status_page_contact_data: bool = False  # the status page may show blocked persons' names, emails, phones
 
     @field_validator("http_address")

@@ -1,6 +1,6 @@
 """Masking contact data in reports handed to people (`runs show`), so that a list of rejected rows
 can go to whoever owns the data without spreading every address in it. A masked value still lets a
-person recognise the row: `a***@example.org`, `+1 *** *** **04`. Text (a rejection reason may quote
+person recognise the row: `A*** L***`, `a***@example.org`, `+1 *** *** **04`. Text (a rejection reason may quote
 a value) has every email- or phone-like run masked the same way.
 
 Unlike the logs' `<email>` / `<phone>` placeholders, the shape and the last digits stay: a report is
@@ -27,6 +27,11 @@ def mask_email(value: str) -> str:
     if not at:
         return f"{value[:1]}***"
     return f"{local[:1]}***@{domain}"
+
+
+def mask_name(value: str) -> str:
+    """The first character of each word: `Ada Lovelace` -> `A*** L***`."""
+    return " ".join(f"{word[:1]}***" for word in value.split())
 
 
 def mask_phone(value: str) -> str:

@@ -1,7 +1,9 @@
 """Logging: structlog over the stdlib, so our events and every library's pass one redaction chain.
 
-The API secret is masked everywhere. Contact PII (emails, phone numbers) is masked in every event
-below DEBUG: a debug session may see it, production logs at INFO never do.
+The API secret is masked everywhere. Contact PII is masked in every event below DEBUG: a debug
+session may see it, production logs at INFO never do. Emails and phone numbers are found anywhere in
+the text; a name cannot be told from other words, so it is masked by its key (`name`, `first_name`,
+`last_name`, at any depth: a person or a record logged whole).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ _secrets: set[str] = set()
 
 _EMAIL = re.compile(r"[\w.+%-]+@[\w-]+(?:\.[\w-]+)*", re.UNICODE)
 _PHONE = re.compile(r"(?<![\w-])\+?\d[\d ().-]{5,}\d(?![\w-])")
-_PII_KEYS = {"email", "phone"}
+_PII_KEYS = {"email", "phone", "name", "first_name", "last_name"}
 
 
 def register_secret(value: str | None) -> None:
@@ -50,6 +52,23 @@ def _scrub_event(event: Mapping[str, Any], fn: Callable[[str], str]) -> dict[str
     return {k: v if k.startswith("_") else _scrub(v, fn) for k, v in event.items()}
 
 
+# C0 but tab and newline, DEL and C1: what a terminal obeys (ESC starts colours, titles, cursor moves;
+# C1 0x9b is a one-byte CSI to some terminals) rather than shows.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def inert(text: str) -> str:
+    """Every control character a terminal would obey written out as `\\u001b`, so that a value from
+    outside (an API's client name or error, a source's data) prints as text and changes nothing. The
+    escape is JSON's own: inside a JSON string the value read back is unchanged."""
+    return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def inert_values(_logger: Any, _method: str, event: EventDict) -> EventDict:
+    """For the console renderer, which writes strings as they are (JSON lines escape them already)."""
+    return _scrub_event(event, inert)
+
+
 def mask_secrets(text: str) -> str:
     for secret in _secrets:
         if secret in text:
@@ -74,12 +93,26 @@ def redact_secrets(_logger: Any, _method: str, event: EventDict) -> EventDict:
     return _scrub_event(event, mask_secrets) if _secrets else event
 
 
+def _redact_keys(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """Each value under a PII key replaced, at any depth; structlog's private fields (`_record`) kept."""
+    return {
+        k: v if k.startswith("_") else "<redacted>" if k in _PII_KEYS and v is not None else _redact_nested(v)
+        for k, v in mapping.items()
+    }
+
+
+def _redact_nested(value: Any) -> Any:
+    if isinstance(value, dict):
+        return _redact_keys(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_redact_nested(v) for v in value)
+    return value
+
+
 def redact_pii(_logger: Any, method: str, event: EventDict) -> EventDict:
     if method == "debug" or event.get("level") == "debug":
         return event
-    out = _scrub_event(event, mask_pii)
-    out.update({k: "<redacted>" for k in _PII_KEYS if event.get(k) is not None})
-    return out
+    return _redact_keys(_scrub_event(event, mask_pii))
 
 
 def configure(level: str | int = "INFO", *, json: bool | None = None, stream: TextIO | None = None) -> None:
@@ -96,10 +129,13 @@ def configure(level: str | int = "INFO", *, json: bool | None = None, stream: Te
         redact_secrets,
         redact_pii,
     ]
-    renderer = structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=stream.isatty())
+    rendering: list[Processor] = (
+        [structlog.processors.JSONRenderer()] if json
+        else [inert_values, structlog.dev.ConsoleRenderer(colors=stream.isatty())]
+    )
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[structlog.stdlib.ExtraAdder(), *shared],
-        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *rendering],
     )
     handler = logging.StreamHandler(stream)
     handler.setFormatter(formatter)

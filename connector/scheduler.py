@@ -34,6 +34,7 @@ from .alerts import Alerts
 from .api import CaptureError, Unauthorized
 from .delivery import RunReport, SourceJob, preflight, replay, sync
 from .health import DaemonHealth
+from .ops import raise_open_files_limit
 from .problems import ConfigProblem
 from .schedule import schedule_trigger
 
@@ -182,6 +183,7 @@ class Daemon:
     async def serve(self) -> int:
         """Until SIGTERM/SIGINT (or failed authentication): 0 on a clean stop, 3 on bad credentials.
         A config problem raises ConfigProblem before anything is read or sent."""
+        open_files = raise_open_files_limit()  # before any client of the endpoint can take one
         found = await asyncio.to_thread(preflight, self.config.jobs())
         if found.config_problems:
             raise ConfigProblem(found.config_problems)
@@ -204,6 +206,7 @@ class Daemon:
         log.info(
             "daemon started", sources=[s.name for s in self.config.sources], ledger=str(self.config.ledger_path),
             unavailable=found.unavailable,  # said now: a source's first tick may be an hour away
+            open_files_limit=open_files,
         )
         try:
             await self.stop.wait()

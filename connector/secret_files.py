@@ -1,5 +1,6 @@
 """Writing an API key and secret to two files of mode 0600, for `sandbox create-client
---write-credentials` and `demo`. A leaf module (standard library only), so both can import it.
+--write-credentials` and `demo`, and creating the ledger's and the sandbox's database files 0600.
+A leaf module (standard library only), so all of them can import it.
 
 Each file is created with mode 0600 by `os.open` itself (the umask can only take bits away), so
 there is no moment at which another user could read it; a replaced file is written beside the old
@@ -44,6 +45,19 @@ def write_credentials(folder: Path, api_key: str, api_secret: str, *, force: boo
     for path, value in zip(paths, (api_key, api_secret), strict=True):
         _write_0600(path, value + "\n", replace=force)
     return paths
+
+
+def create_private(path: Path) -> None:
+    """Create a missing file as 0600 before SQLite does (it would follow the umask, and make the
+    -wal and -shm files alike); an existing file is left as it is. Raises OSError."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, 0o600)  # a umask such as 0o277 would leave even the owner unable to write
+    finally:
+        os.close(fd)
 
 
 def _write_0600(path: Path, text: str, *, replace: bool) -> None:

@@ -3,6 +3,7 @@ and turning failures into the exit codes of design 5 with a one-line message."""
 
 from __future__ import annotations
 
+import errno
 import functools
 import inspect
 import logging
@@ -19,7 +20,6 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar, cast
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from .. import logs
@@ -28,6 +28,7 @@ from ..exit_codes import ExitCode as ExitCode  # the commands take it from here
 from ..exit_codes import exit_code_for
 from ..ledger import Ledger, LedgerError, LedgerLocked
 from ..problems import ConfigProblem
+from ._output import InertConsole
 
 # What only the commands that talk to the API use is imported where it is used, so that `status`
 # and the other ledger-only commands start without the HTTP client, the mapping or the engine.
@@ -44,8 +45,8 @@ T = TypeVar("T")
 
 # On a pipe rich would wrap tables at 80 columns; a log file or `| less` reads better unwrapped.
 _WIDTH = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 200
-out = Console(highlight=False, width=_WIDTH)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = InertConsole(highlight=False, width=_WIDTH)
+err = InertConsole(stderr=True, highlight=False, soft_wrap=True)
 
 
 EXIT_MEANING = {  # what a report's non-zero exit code asks the user to do
@@ -209,12 +210,19 @@ def api_client(cfg: Config, transport: httpx.AsyncBaseTransport | None = None) -
 
 
 def open_output(path: Path) -> TextIO:
-    """An `--output FILE`, created 0600 like the ledger (a preview or a report lists people even
-    masked); a file that cannot be written is one line and exit 2."""
+    """An `--output FILE`, 0600 like the ledger (a preview or a report lists people even masked), an
+    existing file included; a symlink is refused, not followed (a link planted in a shared folder
+    would redirect the report); a file that cannot be written is one line and exit 2."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     except OSError as exc:
-        fail(f"--output {path}: {exc.strerror}", ExitCode.USAGE)
+        reason = "a symbolic link, not followed" if exc.errno == errno.ELOOP else exc.strerror
+        fail(f"--output {path}: {reason}", ExitCode.USAGE)
+    try:
+        os.fchmod(fd, 0o600)  # O_CREAT's mode applies to a new file only
+    except OSError as exc:  # another user's file we may write but not chmod
+        os.close(fd)
+        fail(f"--output {path}: cannot make it private (0600): {exc.strerror}", ExitCode.USAGE)
     return os.fdopen(fd, "w", encoding="utf-8", newline="")
 
 

@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from .. import logs
 from ..config_file import LedgerPlace
-from ..contact_mask import mask_email, mask_phone, mask_text
+from ..contact_mask import mask_email, mask_name, mask_phone, mask_text
 from ..ledger import STATES, RunEntry, RunView
 from ._common import ExitCode, command, err, fail, open_output, out, table
-from ._output import emit_json
+from ._output import InertConsole, emit_json
 from .ledger import open_existing
 
 if TYPE_CHECKING:  # `runs list` reads the ledger alone; `runs show` loads the whole config
@@ -73,15 +73,16 @@ def show_run(
     ),
     output: Path | None = typer.Option(None, "--output", dir_okay=False, help="Write the report to this file (0600)."),
     show_contact_data: bool = typer.Option(
-        False, "--show-contact-data", help="Show emails and phones in full (default: masked, e.g. a***@example.org)."
+        False, "--show-contact-data",
+        help="Show names, emails and phones in full (default: masked, e.g. A*** L***, a***@example.org).",
     ),
     as_json: bool = typer.Option(False, "--json", help="One JSON object {\"run\": ..., \"entries\": [...]} on stdout."),
 ) -> int:
     """The records a run changed last, with source, record id, state, reason and attempts.
 
     An entry belongs to the last run that changed it: after a replay settles what a sync left open,
-    those entries are in the replay's report. Emails and phone numbers are masked (in reasons too)
-    unless --show-contact-data.
+    those entries are in the replay's report. Names, emails and phone numbers are masked (emails and
+    phones in reasons too) unless --show-contact-data.
 
     Example: capture-sync runs show -c capture-sync.toml last --state rejected --format csv --output rejected.csv
     """
@@ -104,7 +105,7 @@ def show_run(
         return 0
     text = _render(chosen, found, rows, state)
     if output is None:
-        typer.echo(text, nl=False)
+        typer.echo(logs.inert(text), nl=False)  # a file gets the data as it is; a terminal never does
         return 0
     _write_private(output, text)
     err.print(f"{len(rows)} entries of run {found.id} written to {output} ({chosen})", markup=False)
@@ -140,6 +141,7 @@ def _row(run_id: int, entry: RunEntry, columns: dict[str, tuple[str, ...]], show
     reason, record_id = entry.reason or "", entry.record_id
     if not show:  # a record id may be the contact's email (primary_key = "Email") or phone
         email, phone, reason, record_id = mask_email(email), mask_phone(phone), mask_text(reason), mask_text(record_id)
+        name = mask_name(name)
     return {
         "run": run_id, "source": entry.source, "record_id": record_id, "state": entry.state, "reason": reason,
         "attempts": entry.attempts, "name": name, "email": email, "phone": phone, "key": entry.key,
@@ -157,7 +159,7 @@ def _render(fmt: str, run: RunView, rows: list[dict[str, Any]], state: str | Non
     if fmt == "jsonl":
         return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     text = io.StringIO()
-    Console(file=text, width=240, highlight=False).print(_table(run, rows, state))
+    InertConsole(file=text, width=240, highlight=False).print(_table(run, rows, state))
     return text.getvalue()
 
 

@@ -59,7 +59,9 @@ def _client(db: Path) -> Iterator[SandboxStore]:
 
 @app.command()
 def serve(
-    host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
+    host: str = typer.Option(
+        "127.0.0.1", help="Interface to listen on; any other than loopback is reachable from other machines (warned).",
+    ),
     port: int = typer.Option(DEFAULT_PORT, min=0, max=65535, help="Port; 0 picks a free one."),
     db: Path = DbOption,
     rate_window: float = typer.Option(60.0, "--rate-window", min=0.001, help="Rate-limit window, seconds."),

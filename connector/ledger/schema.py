@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..secret_files import create_private
+
 if TYPE_CHECKING:  # imported by _migrate only: every command opens a ledger, few create one
     import sqlite_utils
 
@@ -168,7 +170,10 @@ def connect(path: Path, *, synchronous: str, busy_timeout_s: float) -> sqlite3.C
     problem = _unwritable(path)  # before SQLite, which would leave read-only -wal and -shm files behind
     if problem:
         raise LedgerError(problem)
-    _create_private(path)
+    try:
+        create_private(path)
+    except OSError as exc:
+        raise LedgerError(f"ledger {path} cannot be created: {exc.strerror}") from None
     try:
         conn = sqlite3.connect(
             path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_s
@@ -182,21 +187,6 @@ def connect(path: Path, *, synchronous: str, busy_timeout_s: float) -> sqlite3.C
     except sqlite3.DatabaseError as exc:
         raise LedgerError(describe(exc, path)) from None
     return conn
-
-
-def _create_private(path: Path) -> None:
-    """Create a missing ledger file as 0600 before SQLite does (it would follow the umask, and make
-    the -wal and -shm files alike); an existing file is left as it is."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return
-    except OSError as exc:
-        raise LedgerError(f"ledger {path} cannot be created: {exc.strerror}") from None
-    try:
-        os.fchmod(fd, 0o600)  # a umask such as 0o277 would leave even the owner unable to write
-    finally:
-        os.close(fd)
 
 
 def _migrate(conn: sqlite3.Connection, path: Path) -> None:

@@ -7,6 +7,7 @@ wholly on disk or not at all.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -62,10 +63,12 @@ class Ledger:
         """One daemon per ledger. flock dies with its process, so a SIGKILL never leaves it stale."""
         lock_path = self.path.with_name(self.path.name + ".lock")
         try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             if os.fstat(fd).st_mode & 0o600 != 0o600:  # created under a umask that took our own rights
                 os.fchmod(fd, 0o600)  # needed so that the next start can open it again
         except OSError as exc:
+            if exc.errno == errno.ELOOP:  # O_NOFOLLOW: a planted link would lock (and create) another file
+                raise LedgerError(f"ledger lock {lock_path} is a symbolic link: remove it") from None
             raise LedgerError(
                 f"ledger lock {lock_path} cannot be written: check the file and folder permissions ({exc.strerror})"
             ) from None

@@ -1,7 +1,7 @@
 """What the daemon shows to operators over HTTP (`run --http ADDRESS`): /metrics for Prometheus,
 /healthz and /readyz for probes, and a read-only status page at /.
 
-Importing this package is cheap (the address rule only): prometheus-client and uvicorn load in
+Importing this package is cheap (the address rule and the open-files limit only): prometheus-client and uvicorn load in
 `start_ops`, when the daemon actually serves, so `--help` and the other commands never pay for them.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._address import HttpAddress, parse_address
+from ._fds import raise_open_files_limit
 
 if TYPE_CHECKING:
     from ..api.client import CaptureClient
@@ -27,4 +28,4 @@ async def start_ops(address: HttpAddress, config: Config, health: DaemonHealth, 
     return server
 
 
-__all__ = ["HttpAddress", "parse_address", "start_ops"]
+__all__ = ["HttpAddress", "parse_address", "raise_open_files_limit", "start_ops"]

@@ -5,6 +5,8 @@ parsing, keep-alive and slow-client handling are tested by others, where a hand-
 server would have to earn that trust. It runs as a task of the daemon's loop, so every handler
 reads DaemonHealth where the daemon writes it, without locks; the ledger is read in a worker thread.
 uvicorn's own signal handling is switched off: SIGTERM, SIGINT and SIGHUP stay the daemon's.
+Hostile clients meet `_guard` (deadlines, a connection cap) before the app, and the app answers
+only a known Host (`_address`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import structlog
 import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from ._address import HttpAddress
+from ._address import HttpAddress, allowed_hosts, host_allowed
+from ._fds import endpoint_connections
+from ._guard import Limits, guarded_protocol
 from ._metrics import Metrics
 from ._page import PageSource, render
 from ._snapshot import LedgerReader, SettledTally, Snapshot
@@ -36,6 +40,7 @@ log = structlog.get_logger("capture_sync.ops")
 Scope = MutableMapping[str, Any]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 MAX_SNAPSHOT_AGE_S = 5.0
+BACKLOG = 2048  # uvicorn's default
 STOP_GRACE_S = 1  # open connections get this long once the daemon stops; the daemon's bound is 10 s
 PAGE_HEADERS = [
     (b"content-security-policy", b"default-src 'none'; style-src 'unsafe-inline'"),
@@ -65,6 +70,7 @@ class OpsServer:
         self._server: _Uvicorn | None = None
         self._task: asyncio.Task[None] | None = None
         self.bound: HttpAddress | None = None
+        self.hosts: frozenset[str] = frozenset()
 
     async def start(self) -> None:
         family = socket.AF_INET6 if ":" in self.address.host else socket.AF_INET
@@ -73,13 +79,19 @@ class OpsServer:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # else a keep-alive scrape waits ~40 ms for an ACK
         try:
             sock.bind((self.address.host, self.address.port))
+            sock.listen(BACKLOG)  # now, not when uvicorn's task first runs: ops.serving is logged before that
         except OSError:
             sock.close()
             raise
-        self.bound = HttpAddress(self.address.host, sock.getsockname()[1])
+        self.bound = HttpAddress(self.address.host, sock.getsockname()[1], self.address.public)
+        daemon = self.config.daemon
+        self.hosts = allowed_hosts(self.bound, daemon.http_allowed_hosts)
+        limits = Limits(
+            daemon.http_header_timeout_s, daemon.http_body_timeout_s, endpoint_connections(daemon.http_max_connections)
+        )
         config = uvicorn.Config(
-            self.app, interface="asgi3", proxy_headers=False, log_config=None, log_level="warning", access_log=False,
-            lifespan="off", server_header=False,
+            self.app, interface="asgi3", http=guarded_protocol(limits), proxy_headers=False, log_config=None,
+            log_level="warning", access_log=False, lifespan="off", server_header=False,
             timeout_graceful_shutdown=STOP_GRACE_S,
         )
         self._reading = asyncio.Lock()
@@ -87,7 +99,28 @@ class OpsServer:
         self.client.observers.append(self.metrics.observe)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="ops-http")
         # host and port apart: at INFO the log masks anything phone-like, a dotted address included
-        log.info("ops.serving", host=self.bound.host, port=self.bound.port, endpoints=["/metrics", "/healthz", "/readyz", "/"])
+        log.info(
+            "ops.serving", host=self.bound.host, port=self.bound.port, endpoints=["/metrics", "/healthz", "/readyz", "/"],
+            max_connections=limits.max_connections, header_timeout_s=limits.header_timeout_s,
+        )
+        if limits.max_connections < daemon.http_max_connections:
+            log.warning(
+                "ops.connections_capped", wanted=daemon.http_max_connections, cap=limits.max_connections,
+                why="a quarter of the open-file limit: raise LimitNOFILE= (systemd) or ulimit -n",
+            )
+        where = {"host": self.bound.host, "port": self.bound.port}
+        if not self.bound.loopback:
+            log.warning(
+                "ops.beyond_loopback", **where, allowed_hosts=sorted(self.hosts),
+                why="the endpoints have no login: whoever reaches this address reads the status page and /metrics; "
+                "prefer 127.0.0.1 behind a proxy you trust",
+            )
+        elif self.bound.public:
+            log.warning(
+                "ops.public_allowed", **where,
+                why="http_public (--http-public) is set: the endpoints have no login, and an address beyond "
+                "loopback would be served as well",
+            )
 
     async def stop(self) -> None:
         if self._server is None or self._task is None:
@@ -122,6 +155,12 @@ class OpsServer:
     async def app(self, scope: Scope, receive: Callable[[], Awaitable[Any]], send: Send) -> None:
         if scope["type"] != "http":
             return
+        host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), None)
+        if not host_allowed(host, self.hosts):  # before anything is read: a rebound name learns nothing
+            return await _reply(
+                send, 421, b"misdirected request: this Host is not served here ([daemon] http_allowed_hosts)\n",
+                b"text/plain; charset=utf-8",
+            )
         if scope["method"] not in ("GET", "HEAD"):
             return await _reply(send, 405, b"only GET\n", b"text/plain; charset=utf-8", [(b"allow", b"GET, HEAD")])
         path = scope["path"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import logging
 import socket
 import sqlite3
 import threading
@@ -14,10 +15,14 @@ from typing import Any
 import uvicorn
 
 from .app import create_app
+from ..loopback import is_loopback
 from .behaviour import Behaviour
 from .faults import Faults
 from .openapi import PREFIX
 from .store import SandboxStore
+
+# stdlib logging: `sandbox serve` configures no structlog, and its stdout carries the URL line
+log = logging.getLogger("capture_sync.sandbox")
 
 
 class ServeError(Exception):
@@ -104,6 +109,11 @@ class SandboxServer:
                 + (f"; {hint}" if exc.errno == errno.EADDRINUSE else "")
             ) from None
         port = sock.getsockname()[1]
+        if not is_loopback(self.host):
+            log.warning(
+                "sandbox.beyond_loopback: listening on %s port %d, reachable from other machines; the sandbox "
+                "accepts any client its database knows and keeps what it is sent: prefer 127.0.0.1", self.host, port,
+            )
         config = uvicorn.Config(
             self.app, log_config=None, log_level="warning", access_log=False, lifespan="off",
             timeout_graceful_shutdown=5,

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..api.models import PersonInput
+from ..secret_files import create_private
 
 Operation = Literal["person", "bulk"]
 CaptureAction = Literal["created", "updated"]
@@ -134,6 +135,8 @@ class SandboxStore:
 
     def __init__(self, db_path: str | Path, *, busy_timeout_s: float = 10.0) -> None:
         self.db_path = Path(db_path)
+        if str(db_path) != ":memory:":
+            create_private(self.db_path)  # it holds the clients' secret hashes and every captured person
         self._lock = threading.RLock()
         self._db = sqlite3.connect(
             self.db_path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False

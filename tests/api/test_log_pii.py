@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from connector.logs import mask_pii
+from connector.logs import mask_pii, redact_pii
 
 
 @pytest.mark.parametrize("phone", ["+1 415 555 0104", "(415) 555-0104", "415.555.0104", "+44 20 7946 0958"])
@@ -26,3 +26,15 @@ def test_emails_are_masked() -> None:
 ])
 def test_addresses_and_dates_are_not_taken_for_phones(text: str) -> None:
     assert mask_pii(text) == text
+
+
+def test_names_are_masked_by_their_key_at_any_depth_below_debug() -> None:
+    event = {
+        "event": "refused", "name": "Ada Lovelace", "record": {"first_name": "Ada", "last_name": "Lovelace"},
+        "people": [{"name": "Grace Hopper", "company": "Navy"}], "source": "signups",
+    }
+    assert redact_pii(None, "info", dict(event)) == {
+        "event": "refused", "name": "<redacted>", "record": {"first_name": "<redacted>", "last_name": "<redacted>"},
+        "people": [{"name": "<redacted>", "company": "Navy"}], "source": "signups",
+    }
+    assert redact_pii(None, "debug", dict(event)) == event

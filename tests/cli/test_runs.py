@@ -45,10 +45,14 @@ def test_the_demos_rejected_rows_are_exactly_the_runs_csv_report(kit, tmp_path: 
         if raw["Phone"]:
             assert row["phone"].endswith([c for c in raw["Phone"] if c.isdigit()][-1])
             assert raw["Phone"] not in report.stdout
-        assert row["name"] == f"{raw['First']} {raw['Last']}".strip()
+        full_name = f"{raw['First']} {raw['Last']}".strip()
+        assert row["name"] == " ".join(f"{word[0]}***" for word in full_name.split())
 
     shown = kit.run("runs", "show", "-c", config, "1", "--state", "rejected", "--format", "csv", "--show-contact-data")
     assert [r["email"] for r in _csv_rows(shown.stdout)] == [by_id[r["record_id"]]["payload"]["record"]["Email"] for r in rows]
+    assert [r["name"] for r in _csv_rows(shown.stdout)] == [
+        f"{raw['First']} {raw['Last']}".strip() for raw in (by_id[r["record_id"]]["payload"]["record"] for r in rows)
+    ]
 
 
 def test_a_replay_owns_the_entries_it_settled_and_the_sync_keeps_the_rest(kit, sandbox, tmp_path: Path) -> None:

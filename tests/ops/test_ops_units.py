@@ -1,14 +1,17 @@
 """The operations endpoints' promises, piece by piece: where they may listen, what a scrape may hold,
-when the daemon says it is ready, and that the status page escapes what it did not write."""
+when the daemon says it is ready, that the status page escapes what it did not write, and the
+guards against hostile clients (the Host check, the limits, the open-files budget, the warnings)."""
 
 from __future__ import annotations
 
 import json
+import resource
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import structlog
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -18,7 +21,9 @@ from connector.config import load_config
 from connector.delivery import AdaptiveRateLimiter, RunReport
 from connector.health import DaemonHealth
 from connector.ledger import STATES, Attention, BatchDetail, EntryView, Ledger, Mapped, RunView, StatusReport
-from connector.ops import parse_address
+from connector.ops import parse_address, raise_open_files_limit
+from connector.ops._address import allowed_hosts, host_allowed
+from connector.ops._fds import endpoint_connections
 from connector.ops._metrics import Metrics
 from connector.ops._page import PageSource, render
 from connector.ops._server import OpsServer
@@ -171,3 +176,53 @@ def test_a_pass_that_did_its_work_is_a_success_whatever_older_entries_make_its_e
     assert any(r.startswith("delivery halted by an outage") for r in health.unready_reasons)
     health.passed("crm-export", RunReport(kind="sync", read=0))
     assert "crm-export" in health.last_success and health.outage_since is None
+
+
+@pytest.mark.parametrize(("header", "served"), [
+    ("127.0.0.1:9464", True), ("localhost", True), ("LOCALHOST.:9464", True), ("status.example.org", True),
+    ("[::1]:9464", True), ("10.1.2.3:9464", True),  # an IP address cannot be a rebound name
+    ("rebound.attacker.example:9464", False), ("status.example.org.attacker.example", False),
+    ("ada@127.0.0.1:9464", False), ("", False), (None, False),
+])
+def test_only_known_names_pass_the_host_check(header: str | None, served: bool) -> None:
+    allowed = allowed_hosts(parse_address("127.0.0.1:9464"), ["Status.Example.org"])
+    assert host_allowed(header, allowed) is served
+
+
+def test_the_endpoint_limits_are_settings_with_safe_defaults(tmp_path: Path) -> None:
+    daemon = load_config(_config(tmp_path)).daemon
+    assert (daemon.http_header_timeout_s, daemon.http_body_timeout_s, daemon.http_max_connections) == (10.0, 30.0, 64)
+    assert daemon.http_allowed_hosts == ()
+    daemon = load_config(_config(tmp_path, 'http_allowed_hosts = ["status.example.org"]')).daemon
+    assert daemon.http_allowed_hosts == ("status.example.org",)
+    with pytest.raises(ConfigProblem) as refused:
+        load_config(_config(tmp_path, "http_header_timeout_s = 0\nhttp_max_connections = 0"))
+    assert "daemon.http_header_timeout_s" in str(refused.value) and "daemon.http_max_connections" in str(refused.value)
+
+
+def test_the_daemon_raises_its_open_files_limit_and_the_endpoint_keeps_to_a_quarter_of_it() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(200, hard), hard))
+        assert endpoint_connections(64) == min(200, hard) // 4 < 64
+        assert raise_open_files_limit() == resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == (hard if hard != resource.RLIM_INFINITY else 65536)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.parametrize(("loopback", "public", "warned"), [
+    (True, False, []), (True, True, ["ops.public_allowed"]), (False, True, ["ops.beyond_loopback"]),
+])
+async def test_serving_beyond_loopback_or_allowing_it_is_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loopback: bool, public: bool, warned: list[str]
+) -> None:
+    """127.0.0.2 plays a public address (tests listen on loopback only): the check is what is tested."""
+    monkeypatch.setattr("connector.ops._address.is_loopback", lambda host: loopback)
+    config = load_config(_config(tmp_path))
+    client = SimpleNamespace(observers=[])
+    server = OpsServer(parse_address("127.0.0.2:0", public=public), config, DaemonHealth(), client)  # type: ignore[arg-type]
+    with structlog.testing.capture_logs() as logged:
+        await server.start()
+        await server.stop()
+    assert [e["event"] for e in logged if e["log_level"] == "warning"] == warned
