@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..logs import mask_secrets
 from ..loopback import is_loopback
+from ..redact import UNPARSEABLE, redact_url
 from .errors import (
     STATUS_ERRORS,
     InsecureURLError,
@@ -105,6 +106,9 @@ def parse_response(response: httpx.Response, result_model: type[R], operation: s
     if err is not None:
         # A server that echoes request headers must not carry the secret into our exceptions.
         message, name, code, retryable = mask_secrets(err.message), err.name, err.code, err.retryable
+    elif response.has_redirect_location:
+        message = f"HTTP {status}: {_redirect(response)}"
+        name = code = retryable = None
     else:
         message = f"HTTP {status} {response.reason_phrase} without an error envelope"
         name = code = retryable = None
@@ -115,6 +119,16 @@ def parse_response(response: httpx.Response, result_model: type[R], operation: s
     if cls is RateLimited:
         kwargs["retry_after"] = parse_retry_after(response.headers.get("Retry-After"))
     raise cls(message, **kwargs)
+
+
+def _redirect(response: httpx.Response) -> str:
+    """A redirect, which the client never follows: the credentials are bound to the base URL's origin."""
+    try:
+        target = redact_url(response.request.url.join(response.headers["Location"]))
+    except httpx.InvalidURL:
+        target = UNPARSEABLE
+    home = redact_url(response.request.url.copy_with(path="/", query=None))
+    return f"a redirect to {target}, not followed (the credentials go to {home} only)"
 
 
 def _error_body(content: bytes) -> ErrorBody | None:

@@ -156,8 +156,8 @@ def test_logs_mask_a_registered_secret(rendered: io.StringIO, caplog: pytest.Log
     logging.getLogger("somelib").warning("connecting with %s", "hush-7c1e-registered")
     out = rendered.getvalue()
     assert "hush-7c1e-registered" not in out
-    assert out.count(logs.MASK) >= 4
-    assert "postgres://app:**********@db/crm" in out
+    assert out.count(logs.MASK) >= 3
+    assert "postgres://***:***@db/crm" in out  # a URL's userinfo is masked whether registered or not
 
 
 def test_short_values_are_not_registered(rendered: io.StringIO) -> None:
