@@ -267,7 +267,7 @@ class HttpSource(Source[HttpOptions]):
         except httpx.TransportError as exc:
             raise _Transient(f"{type(exc).__name__}") from None
         except OriginRefused as exc:
-            raise SourceError(f"GET {_where(url)}: {_refusal(exc)}") from None
+            raise SourceError(_refusal(exc)) from None
         except httpx.TooManyRedirects as exc:
             raise SourceError(f"GET {_where(url)}: {exc}") from None
         if response.status_code == 429 or response.status_code >= 500:
