@@ -21,8 +21,9 @@ _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
 _HOST_PORT = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%!$&'()*+,;=-]*)(?::(?P<port>\d{0,5}))?")
 _PATH_SAFE = "/%:@!$&'()*+,;=-._~"
 _NAME_SAFE = "%-._~[]"
-# A URL inside free text ends at whitespace, a quote or an angle bracket, and not on punctuation.
-_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://(?:[^\s'\"<>]*[^\s'\"<>.,;:!?)\]])?")
+# A URL inside free text runs to the next whitespace (a quote or bracket may be part of a raw token,
+# so only the punctuation that closes or quotes it at its very end is left out).
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://(?:\S*[^\s.,;:!?)\]}'\"<>])?")
 # `user:password@` without a `://` before it (a malformed URL quoted in a message).
 _USERINFO_IN_TEXT = re.compile(r"[^\s'\"<>/@:]+:[^\s'\"<>/@]*@")
 
