@@ -21,20 +21,11 @@ LOGGERS = ("", "httpx", "httpcore", "capture_sync")
 
 
 @pytest.fixture
-def rendered(caplog: pytest.LogCaptureFixture) -> Iterator[io.StringIO]:
+def rendered(debug_logs: io.StringIO, caplog: pytest.LogCaptureFixture) -> Iterator[io.StringIO]:
     """connector.logs at DEBUG as JSON into a StringIO, and caplog at DEBUG on every logger we use."""
-    root = logging.getLogger()
-    saved_level, saved_handlers, saved_config = root.level, list(root.handlers), structlog.get_config()
-    stream = io.StringIO()
-    logs.configure(level="DEBUG", json=True, stream=stream)
     for name in LOGGERS:
         caplog.set_level(logging.DEBUG, logger=name)
-    yield stream
-    for handler in root.handlers[:]:
-        if handler not in saved_handlers:
-            root.removeHandler(handler)
-    root.setLevel(saved_level)
-    structlog.configure(**saved_config)
+    yield debug_logs
 
 
 def texts_of(records: list[logging.LogRecord]) -> list[str]:

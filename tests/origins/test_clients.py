@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import io
 import logging
-from collections.abc import Iterator
 
 import httpx
 import pytest
-import structlog
 from pydantic import SecretStr
 
-from connector import logs
 from connector.alerts import SendPolicy, Webhook
 from connector.api import CaptureClient
 from connector.api.errors import UnexpectedStatus
@@ -70,21 +67,6 @@ async def test_the_api_client_follows_no_redirect_and_names_it_redacted(home: Up
         await client._http.get(away.base + "/info")
     assert str(refused.value).startswith(f"HTTP 302: a redirect to {away.base}/info?key=***, not followed")
     assert home.got(SECRET) and len(away.seen) == 1 and not away.got(SECRET) and not away.got("key-1")
-
-
-@pytest.fixture
-def debug_logs() -> Iterator[io.StringIO]:
-    """connector.logs as `-v` sets it (DEBUG, httpx and httpcore included) as JSON into a StringIO."""
-    root = logging.getLogger()
-    saved_level, saved_handlers, saved_config = root.level, list(root.handlers), structlog.get_config()
-    stream = io.StringIO()
-    logs.configure("DEBUG", json=True, stream=stream)
-    yield stream
-    for handler in root.handlers[:]:
-        if handler not in saved_handlers:
-            root.removeHandler(handler)
-    root.setLevel(saved_level)
-    structlog.configure(**saved_config)
 
 
 async def test_a_webhook_url_is_in_no_log_line_at_debug_and_its_redirect_is_not_followed(
