@@ -50,6 +50,8 @@ def check_base_url(base_url: str, *, allow_insecure_http: bool = False) -> httpx
         raise InsecureURLError("base_url is not a valid URL") from None
     if url.userinfo:
         raise InsecureURLError("base_url must not carry credentials; use the API key and secret")
+    if url.query or url.fragment:  # so that it can be shown, and stored with a flow pass, as it is
+        raise InsecureURLError("base_url must not carry a query or a fragment; the API's paths are appended to it")
     if url.scheme not in ("http", "https") or not url.host:
         raise InsecureURLError(
             f"base_url must be an http(s) URL with a host, got scheme {url.scheme!r} and host {url.host!r}"

@@ -104,13 +104,14 @@ async def test_secret_absent_on_every_path(rendered: io.StringIO, caplog: pytest
                 log_failure(caught.value)
         finally:
             await client.aclose()
-    for url in ("http://capture.example.test/api", f"https://u:{API_SECRET}@capture.example.test/"):
+    for url in ("http://capture.example.test/api", f"https://u:{API_SECRET}@capture.example.test/",
+                f"https://capture.example.test/?key={API_SECRET}"):
         with pytest.raises(InsecureURLError) as refused:
             CaptureClient(url, API_KEY, API_SECRET)
         errors.append(refused.value)
         log_failure(refused.value)
 
-    assert len(errors) == 12 + 2 + 2
+    assert len(errors) == 12 + 2 + 3
     events = [json.loads(line) for line in rendered.getvalue().splitlines()]
     assert sum(e["event"] == "capture_api.attempt" for e in events) >= 12
     assert any(r.name == "httpx" for r in caplog.records), "httpx's own request log was captured"
