@@ -94,7 +94,7 @@ class RedactUrls(logging.Filter):
         return True
 
 
-_URL_LOGGERS = ("httpx", "httpcore.connection", "httpcore.http11", "httpcore.http2", "httpcore.proxy")
+_URL_LOGGERS = ("httpx", *(f"httpcore.{name}" for name in ("connection", "http11", "http2", "proxy", "socks")))
 
 
 def _filter_library_urls() -> None:

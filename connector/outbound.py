@@ -91,8 +91,7 @@ def userinfo_auth(url: str) -> tuple[str, dict[str, str]]:
     if not parsed.userinfo:
         return url, {}
     user, password = parsed.username, parsed.password
-    register_secret(user)
-    register_secret(password)
+    register_secret(password or user)  # a token is often the user alone (`https://TOKEN@host`, `TOKEN:`)
     token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
     register_secret(token)
     return str(parsed.copy_with(username=None, password=None)), {"Authorization": f"Basic {token}"}
