@@ -1,8 +1,9 @@
 """Logging: structlog over the stdlib, so our events and every library's pass one redaction chain.
 
-The API secret is masked everywhere, and every URL is shown as `connector.redact` renders it (httpx's
-own "HTTP Request: POST <url>" lines included, by a filter on its loggers). Contact PII (emails, phone numbers) is masked in every event
-below DEBUG: a debug session may see it, production logs at INFO never do.
+The API secret is masked everywhere, and every URL is shown as `connector.redact` renders it
+(httpx's own "HTTP Request: POST <url>" lines included, by a filter on its loggers). Contact PII
+(emails, phone numbers) is masked in every event below DEBUG: a debug session may see it,
+production logs at INFO never do.
 """
 
 from __future__ import annotations

@@ -98,13 +98,16 @@ def sandbox_process(tmp_path: Path) -> Iterator[Callable[..., SandboxProcess]]:
 def debug_logs() -> Iterator[io.StringIO]:
     """connector.logs as `-v` sets it (DEBUG, every library included), as JSON into a StringIO; the
     root logger and structlog are put back afterwards."""
-    root = logging.getLogger()
+    root, httpx_log = logging.getLogger(), logging.getLogger("httpx")
     saved_level, saved_handlers, saved_config = root.level, list(root.handlers), structlog.get_config()
+    saved_httpx = httpx_log.level  # a CLI run in-process quiets httpx (without -v): -v leaves it at DEBUG
     stream = io.StringIO()
     logs.configure(level="DEBUG", json=True, stream=stream)
+    httpx_log.setLevel(logging.NOTSET)
     yield stream
     for handler in root.handlers[:]:
         if handler not in saved_handlers:
             root.removeHandler(handler)
     root.setLevel(saved_level)
+    httpx_log.setLevel(saved_httpx)
     structlog.configure(**saved_config)
