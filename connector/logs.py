@@ -1,9 +1,11 @@
 """Logging: structlog over the stdlib, so our events and every library's pass one redaction chain.
 
-The API secret is masked everywhere. Contact PII is masked in every event below DEBUG: a debug
-session may see it, production logs at INFO never do. Emails and phone numbers are found anywhere in
-the text; a name cannot be told from other words, so it is masked by its key (`name`, `first_name`,
-`last_name`, at any depth: a person or a record logged whole).
+The API secret is masked everywhere, and every URL is shown as `connector.redact` renders it
+(httpx's own "HTTP Request: POST <url>" lines included, by a filter on its loggers). Contact PII is
+masked in every event below DEBUG: a debug session may see it, production logs at INFO never do.
+Emails and phone numbers are found anywhere in the text; a name cannot be told from other words, so
+it is masked by its key (`name`, `first_name`, `last_name`, at any depth: a person or a record
+logged whole).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Any, TextIO
 
 import structlog
 from structlog.typing import EventDict, Processor
+
+from .redact import redact_text
 
 MASK = "**********"
 _secrets: set[str] = set()
@@ -70,6 +74,9 @@ def inert_values(_logger: Any, _method: str, event: EventDict) -> EventDict:
 
 
 def mask_secrets(text: str) -> str:
+    """`text` with every URL in it redacted and every registered secret masked: what any output
+    that may quote an error, a config value or a server's words passes through."""
+    text = redact_text(text)
     for secret in _secrets:
         if secret in text:
             text = text.replace(secret, MASK)
@@ -90,7 +97,34 @@ def mask_pii(text: str) -> str:
 
 
 def redact_secrets(_logger: Any, _method: str, event: EventDict) -> EventDict:
-    return _scrub_event(event, mask_secrets) if _secrets else event
+    return _scrub_event(event, mask_secrets)
+
+
+class RedactUrls(logging.Filter):
+    """Renders a library's record with its URLs redacted before any handler sees it: httpx logs the
+    full request URL (userinfo, query, a webhook's path) at INFO, httpcore response headers at DEBUG."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            try:
+                text = mask_secrets(record.getMessage())
+            except Exception:  # args that do not fit the message: never print them raw
+                text = f"{mask_secrets(record.msg)} (its arguments could not be rendered)"
+            record.msg, record.args = text, ()
+        return True
+
+
+_URL_LOGGERS = ("httpx", *(f"httpcore.{name}" for name in ("connection", "http11", "http2", "proxy", "socks")))
+
+
+def _filter_library_urls() -> None:
+    for name in _URL_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RedactUrls) for f in logger.filters):
+            logger.addFilter(RedactUrls())
+
+
+_filter_library_urls()  # at import: a library's line may come before (or without) `configure`
 
 
 def _redact_keys(mapping: Mapping[str, Any]) -> dict[str, Any]:
@@ -118,6 +152,7 @@ def redact_pii(_logger: Any, method: str, event: EventDict) -> EventDict:
 def configure(level: str | int = "INFO", *, json: bool | None = None, stream: TextIO | None = None) -> None:
     """JSON lines when the stream is not a terminal (or `json=True`), readable console otherwise."""
     stream = stream or sys.stderr
+    _filter_library_urls()
     if json is None:
         json = not stream.isatty()
     shared: list[Processor] = [

@@ -7,6 +7,13 @@ query> item N" with the id "<page URL>#N" (the page URL is in the state already)
 Inside a read the position is the page's URL and how many of its records were taken, so a read cut
 short re-fetches that page and goes on after the last record; without `since` the next read
 continues from the last page, which is how an append-only API shows new records.
+
+The credential (`auth_env`, or the URL's userinfo, sent as Basic auth) goes only to the URL's
+origin (`connector.outbound`): a redirect or a next page elsewhere is refused, or with
+`follow_foreign_origins` fetched without it. The URL's own query parameters may be credentials too
+(`?api_key=...`): page URLs are kept, in the state and record ids, without the URL's userinfo and
+without those parameters, which are put back on each request to the URL's origin (and sent nowhere
+else). So a resumed read sends them again, and a changed key in the config file takes effect.
 """
 
 from __future__ import annotations
@@ -21,9 +28,10 @@ from pydantic import Field, field_validator, model_validator
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
 from connector.logs import register_secret
-from connector.source import BadRecord, Item, Record, Source, SourceError, SourceOptions
-
+from connector.outbound import Origin, OriginRefused, bound_client, check_hop, insecure_reason, origin_of, userinfo_auth
+from connector.redact import redact_url
 from connector.incremental import CursorType, Row, cursor_key, read_incremental
+from connector.source import BadRecord, Item, Record, Source, SourceError, SourceOptions
 
 Pagination = Literal["none", "next_link", "link_header", "cursor", "page"]
 
@@ -50,11 +58,19 @@ class HttpOptions(SourceOptions):
     max_attempts: int = Field(5, ge=1, description="Attempts per request on 429, 5xx and network errors.")
     backoff_s: float = Field(1.0, ge=0, description="First retry delay (exponential, with jitter).")
     max_backoff_s: float = Field(60.0, ge=0, description="Longest retry delay, Retry-After included.")
+    follow_foreign_origins: bool = Field(
+        False, description="Follow a redirect or next page to another origin, without the credential (default: refuse)."
+    )
+    allow_insecure_http: bool = Field(False, description="Send a credential over plain http to a host other than loopback.")
 
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        if httpx.URL(value).scheme not in ("http", "https"):
+        try:
+            url = httpx.URL(value)
+        except httpx.InvalidURL:
+            raise ValueError("not a valid URL") from None
+        if url.scheme not in ("http", "https") or not url.host:
             raise ValueError("must be an http:// or https:// URL")
         return value
 
@@ -64,6 +80,9 @@ class HttpOptions(SourceOptions):
             raise ValueError("set both `since_param` and `since_field`, or neither")
         if (self.page_size is None) != (self.page_size_param is None):
             raise ValueError("set both `page_size_param` and `page_size`, or neither")
+        credential = self.auth_env is not None or bool(httpx.URL(self.url).userinfo)
+        if credential and not self.allow_insecure_http and (why := insecure_reason(self.url)):
+            raise ValueError(why)
         return self
 
 
@@ -95,18 +114,28 @@ class HttpSource(Source[HttpOptions]):
     def __init__(self, name: str, options: HttpOptions) -> None:
         super().__init__(name, options)
         self._client: httpx.Client | None = None
+        self._base, _ = userinfo_auth(options.url)  # the userinfo goes as an origin-bound header
+        self._origin: Origin = origin_of(options.url)
+        self._bound_params = httpx.URL(self._base).params.multi_items()
 
     def _http(self) -> httpx.Client:
         if self._client is None:
             opts = self.options
-            headers = {"Accept": "application/json"}
+            headers = {}
             if opts.auth_env is not None:
                 credential = os.environ.get(opts.auth_env)
                 if not credential:
                     raise SourceError(f"environment variable {opts.auth_env} is not set")
                 register_secret(credential)
                 headers[opts.auth_header] = f"{opts.auth_scheme} {credential}" if opts.auth_scheme else credential
-            self._client = httpx.Client(headers=headers, timeout=opts.timeout_s, follow_redirects=True)
+            try:
+                self._client = bound_client(
+                    opts.url, headers, follow_foreign_origins=opts.follow_foreign_origins,
+                    allow_insecure_http=opts.allow_insecure_http, headers={"Accept": "application/json"},
+                    timeout=opts.timeout_s,
+                )
+            except OriginRefused as exc:
+                raise SourceError(str(exc)) from None
         return self._client
 
     def check(self) -> None:
@@ -131,10 +160,31 @@ class HttpSource(Source[HttpOptions]):
             params[opts.page_size_param] = str(opts.page_size)
         if since is not None and opts.since_param:
             params[opts.since_param] = str(since)
-        return str(httpx.URL(opts.url).copy_merge_params(params))
+        return self._kept(str(httpx.URL(self._base).copy_merge_params(params)))
+
+    def _kept(self, url: str) -> str:
+        """`url` as states and ids keep it: no userinfo, none of the configured URL's query pairs."""
+        parsed = httpx.URL(url)
+        pairs = parsed.params.multi_items()
+        kept = [pair for pair in pairs if pair not in self._bound_params]
+        if parsed.userinfo:
+            parsed = parsed.copy_with(username=None, password=None)
+        return str(parsed.copy_with(params=kept) if len(kept) != len(pairs) else parsed)
+
+    def _sent(self, url: str) -> str:
+        """A kept URL as requested: the configured query pairs put back at their own origin only."""
+        if origin_of(url) != self._origin:
+            return url
+        names = set(httpx.URL(url).params.keys())
+        missing = tuple(pair for pair in self._bound_params if pair[0] not in names)
+        return str(httpx.URL(url).copy_merge_params(missing)) if missing else url
 
     def _scan(self, position: dict[str, Any] | None, since: Any) -> Iterator[Row]:
-        url, skip = (position["url"], position["index"]) if position else (self._first_url(since), 0)
+        if position:
+            url, skip = self._kept(position["url"]), position["index"]
+            self._hop(self._base, url, "a saved position")
+        else:
+            url, skip = self._first_url(since), 0
         while True:
             response = self._get(url)
             body = self._body(response)
@@ -145,7 +195,14 @@ class HttpSource(Source[HttpOptions]):
             following = self._next_url(url, response, body, records)
             if following is None or following == url:
                 return
+            self._hop(url, following, "a next page")
             url = following
+
+    def _hop(self, from_url: str, to_url: str, what: str) -> None:
+        try:
+            check_hop(from_url, to_url, self._origin, follow_foreign_origins=self.options.follow_foreign_origins, what=what)
+        except OriginRefused as exc:
+            raise SourceError(_refusal(exc)) from None
 
     def _row(self, url: str, index: int, data: Any) -> Row:
         opts, position = self.options, {"url": url, "index": index + 1}
@@ -163,10 +220,10 @@ class HttpSource(Source[HttpOptions]):
         opts = self.options
         if opts.pagination == "next_link":
             link = dig(body, opts.next_path)
-            return urljoin(url, link) if isinstance(link, str) and link else None
+            return self._kept(urljoin(url, link)) if isinstance(link, str) and link else None
         if opts.pagination == "link_header":
             link = response.links.get("next", {}).get("url")
-            return urljoin(url, link) if link else None
+            return self._kept(urljoin(url, link)) if link else None
         if opts.pagination == "cursor":
             token = dig(body, opts.next_path)
             return str(httpx.URL(url).copy_set_param(opts.cursor_param, str(token))) if token not in (None, "") else None
@@ -205,9 +262,13 @@ class HttpSource(Source[HttpOptions]):
 
     def _attempt(self, url: str) -> httpx.Response:
         try:
-            response = self._http().get(url)
+            response = self._http().get(self._sent(url))
         except httpx.TransportError as exc:
             raise _Transient(f"{type(exc).__name__}") from None
+        except OriginRefused as exc:
+            raise SourceError(_refusal(exc)) from None
+        except httpx.TooManyRedirects as exc:
+            raise SourceError(f"GET {_where(url)}: {exc}") from None
         if response.status_code == 429 or response.status_code >= 500:
             raise _Transient(f"HTTP {response.status_code}", _retry_after(response.headers.get("Retry-After")))
         if response.status_code >= 400:
@@ -222,5 +283,9 @@ class HttpSource(Source[HttpOptions]):
 
 
 def _where(url: str) -> str:
-    """The URL without its query, which may carry tokens."""
-    return str(httpx.URL(url).copy_with(query=None, fragment=None))
+    """The URL as people see it: redacted, without its query (whose values would show as ***)."""
+    return redact_url(url, query=False)
+
+
+def _refusal(exc: OriginRefused) -> str:
+    return str(exc) if exc.downgrade else f"{exc} (follow_foreign_origins = true follows it without the credential)"

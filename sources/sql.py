@@ -90,6 +90,7 @@ class SqlOptions(SourceOptions):
 
 
 _CONFIG_PATH: TypeAdapter[str] = TypeAdapter(ConfigPath)
+_SECRET_KEYS = ("pass", "pwd", "secret", "token", "key")  # query parameters whose values are masked in logs
 
 
 def encode(value: Any) -> Any:
@@ -142,7 +143,17 @@ class SqlSource(Source[SqlOptions]):
                 raise SourceError(f"environment variable {opts.url_env} is not set")
             try:
                 parsed = sa.make_url(url)
-                register_secret(parsed.password)
+            except sa.exc.ArgumentError:
+                register_secret(url)  # no password to pick out: the whole string is one
+                raise SourceError(
+                    "cannot use the database URL: it is not a SQLAlchemy URL (dialect+driver://user:password@host/database)"
+                ) from None
+            register_secret(parsed.password)
+            for key, value in parsed.query.items():  # ?password=... goes to the driver as it is
+                if any(word in key.lower() for word in _SECRET_KEYS):
+                    for item in (value,) if isinstance(value, str) else value:
+                        register_secret(item)
+            try:
                 self._engine = sa.create_engine(parsed)
             except (sa.exc.ArgumentError, ImportError) as exc:
                 raise SourceError(f"cannot use the database URL: {exc}") from None

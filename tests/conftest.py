@@ -15,13 +15,17 @@
 
 from __future__ import annotations
 
+import io
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
+from connector import logs
 from connector.sandbox import Behaviour, Faults, SandboxServer, SandboxStore
 from connector.sandbox.process import SandboxProcess, spawn_sandbox
 
@@ -88,3 +92,22 @@ def sandbox_process(tmp_path: Path) -> Iterator[Callable[..., SandboxProcess]]:
     yield start
     for handle in started:
         handle.stop()
+
+
+@pytest.fixture
+def debug_logs() -> Iterator[io.StringIO]:
+    """connector.logs as `-v` sets it (DEBUG, every library included), as JSON into a StringIO; the
+    root logger and structlog are put back afterwards."""
+    root, httpx_log = logging.getLogger(), logging.getLogger("httpx")
+    saved_level, saved_handlers, saved_config = root.level, list(root.handlers), structlog.get_config()
+    saved_httpx = httpx_log.level  # a CLI run in-process quiets httpx (without -v): -v leaves it at DEBUG
+    stream = io.StringIO()
+    logs.configure(level="DEBUG", json=True, stream=stream)
+    httpx_log.setLevel(logging.NOTSET)
+    yield stream
+    for handler in root.handlers[:]:
+        if handler not in saved_handlers:
+            root.removeHandler(handler)
+    root.setLevel(saved_level)
+    httpx_log.setLevel(saved_httpx)
+    structlog.configure(**saved_config)

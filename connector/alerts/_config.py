@@ -19,6 +19,7 @@ from .. import logs
 from ..durations import duration_s
 from ..loopback import is_loopback
 from ..problems import problems_from
+from ..redact import hide_path
 from ..secret_files import read_secret_file
 
 Condition = Literal["auth", "blocked", "outage", "reject_rate", "stale"]
@@ -117,6 +118,7 @@ def _webhook_url(settings: AlertSettings, folder: Path, where: str, problems: li
             return None
         url = read
     logs.register_secret(url)
+    hide_path(url)
     why = _unfit(url, settings.allow_insecure_http)
     if why:
         problems.append(f"{where}.{key}: {why}")

@@ -4,7 +4,8 @@ A pass never waits for a webhook: `post` puts the body on a bounded queue and re
 per webhook sends them in order, each retried with exponential backoff (a timeout, a lost
 connection, 429 and 5xx are retried; another 4xx is a mistake in the URL or the body, and is not).
 If the webhook stays down until the queue is full, the oldest body is dropped with a log line: the
-newest state of a condition is the one worth telling. The URL is never logged.
+newest state of a condition is the one worth telling. The URL is never logged: httpx's request
+lines show only its origin (`connector.redact.hide_path`), and no redirect is followed.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from tenacity import (
     wait_random,
 )
 
+from ..redact import hide_path
+
 log = structlog.get_logger("capture_sync.alerts")
 
 
@@ -44,7 +47,8 @@ class WebhookRefused(Exception):
     """The webhook answered with a status other than 2xx."""
 
     def __init__(self, status_code: int) -> None:
-        super().__init__(f"HTTP {status_code}")
+        redirect = ": a redirect, not followed (the URL is a credential)" if 300 <= status_code < 400 else ""
+        super().__init__(f"HTTP {status_code}{redirect}")
         self.status_code = status_code
 
 
@@ -70,6 +74,7 @@ class Webhook:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.label, self._url, self._timeout_s = label, url, timeout_s
+        hide_path(url.get_secret_value())  # httpx logs each POST's URL: its path is the token
         self.policy = policy or SendPolicy()
         self._transport = transport
         self._queue: asyncio.Queue[Outgoing] = asyncio.Queue(self.policy.queue_size)

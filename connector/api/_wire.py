@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..logs import mask_secrets
 from ..loopback import is_loopback
+from ..redact import UNPARSEABLE, redact_url
 from .errors import (
     STATUS_ERRORS,
     InsecureURLError,
@@ -49,6 +50,8 @@ def check_base_url(base_url: str, *, allow_insecure_http: bool = False) -> httpx
         raise InsecureURLError("base_url is not a valid URL") from None
     if url.userinfo:
         raise InsecureURLError("base_url must not carry credentials; use the API key and secret")
+    if url.query or url.fragment:  # so that it can be shown, and stored with a flow pass, as it is
+        raise InsecureURLError("base_url must not carry a query or a fragment; the API's paths are appended to it")
     if url.scheme not in ("http", "https") or not url.host:
         raise InsecureURLError(
             f"base_url must be an http(s) URL with a host, got scheme {url.scheme!r} and host {url.host!r}"
@@ -105,6 +108,9 @@ def parse_response(response: httpx.Response, result_model: type[R], operation: s
     if err is not None:
         # A server that echoes request headers must not carry the secret into our exceptions.
         message, name, code, retryable = mask_secrets(err.message), err.name, err.code, err.retryable
+    elif response.has_redirect_location:
+        message = f"HTTP {status}: {_redirect(response)}"
+        name = code = retryable = None
     else:
         message = f"HTTP {status} {response.reason_phrase} without an error envelope"
         name = code = retryable = None
@@ -115,6 +121,16 @@ def parse_response(response: httpx.Response, result_model: type[R], operation: s
     if cls is RateLimited:
         kwargs["retry_after"] = parse_retry_after(response.headers.get("Retry-After"))
     raise cls(message, **kwargs)
+
+
+def _redirect(response: httpx.Response) -> str:
+    """A redirect, which the client never follows: the credentials are bound to the base URL's origin."""
+    try:
+        target = redact_url(response.request.url.join(response.headers["Location"]))
+    except httpx.InvalidURL:
+        target = UNPARSEABLE
+    home = redact_url(response.request.url.copy_with(path="/", query=None))
+    return f"a redirect to {target}, not followed (the credentials go to {home} only)"
 
 
 def _error_body(content: bytes) -> ErrorBody | None:

@@ -24,6 +24,7 @@ import structlog
 from pydantic import BaseModel, SecretStr
 
 from ..logs import register_secret
+from ..outbound import Origin, origin_of
 from ._wire import check_base_url, check_idempotency_key, parse_response, parse_retry_after
 from .errors import CaptureError, OutcomeUnknown, RateLimited, Unauthorized
 from .models import (
@@ -97,11 +98,14 @@ class RateGate(Protocol):
 
 
 class _CaptureAuth(httpx.Auth):
-    """Adds both credential headers to every request; its repr never shows the secret."""
+    """Adds both credential headers to every request to the API's origin (and to no other: the
+    client follows no redirect, and a request elsewhere goes without them); its repr never shows the
+    secret."""
 
-    def __init__(self, api_key: str, api_secret: SecretStr) -> None:
+    def __init__(self, api_key: str, api_secret: SecretStr, origin: Origin) -> None:
         self._api_key = api_key
         self._api_secret = api_secret
+        self._origin = origin
 
     def holds(self, pair: CredentialPair) -> bool:
         return (self._api_key, self._api_secret) == (pair.api_key, pair.api_secret)
@@ -110,8 +114,9 @@ class _CaptureAuth(httpx.Auth):
         self._api_key, self._api_secret = pair.api_key, pair.api_secret
 
     def auth_flow(self, request: httpx.Request):
-        request.headers["X-API-Key"] = self._api_key
-        request.headers["X-API-Secret"] = self._api_secret.get_secret_value()
+        if origin_of(request.url) == self._origin:
+            request.headers["X-API-Key"] = self._api_key
+            request.headers["X-API-Secret"] = self._api_secret.get_secret_value()
         yield request
 
     def __repr__(self) -> str:
@@ -160,7 +165,7 @@ class CaptureClient:
         self.observers: list[Callable[[Attempt], None]] = []
         self.credentials_from = credentials_from
         self.reload_credentials = reload_credentials
-        self._auth = _CaptureAuth(api_key, secret)
+        self._auth = _CaptureAuth(api_key, secret, origin_of(self.base_url))
         self._generation = 0  # bumped each time another pair is put in use
         self._renewing = asyncio.Lock()
         self._refused: CredentialPair | None = None  # the last re-read pair GET /info refused
@@ -174,6 +179,7 @@ class CaptureClient:
             headers={"Accept": "application/json", "User-Agent": "capture-sync"},
             verify=_tls_context(),
             transport=transport,
+            follow_redirects=False,  # the credentials are bound to base_url's origin: see _CaptureAuth
         )
 
     def __repr__(self) -> str:
@@ -242,7 +248,7 @@ class CaptureClient:
     async def use_credentials(self, pair: CredentialPair) -> ClientInfo:
         """Verify `pair` with GET /info and put it in use for every request from now on; raises
         Unauthorized (the pair in use stays) when the API refuses it."""
-        candidate = _CaptureAuth(pair.api_key, pair.api_secret)
+        candidate = _CaptureAuth(pair.api_key, pair.api_secret, origin_of(self.base_url))
         register_secret(pair.api_secret.get_secret_value())
         info = await self._retrying(_Request("GET", "/info", None, None, "info"), ClientInfo, auth=candidate)
         if not self._auth.holds(pair):

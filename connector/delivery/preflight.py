@@ -10,15 +10,14 @@ Two kinds of finding, kept apart because they are handled differently:
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..logs import mask_secrets
+from ..redact import redact_url
 from ..source import Source, SourceError
 from .job import SourceJob
 
-_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
 SHOWN_COLUMNS = 12  # a wide export would bury the problem under its column list
 
 
@@ -52,7 +51,7 @@ def unavailable_reason(name: str, source: Source, exc: Exception) -> str:
     where = _location(source)
     if where and where not in message:
         message = f"{where}: {message}"
-    return _safe(f"source {name!r}: {message}")
+    return mask_secrets(f"source {name!r}: {message}")
 
 
 def missing_columns(job: SourceJob, columns: Sequence[str]) -> list[str]:
@@ -84,15 +83,14 @@ def close_match(column: str, columns: Sequence[str]) -> str | None:
 
 
 def _location(source: Source) -> str | None:
-    """The path or URL a source reads, when its options say (the built-ins and most plugins do)."""
+    """The path or the redacted URL a source reads, when its options say (the built-ins and most
+    plugins do)."""
     options = source.options
-    for attr in ("path", "url"):
-        value = getattr(options, attr, None)
-        if isinstance(value, str) and value:
-            return value
+    path, url = getattr(options, "path", None), getattr(options, "url", None)
+    if isinstance(path, str) and path:
+        return path
+    if isinstance(url, str) and url:
+        return redact_url(url)
     env = getattr(options, "url_env", None)
     return f"the URL in env {env}" if isinstance(env, str) and env else None
 
-
-def _safe(text: str) -> str:
-    return mask_secrets(_URL_PASSWORD.sub(r"\1***@", text))

@@ -136,7 +136,7 @@ def test_the_url_is_masked_in_logs_once_read(folder: Path, monkeypatch: pytest.M
     monkeypatch.setenv("ALERT_HOOK", HOOK)
     load_config(write(folder, '[[alerts]]\nurl_env = "ALERT_HOOK"\n'))
     assert logs.redact_secrets(None, "info", {"event": "posting", "to": f"POST {HOOK}"}) == {
-        "event": "posting", "to": f"POST {logs.MASK}"
+        "event": "posting", "to": "POST https://hooks.example.org/***"  # its origin only: the path is the token
     }
 
 

@@ -40,7 +40,7 @@ def test_an_unreachable_database_names_source_and_url_but_never_the_password(tmp
     url = f"postgresql+psycopg://reader:{password}@127.0.0.1:1/crm"
     found = preflight([job("crm", "sql", {"url": url, "table": "people", "primary_key": "id"}, tmp_path)])
     reason = found.unavailable["crm"]
-    assert reason.startswith("source 'crm': postgresql+psycopg://reader:***@127.0.0.1:1/crm: cannot connect")
+    assert reason.startswith("source 'crm': postgresql+psycopg://***:***@127.0.0.1:1/crm: cannot connect")
     assert password not in reason
 
 
