@@ -31,7 +31,7 @@ its state goes on after it. A source whose `columns()` says its fields must give
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import pytest

@@ -48,7 +48,7 @@ import structlog
 from pydantic import Field, field_validator
 
 from connector.incremental import HELD_BACK, CursorOptions, HeldBack, Row, cursor_key, lookback_amount, read_incremental
-from connector.source import BadRecord, ConfigPath, Item, Record, Source, SourceError
+from connector.source import ConfigPath, Item, Source, SourceError
 
 log = structlog.get_logger("capture_sync.sources")
 

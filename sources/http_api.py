@@ -31,7 +31,7 @@ from connector.logs import register_secret
 from connector.outbound import Origin, OriginRefused, bound_client, check_hop, insecure_reason, origin_of, userinfo_auth
 from connector.redact import redact_url
 from connector.incremental import CursorType, Row, cursor_key, read_incremental
-from connector.source import BadRecord, Item, Record, Source, SourceError, SourceOptions
+from connector.source import Item, Source, SourceError, SourceOptions
 
 Pagination = Literal["none", "next_link", "link_header", "cursor", "page"]
 

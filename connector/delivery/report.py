@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..exit_codes import ExitCode, exit_code_for
+from ..ledger.views import RUN_COUNTS
 
-COUNTS = ("read", "enqueued", "unchanged", "older", "late", "rejected", "sent", "captured", "duplicate", "failed", "blocked")
+COUNTS = RUN_COUNTS  # a run's counts, as the ledger's runs table keeps them
 
 
 @dataclass
