@@ -19,17 +19,20 @@ from typing import Any, Literal
 import typer
 from rich.markup import escape
 
-from ..sandbox import Behaviour, Faults, SandboxStore, UnknownClient
+from ..sandbox import Behaviour, SandboxStore, UnknownClient
+from ..sandbox.admin_access import TOKEN_LINE, TokenFileError, default_token_file, new_token, remove_token, write_token
 from ..sandbox.behaviour import BulkResultShape, IdempotencyScope, InvalidPerson, PersonKeyScope, RateLimitUnit
 from ..sandbox.store import DEFAULT_RATE_LIMIT
 from ..sandbox.process import LISTENING
 from ..secret_files import CredentialFilesExist, config_lines, refuse_existing, write_credentials
 from ._common import ExitCode, err, fail, out, table
+from .sandbox_faults import faults_app
+from .sandbox_options import DEFAULT_PORT, fault_options, fault_settings
 
 app = typer.Typer(help="The local Capture API (sandbox): serve it, manage its clients.", no_args_is_help=True)
+app.add_typer(faults_app, name="faults")
 
 DEFAULT_DB = Path("capture-sandbox.sqlite3")
-DEFAULT_PORT = 8765  # the port of design.md's example config, so a config written for it keeps working
 DbOption = typer.Option(DEFAULT_DB, "--db", help="The sandbox's SQLite file (created when missing).")
 
 
@@ -58,6 +61,7 @@ def _client(db: Path) -> Iterator[SandboxStore]:
 
 
 @app.command()
+@fault_options
 def serve(
     host: str = typer.Option(
         "127.0.0.1", help="Interface to listen on; any other than loopback is reachable from other machines (warned).",
@@ -74,20 +78,6 @@ def serve(
         "yes", "--retry-after",
         help="Send Retry-After on a 429 (yes), or no rate-limit header at all (no).",
     ),
-    p_retryable_503: float = typer.Option(0.0, min=0, max=1, help="Probability of a retryable 503."),
-    p_fatal_503: float = typer.Option(0.0, min=0, max=1, help="Probability of a non-retryable 503."),
-    latency_ms: int = typer.Option(0, min=0, help="Latency added to every request, milliseconds."),
-    p_commit_drop: float = typer.Option(
-        0.0, min=0, max=1, help="Probability of closing the connection after a capture is committed."
-    ),
-    p_latency_spike: float = typer.Option(0.0, min=0, max=1, help="Probability of a latency spike on a request."),
-    spike_ms: int = typer.Option(0, min=0, help="Extra latency of a spike, milliseconds."),
-    p_person_fail: float = typer.Option(
-        0.0, min=0, max=1,
-        help="Probability of refusing a valid person (code person_refused): listed in `failed` of a bulk "
-        "request (not with --invalid-person reject-request), a 400 for POST /person.",
-    ),
-    seed: int | None = typer.Option(None, help="Seed for the fault draws (repeatable runs)."),
     bulk_result_shape: BulkResultShape = typer.Option(
         "echo", "--bulk-result-shape",
         help="The objects in successful, duplicates and failed (spec 2.6). echo: 0-based request index, "
@@ -111,15 +101,20 @@ def serve(
         "within one request only, so a person re-offered in a later request is captured again (check --flow "
         "fails its per-person key scope step).",
     ),
-    no_person_replay: bool = typer.Option(
-        False, "--no-person-replay",
-        help="Fault: a repeated POST /person Idempotency-Key captures again instead of replaying (breaks spec 4.2; "
-        "check --flow fails its replay step).",
+    admin_token_file: Path | None = typer.Option(
+        None, "--admin-token-file",
+        help="Where to write the admin token that `sandbox faults` needs (mode 0600; removed on a clean stop). "
+        "Default: $XDG_RUNTIME_DIR/capture-sync/sandbox-admin-PORT.token, else "
+        "/tmp/capture-sync-UID/sandbox-admin-PORT.token.",
     ),
+    *,
+    faults: dict[str, Any],
 ) -> None:
     """Serve the sandbox until SIGTERM or Ctrl-C; its first line says where it listens.
 
     That line is `sandbox Capture API listening on BASE_URL`: BASE_URL is the config's capture.base_url. The clients and persons live in --db, so a restart on the same file keeps them.
+
+    The second line names the file holding a fresh admin token: with it `capture-sync sandbox faults set` changes the faults while the sandbox runs (the fault options here are the ones it starts with).
 
     A database that cannot be opened for writing, or a port in use, is one line on stderr and exit 2.
 
@@ -128,26 +123,27 @@ def serve(
     # FastAPI and uvicorn load only for the command that serves.
     from ..sandbox.server import SandboxServer, ServeError
 
-    try:
-        faults = Faults(
-            p_retryable_503, p_fatal_503, latency_ms / 1000, p_commit_drop, seed, p_latency_spike, spike_ms / 1000,
-            p_person_fail, no_person_replay,
-        )
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
+    settings = fault_settings(faults)
     behaviour = Behaviour(
         bulk_result_shape, invalid_person, idempotency_scope, person_key_scope, rate_limit_unit, retry_after == "yes"
     )
     stop_signals = {signal.SIGINT, signal.SIGTERM}
     # Blocked before the server thread exists, so it inherits the mask and this thread takes them.
     unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
+    token = new_token()
     try:
         with SandboxServer(
-            db, host=host, port=port, faults=faults, rate_window_s=rate_window, behaviour=behaviour
+            db, host=host, port=port, faults=settings.faults(), rate_window_s=rate_window, behaviour=behaviour,
+            admin_token=token,
         ) as server:
-            print(f"{LISTENING} {server.base_url}", flush=True)
-            signal.sigwait(stop_signals)
-    except ServeError as exc:
+            token_file = admin_token_file or default_token_file(server.port)
+            write_token(token_file, token, private_folder=admin_token_file is None)
+            try:
+                print(f"{LISTENING} {server.base_url}\n{TOKEN_LINE} {token_file}", flush=True)
+                signal.sigwait(stop_signals)
+            finally:
+                remove_token(token_file, token)
+    except (ServeError, TokenFileError) as exc:
         signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)  # after a clean stop a late signal stays pending
         fail(str(exc), ExitCode.USAGE)
 

@@ -1,8 +1,10 @@
-"""The sandbox Capture API as an ASGI app: the three operations of the spec and nothing else.
+"""The sandbox Capture API as an ASGI app: the three operations of the spec, and beside them (with
+an admin token) the endpoint that changes its faults while it runs (admin.py).
 
-Order of checks for every request: route (404/405), credentials (401), the client's rate window
-(429), an injected outage (503), then for captures the Idempotency-Key header and the body (400),
-the idempotency record (replay or 409), and last the captures, committed with their response.
+Order of checks for every request: route (404/405), credentials (401; every request under the
+`refuse_credentials` fault), the client's rate window (429), an injected 503 or 429, then for
+captures the Idempotency-Key header and the body (400), the idempotency record (replay or 409), and
+last the captures, committed with their response. A request reads the faults once, when it starts.
 
 What is a whole-request 400 on POST /persons/bulk, and what is a per-person failure: the body must
 be JSON, an object with only `persons`, an array of 1 to 100 items, or the request is refused as a
@@ -20,8 +22,7 @@ import asyncio
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,9 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from ..api.models import MAX_KEY_LENGTH, BulkBody, BulkPersonInput, PersonInput, explain, persons_in
+from .admin import LiveFaults, install_admin
 from .behaviour import Behaviour, BulkResultShape
+from .envelope import ApiError, error_envelope, error_response, json_response, parse_json, success
 from .faults import Faults
 from .openapi import PREFIX, openapi_document
 from .ratelimit import SlidingWindow
@@ -42,54 +45,6 @@ from .results import PersonOutcome, bulk_result
 from .store import Captured, CaptureSession, Client, Operation, SandboxStore
 
 Work = Callable[[CaptureSession], tuple[int, dict[str, Any]]]  # a request's (status, envelope)
-
-_NAMES = {
-    400: "BadRequestError", 401: "UnauthorizedError", 404: "NotFoundError",
-    405: "MethodNotAllowedError", 409: "IdempotencyConflictError", 429: "RateLimitError",
-    503: "ServiceUnavailableError",
-}
-
-
-class ApiError(Exception):
-    """Any refusal; rendered as the spec's error envelope."""
-
-    def __init__(
-        self, status: int, code: str, message: str, *, retryable: bool | None = None,
-        headers: Mapping[str, str] | None = None, details: list[str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
-        self.retryable, self.headers, self.details = retryable, headers, details
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _json(status: int, payload: dict[str, Any], headers: Mapping[str, str] | None = None) -> Response:
-    # ASCII escapes: any string the client sent (even a lone surrogate) can be sent back.
-    body = json.dumps(payload, separators=(",", ":")).encode("ascii")
-    return Response(body, status_code=status, media_type="application/json", headers=headers)
-
-
-def _success(status: int, data: dict[str, Any], message: str) -> dict[str, Any]:
-    return {"success": True, "statusCode": status, "timestamp": _now(), "message": message, "data": data}
-
-
-def _error_envelope(err: ApiError) -> dict[str, Any]:
-    error: dict[str, Any] = {
-        "name": _NAMES.get(err.status, "Error"), "message": err.message,
-        "statusCode": err.status, "code": err.code, "isOperational": True,
-    }
-    if err.retryable is not None:
-        error["retryable"] = err.retryable
-    if err.details:
-        error["details"] = err.details
-    return {"success": False, "statusCode": err.status, "timestamp": _now(), "error": error}
-
-
-def error_response(err: ApiError) -> Response:
-    return _json(err.status, _error_envelope(err), err.headers)
 
 
 def _code(err: ErrorDetails) -> str:
@@ -125,17 +80,6 @@ def _validate(model: type[BaseModel], data: Any) -> Any:
         return model.model_validate(data)
     except ValidationError as exc:
         raise _invalid(exc) from None
-
-
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _parse_json(raw: bytes) -> Any:
-    try:
-        return json.loads(raw, parse_constant=_no_constants)
-    except (ValueError, RecursionError):
-        raise ApiError(400, "invalid_json", "the body is not valid JSON") from None
 
 
 def _body_hash(data: Any) -> str:
@@ -176,6 +120,9 @@ _QUIET_DROPS = _QuietDrops()
 
 
 _REFUSED = ApiError(400, "person_refused", "the CRM refused this person")
+_WRONG_CREDENTIALS = ApiError(
+    401, "invalid_credentials", "the API key or secret is wrong, or the client is inactive"
+)
 
 
 def _person_result(done: Captured) -> dict[str, Any]:
@@ -183,7 +130,7 @@ def _person_result(done: Captured) -> dict[str, Any]:
         "person_id": done.person_id, "status": "captured", "action": done.action,
         "duplicate_detected": done.action == "updated", "idempotent_replay": False,
     }
-    return _success(201, data, "person captured")
+    return success(201, data, "person captured")
 
 
 def _capture_one(
@@ -194,7 +141,7 @@ def _capture_one(
     if earlier is not None:
         return 201, _replayed(_person_result(earlier))
     if refuse():
-        return 400, _error_envelope(_REFUSED)
+        return 400, error_envelope(_REFUSED)
     return 201, _person_result(session.capture(person, person_key))
 
 
@@ -240,7 +187,7 @@ def _capture_bulk(
         for index, (raw, person) in enumerate(zip(raw_persons, persons, strict=True))
     ]
     data = {**bulk_result(shape, outcomes), "idempotent_replay": False}
-    return 200, _success(200, data, "batch completed")
+    return 200, success(200, data, "batch completed")
 
 
 def _never() -> bool:
@@ -257,35 +204,58 @@ def _replayed(envelope: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _injected(faults: Faults) -> ApiError | None:
+    """The 503 or 429 this request meets by the faults' draw, if any."""
+    kind = faults.outage()
+    if kind == "throttled":
+        return ApiError(
+            429, "rate_limited", "the client exceeded its request limit",
+            headers={"Retry-After": str(faults.retry_after_s)},
+        )
+    if kind is not None:
+        return ApiError(
+            503, "capture_unavailable" if kind == "retryable" else "capture_failed",
+            "capture is temporarily unavailable" if kind == "retryable" else "capture failed",
+            retryable=kind == "retryable",
+        )
+    return None
+
+
 def create_app(
     store_or_db_path: SandboxStore | str | Path,
     faults: Faults | None = None,
     rate_window_s: float = 60.0,
     behaviour: Behaviour | None = None,
+    admin_token: str | None = None,
 ) -> FastAPI:
-    """The sandbox API over `store_or_db_path`; claims left running by a dead server are dropped."""
+    """The sandbox API over `store_or_db_path`; claims left running by a dead server are dropped.
+    With `admin_token`, also the admin endpoint that changes its faults while it runs (admin.py)."""
     store = store_or_db_path if isinstance(store_or_db_path, SandboxStore) else SandboxStore(store_or_db_path)
-    faults = faults or Faults()
+    live = LiveFaults(faults or Faults())
     behaviour = behaviour or Behaviour()
     reject_invalid = behaviour.invalid_person == "reject-request"
     shared_keys = behaviour.idempotency_scope == "shared"
     request_scoped = behaviour.person_key_scope == "request"
     window = SlidingWindow(rate_window_s)
     store.release_all_running()
-    if faults.p_commit_drop:
-        logging.getLogger("uvicorn.error").addFilter(_QUIET_DROPS)  # adding it twice is a no-op
+    # Dropped commits may be switched on at any time (admin.py); adding the filter twice is a no-op.
+    logging.getLogger("uvicorn.error").addFilter(_QUIET_DROPS)
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
-    app.state.store = store
+    app.state.store, app.state.faults = store, live
+    if admin_token is not None:
+        install_admin(app, live, admin_token)
 
     by_persons = behaviour.rate_limit_unit == "persons"
 
-    def authorised(request: Request, persons: int = 1) -> Client:
+    def authorised(request: Request, faults: Faults, persons: int = 1) -> Client:
+        if faults.refuse_credentials:
+            raise _WRONG_CREDENTIALS
         key, secret = request.headers.get("x-api-key"), request.headers.get("x-api-secret")
         if not key or not secret:
             raise ApiError(401, "missing_credentials", "both X-API-Key and X-API-Secret are required")
         client = store.authenticate(key, secret)
         if client is None:
-            raise ApiError(401, "invalid_credentials", "the API key or secret is wrong, or the client is inactive")
+            raise _WRONG_CREDENTIALS
         wait = window.admit(client.api_key, client.rate_limit, cost=persons if by_persons else 1)
         if wait is not None:
             raise ApiError(
@@ -293,21 +263,19 @@ def create_app(
                 f"more than {client.rate_limit} {behaviour.rate_limit_unit} in {window.window_s:g} s",
                 headers={"Retry-After": str(wait)} if behaviour.retry_after else None,
             )
-        outage = faults.outage()
-        if outage is not None:
-            raise ApiError(
-                503, "capture_unavailable" if outage == "retryable" else "capture_failed",
-                "capture is temporarily unavailable" if outage == "retryable" else "capture failed",
-                retryable=outage == "retryable",
-            )
+        refusal = _injected(faults)
+        if refusal is not None:
+            raise refusal
         return client
 
-    async def delay() -> None:
+    async def delay(faults: Faults) -> None:
         seconds = faults.delay_s()
         if seconds:
             await asyncio.sleep(seconds)
 
-    async def once(client: Client, operation: Operation, key: str, data: Any, work: Work) -> Response:
+    async def once(
+        client: Client, faults: Faults, operation: Operation, key: str, data: Any, work: Work
+    ) -> Response:
         """Run `work` at most once per (client, operation, key); later calls get its stored response."""
         claim = store.claim(client.api_key, operation, key, _body_hash(data))
         if claim.state == "conflict":
@@ -316,9 +284,9 @@ def create_app(
             raise ApiError(409, "idempotency_key_in_progress", "a request with this Idempotency-Key is still running")
         if claim.state == "replay" and not (faults.no_person_replay and operation == "person"):
             assert claim.status_code is not None and claim.response is not None
-            return _json(claim.status_code, _replayed(claim.response))
+            return json_response(claim.status_code, _replayed(claim.response))
         try:
-            await delay()
+            await delay(faults)
             with store.capture_session(client, operation, key, request_scoped=request_scoped) as session:
                 status, envelope = work(session)
                 session.finish(status, envelope)
@@ -327,44 +295,47 @@ def create_app(
             raise
         if faults.drop_after_commit():
             return _DropAfterCommit()
-        return _json(status, envelope)
+        return json_response(status, envelope)
 
     @app.get(PREFIX + "/openapi.json", include_in_schema=False)
     async def openapi() -> Response:
-        return _json(200, openapi_document())
+        return json_response(200, openapi_document())
 
     @app.get(PREFIX + "/info")
     async def info(request: Request) -> Response:
-        client = authorised(request)
-        await delay()
+        faults = live.faults  # read once: this request keeps this set, whatever changes meanwhile
+        client = authorised(request, faults)
+        await delay(faults)
         data = {
             "client_name": client.name, "rate_limit": client.rate_limit,
             "default_lead_source": client.default_lead_source,
             "has_custom_field_mapping": False, "allowed_origins": None,
         }
-        return _json(200, _success(200, data, "client settings"))
+        return json_response(200, success(200, data, "client settings"))
 
     @app.post(PREFIX + "/person")
     async def person(request: Request) -> Response:
-        client = authorised(request)
+        faults = live.faults
+        client = authorised(request, faults)
         key = _idempotency_key(request)
-        data = _parse_json(await request.body())
+        data = parse_json(await request.body())
         body: PersonInput = _validate(PersonInput, data)
         person_key = key if shared_keys else None
         return await once(
-            client, "person", key, data, lambda s: _capture_one(s, body, person_key, faults.refuse_person)
+            client, faults, "person", key, data, lambda s: _capture_one(s, body, person_key, faults.refuse_person)
         )
 
     @app.post(PREFIX + "/persons/bulk")
     async def bulk(request: Request) -> Response:
+        faults = live.faults
         raw = await request.body()
-        client = authorised(request, persons_in(raw) if by_persons else 1)
+        client = authorised(request, faults, persons_in(raw) if by_persons else 1)
         key = _idempotency_key(request)
-        data = _parse_json(raw)
+        data = parse_json(raw)
         persons = _bulk_persons(data, reject_invalid)
         refuse = _never if reject_invalid else faults.refuse_person
         return await once(
-            client, "bulk", key, data,
+            client, faults, "bulk", key, data,
             lambda s: _capture_bulk(s, data["persons"], persons, refuse, behaviour.bulk_result_shape),
         )
 

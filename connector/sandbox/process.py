@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# `sandbox serve`'s first line is LISTENING + " " + the base URL, the line's last word.
+from .admin_access import token_file_of
+
+# `sandbox serve`'s first line is LISTENING + " " + the base URL, the line's last word; its second
+# names the admin token file (admin_access.TOKEN_LINE).
 LISTENING = "sandbox Capture API listening on"
 
 
@@ -28,13 +31,15 @@ def _capture_sync_command() -> list[str]:
 
 @dataclass
 class SandboxProcess:
-    """A running `capture-sync sandbox serve`; its stderr goes to `log`."""
+    """A running `capture-sync sandbox serve`; its stderr goes to `log`. `admin_token_file` holds the
+    token of its admin endpoint (`sandbox faults --admin-token-file`)."""
 
     proc: subprocess.Popen[str]
     base_url: str
     db: Path
     port: int
     log: Path
+    admin_token_file: Path
     exit_code: int | None = None
 
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 15.0) -> int:
@@ -72,9 +77,11 @@ def spawn_sandbox(db: Path, log: Path, port: int = 0, timeout_s: float = 30.0, *
         ready = sel.select(timeout_s)
     line = proc.stdout.readline().strip() if ready else ""
     base_url = base_url_of(line)
-    if base_url is None:
+    # The token line comes in the same flush as the first line, so it is there when that one is.
+    token_file = token_file_of(proc.stdout.readline()) if base_url is not None else None
+    if base_url is None or token_file is None:
         proc.kill()
         proc.wait()
         raise RuntimeError(f"sandbox serve did not start (first line {line!r}); its log {log}:\n{log.read_text()}")
     port_used = int(base_url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
-    return SandboxProcess(proc, base_url, db, port_used, log)
+    return SandboxProcess(proc, base_url, db, port_used, log, token_file)

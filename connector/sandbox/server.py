@@ -61,7 +61,8 @@ class _Server(uvicorn.Server):
 
 
 class SandboxServer:
-    """The sandbox on `host:port` (0 picks a free port); `start()` returns the base URL."""
+    """The sandbox on `host:port` (0 picks a free port); `start()` returns the base URL. With
+    `admin_token` it also serves the admin endpoint that changes its faults (admin.py)."""
 
     def __init__(
         self,
@@ -71,12 +72,13 @@ class SandboxServer:
         faults: Faults | None = None,
         rate_window_s: float = 60.0,
         behaviour: Behaviour | None = None,
+        admin_token: str | None = None,
     ) -> None:
         self.host, self.port = host, port
         store: SandboxStore | None = None
         try:  # the store and the app's start-up both write to the database
             store = SandboxStore(db_path)
-            self.app = create_app(store, faults or Faults(), rate_window_s, behaviour)
+            self.app = create_app(store, faults or Faults(), rate_window_s, behaviour, admin_token)
         except (sqlite3.Error, OSError) as exc:
             if store is not None:
                 store.close()
@@ -108,7 +110,7 @@ class SandboxServer:
                 f"cannot listen on {self.host}:{self.port}: {exc.strerror}"
                 + (f"; {hint}" if exc.errno == errno.EADDRINUSE else "")
             ) from None
-        port = sock.getsockname()[1]
+        port = self.port = sock.getsockname()[1]  # the one in use, when 0 was asked for
         if not is_loopback(self.host):
             log.warning(
                 "sandbox.beyond_loopback: listening on %s port %d, reachable from other machines; the sandbox "
