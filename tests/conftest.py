@@ -83,6 +83,8 @@ def sandbox_process(tmp_path: Path) -> Iterator[Callable[..., SandboxProcess]]:
 
     def start(db: Path | None = None, port: int = 0, **flags: Any) -> SandboxProcess:
         n = len(started)
+        # Its admin token beside its log, not in the user's runtime folder (admin_token_file=None: there).
+        flags.setdefault("admin_token_file", tmp_path / f"sandbox-process-{n}.token")
         handle = spawn_sandbox(
             db or tmp_path / "sandbox-process.sqlite3", tmp_path / f"sandbox-process-{n}.log", port, **flags
         )

@@ -63,11 +63,13 @@ class SandboxProcess:
 def spawn_sandbox(db: Path, log: Path, port: int = 0, timeout_s: float = 30.0, **flags: Any) -> SandboxProcess:
     """Run `capture-sync sandbox serve --db DB --port PORT --flag value...`; returns once it serves.
 
-    `flags` become options: p_commit_drop=0.2 -> `--p-commit-drop 0.2`; None values are left out.
+    `flags` become options: p_commit_drop=0.2 -> `--p-commit-drop 0.2`, True a bare flag; None values are left out.
     """
     args = [*_capture_sync_command(), "sandbox", "serve", "--db", str(db), "--port", str(port)]
     for name, value in flags.items():
-        if value is not None:
+        if value is True:  # a flag of its own: refuse_credentials=True -> `--refuse-credentials`
+            args.append(f"--{name.replace('_', '-')}")
+        elif value is not None:
             args += [f"--{name.replace('_', '-')}", str(value)]
     with log.open("a") as err:
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, text=True)
