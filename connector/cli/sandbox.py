@@ -2,7 +2,8 @@
 
 `serve`'s behaviour options pick the sandbox's answer where the spec is silent (spec 2.6 result
 objects, 4.3 invalid persons, 4.4 idempotency keys; see connector/sandbox/behaviour.py); its
-fault options inject the failures of spec 7 and per-person refusals (connector/sandbox/faults.py).
+fault options inject the failures of spec 7 and per-person refusals (connector/sandbox/faults.py),
+and `sandbox faults` (sandbox_faults.py) changes them while it runs, with the same options.
 """
 
 from __future__ import annotations
