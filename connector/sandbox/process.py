@@ -10,8 +10,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from .admin_access import token_file_of
+from .admin_access import ADMIN_PATH, read_token, token_file_of
 
 # `sandbox serve`'s first line is LISTENING + " " + the base URL, the line's last word; its second
 # names the admin token file (admin_access.TOKEN_LINE).
@@ -55,9 +56,34 @@ class SandboxProcess:
             self.proc.stdout.close()
         return self.exit_code
 
+    @property
+    def origin(self) -> str:
+        """http://HOST:PORT, where the admin endpoint is (the base URL less the API's path)."""
+        parts = urlsplit(self.base_url)
+        return f"{parts.scheme}://{parts.netloc}"
+
     def kill(self) -> int:
         """SIGKILL: the server dies wherever it is, as in a crash."""
         return self.stop(signal.SIGKILL)
+
+    def set_faults(self, **changes: Any) -> dict[str, Any]:
+        """Change the running sandbox's faults (those named; fields of FaultSettings, as
+        `sandbox faults set`); returns every fault now in force."""
+        return self._admin("PATCH", changes)
+
+    def clear_faults(self) -> dict[str, Any]:
+        return self._admin("DELETE")
+
+    def _admin(self, method: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        import httpx  # for the callers that change faults only
+
+        token = read_token(self.admin_token_file)
+        answer = httpx.request(
+            method, self.origin + ADMIN_PATH, json=body, headers={"Authorization": f"Bearer {token}"}, trust_env=False
+        )
+        answer.raise_for_status()
+        faults: dict[str, Any] = answer.json()["data"]["faults"]
+        return faults
 
 
 def spawn_sandbox(db: Path, log: Path, port: int = 0, timeout_s: float = 30.0, **flags: Any) -> SandboxProcess:
