@@ -131,3 +131,14 @@ def test_serve_starts_with_the_new_faults(tmp_path, sandbox_process):
     throttled.stop()
     refusing = sandbox_process(db=db, refuse_credentials=True)
     assert httpx.get(refusing.base_url + "/info", headers=headers).status_code == 401
+
+
+def test_serve_refuses_a_token_folder_that_is_a_link(tmp_path, monkeypatch):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "capture-sync").symlink_to(elsewhere)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    result = runner.invoke(app, ["sandbox", "serve", "--port", "0", "--db", str(tmp_path / "box.sqlite3")])
+    assert_refused(result, 2, "is not a folder of this user", "--admin-token-file")
+    assert list(elsewhere.iterdir()) == []

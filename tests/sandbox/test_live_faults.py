@@ -62,7 +62,8 @@ def rehearsal(tmp_path: Path, sandbox_process) -> Rehearsal:
 
 
 def test_a_running_sandbox_starts_without_faults_and_answers_normally(rehearsal):
-    assert not any(rehearsal.faults()[name] for name in ("p_retryable_503", "p_fatal_503", "p_429", "refuse_credentials"))
+    faults = rehearsal.faults()
+    assert not any(faults[name] for name in ("p_retryable_503", "p_fatal_503", "p_429", "refuse_credentials"))
     assert rehearsal.api("GET", "/info").status_code == 200
 
 
@@ -157,13 +158,16 @@ def test_impossible_faults_are_400_and_change_nothing(rehearsal):
         refused = rehearsal.admin("PATCH", raw=body) if isinstance(body, bytes) else rehearsal.admin("PATCH", body)
         assert refused.status_code == 400, body
         error = refused.json()["error"]
-        assert refused.json()["success"] is False and error["code"] in ("invalid_faults", "invalid_body", "invalid_json")
+        assert refused.json()["success"] is False
+        assert error["code"] in ("invalid_faults", "invalid_body", "invalid_json")
     assert rehearsal.faults() == before
     message = rehearsal.admin("PATCH", {"p_429": 0.5, "p_fatal_503": 0.6}).json()["error"]["message"]
     assert message == "p_retryable_503 + p_fatal_503 + p_429 must not exceed 1"
 
 
-def test_the_token_file_is_private_named_by_the_port_and_removed_on_a_clean_stop(tmp_path, monkeypatch, sandbox_process):
+def test_the_token_file_is_private_named_by_the_port_and_removed_on_a_clean_stop(
+    tmp_path, monkeypatch, sandbox_process
+):
     runtime = tmp_path / "run"
     runtime.mkdir(mode=0o700)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
