@@ -7,6 +7,7 @@ request (no token, a wrong one, impossible values) leaves the faults as they wer
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import stat
@@ -18,8 +19,9 @@ from typing import Any
 import httpx
 import pytest
 
-from connector.sandbox import SandboxStore, create_app
+from connector.sandbox import Faults, SandboxStore, create_app
 from connector.sandbox.admin_access import ADMIN_PATH, default_token_file
+from connector.sandbox.openapi import PREFIX
 from connector.sandbox.process import SandboxProcess
 
 ADA = {"name": "Ada", "email": "ada@example.org"}
@@ -206,4 +208,34 @@ async def test_only_clients_on_the_sandbox_machine_are_answered(tmp_path, client
         faults = app.state.faults.faults
     assert answer.status_code == status
     assert faults.p_fatal_503 == (1.0 if status == 200 else 0.0)
+    app.state.store.close()
+
+
+async def test_a_request_in_flight_keeps_the_faults_it_started_with(tmp_path):
+    """The change lands between requests: a capture already running finishes under the faults it read
+    when it started (its answer is not dropped after its commit); the next request meets the new ones."""
+    started = asyncio.Event()
+
+    class Noticed(Faults):
+        def delay_s(self) -> float:  # called once the capture has read its faults, before it waits
+            started.set()
+            return 0.05
+
+    app = create_app(tmp_path / "box.sqlite3", Noticed(), admin_token="the-token")
+    key, secret = app.state.store.create_client("in-flight")
+    credentials = {"X-API-Key": key, "X-API-Secret": secret}
+    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
+    async with httpx.AsyncClient(transport=transport, base_url="http://sandbox") as http:
+        in_flight = asyncio.create_task(http.post(
+            PREFIX + "/persons/bulk", json={"persons": [ADA]}, headers={**credentials, "Idempotency-Key": "b-1"}
+        ))
+        await started.wait()
+        changed = await http.patch(
+            ADMIN_PATH, json={"p_commit_drop": 1, "refuse_credentials": True},
+            headers={"Authorization": "Bearer the-token"},
+        )
+        assert changed.status_code == 200
+        answered = await in_flight
+        assert answered.status_code == 200 and len(answered.json()["data"]["successful"]) == 1
+        assert (await http.get(PREFIX + "/info", headers=credentials)).status_code == 401
     app.state.store.close()
