@@ -137,7 +137,7 @@ def serve(
             db, host=host, port=port, faults=settings.faults(), rate_window_s=rate_window, behaviour=behaviour,
             admin_token=token,
         ) as server:
-            token_file = admin_token_file or default_token_file(server.port)
+            token_file = (admin_token_file or default_token_file(server.port)).absolute()
             write_token(token_file, token, private_folder=admin_token_file is None)
             try:
                 print(f"{LISTENING} {server.base_url}\n{TOKEN_LINE} {token_file}", flush=True)

@@ -26,7 +26,10 @@ if TYPE_CHECKING:
     import httpx
 
 faults_app = typer.Typer(
-    help="A running sandbox's faults: show, set or clear them without a restart, to rehearse an outage.",
+    help="A running sandbox's faults: show, set or clear them without a restart, to rehearse an outage.\n\n"
+    "The sandbox keeps its clients and persons, and a daemon syncing to it keeps running: it meets the faults "
+    "from its next request. Only this machine is answered, with the token `sandbox serve` wrote.\n\n"
+    "Example: capture-sync sandbox faults set --url http://127.0.0.1:8765 --p-retryable-503 1",
     no_args_is_help=True,
 )
 
