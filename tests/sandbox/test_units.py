@@ -43,9 +43,25 @@ def test_latency_spikes_add_their_length_to_some_requests_only():
     assert Faults(latency_s=0.05).delay_s() == 0.05
 
 
+def test_one_draw_shares_out_503s_and_429s_and_a_change_keeps_drawing_from_the_same_seed():
+    faults = Faults(p_retryable_503=0.2, p_fatal_503=0.2, p_429=0.2, seed=4)
+    assert {faults.outage() for _ in range(200)} == {"retryable", "fatal", "throttled", None}
+
+    def after_a_change(seed: int | None) -> list[str | None]:
+        changed = Faults(p_429=0.5, seed=9)
+        changed.outage()
+        changed = changed.replaced(retry_after_s=5, seed=seed)
+        return [changed.outage() for _ in range(20)]
+
+    straight = Faults(p_429=0.5, seed=9)
+    assert after_a_change(9) == [straight.outage() for _ in range(21)][1:]  # the sequence goes on
+    fresh = Faults(p_429=0.5, seed=10)
+    assert after_a_change(10) == [fresh.outage() for _ in range(20)]  # a new seed starts its own
+
+
 @pytest.mark.parametrize("bad", [
     dict(p_retryable_503=1.5), dict(p_retryable_503=0.6, p_fatal_503=0.6), dict(latency_s=-1),
-    dict(p_latency_spike=2.0), dict(spike_s=-1),
+    dict(p_latency_spike=2.0), dict(spike_s=-1), dict(p_429=0.5, p_fatal_503=0.6), dict(retry_after_s=-1),
 ])
 def test_impossible_fault_settings_are_refused(bad):
     with pytest.raises(ValueError):
