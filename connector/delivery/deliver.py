@@ -36,6 +36,7 @@ from ..api import (
 )
 from ..ledger import BatchWork, Claim, Ledger, Outcome
 from .extract import LOGGER, Progress
+from .rejects import RejectsFeed
 from .report import RunReport
 from .settle import match_bulk, person_outcome
 
@@ -53,6 +54,7 @@ class DeliverySettings:
     rate_window_s: float | None = None  # the rate limit's window when known; None: the limiter finds it
     chunk_size: int = 1000  # records per enqueue transaction: after a crash at most this many are read again
     stop_grace_s: float = 8.0
+    rejects: RejectsFeed | None = None  # `[daemon] rejects_file`: each rejected record appended as a JSON line
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= 100:

@@ -87,7 +87,7 @@ def _read_all(
         if stop is not None and stop.is_set():
             report.stopped = True
             return
-        if not extract(ledger, job, settings.chunk_size, report, progress, between_chunks):
+        if not extract(ledger, job, settings.chunk_size, report, progress, between_chunks, settings.rejects):
             return
 
 

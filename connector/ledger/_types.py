@@ -4,7 +4,7 @@ what is recorded of a response (Outcome). Plain frozen dataclasses: the ledger i
 from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 EntryState = Literal[
@@ -82,3 +82,4 @@ class EnqueueCounts:
     rejected: int = 0
     superseded: int = 0  # older versions never sent, replaced by the newer one in this chunk
     older: int = 0  # read again below the newest version's place in the source's order: never sent
+    rejects: list[tuple[str, Mapped]] = field(default_factory=list)  # (entry key, record) of each rejected entry written
