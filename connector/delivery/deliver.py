@@ -229,7 +229,7 @@ class Delivery:
             following = self.ledger.settle(work, outcomes, attempts, then=then)
             if following is not None:
                 self.claimed.add(following.id)
-        merged = self.ledger.merged_in(work) if any(o.state == "captured" and o.person_id for o in outcomes) else 0
+        merged = self.ledger.merged_in(work) if any(o.state == "captured" and o.named_person for o in outcomes) else 0
         return following, merged
 
     def _split(self, work: BatchWork, reason: str, attempts: Sequence[Attempt]) -> tuple[BatchWork, BatchWork]:

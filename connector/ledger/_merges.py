@@ -2,8 +2,9 @@
 
 The CRM captures one canonical person per identity (spec 1: "creates or updates one canonical
 person"), so two records with the same email may come back as one person. Only the answer's
-`person_id` can tell: where it carries none (a bulk result object is undocumented, spec 2.6, and a
-count-settled member has none), nothing is counted as a merge. Nothing here commits.
+`person_id` can tell (`Outcome.named_person`): where it carries none (a bulk result object is
+undocumented, spec 2.6: a bare `id` may be anything, and a count-settled member has none), nothing
+is counted as a merge. Nothing here commits.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ def merged(db: sqlite3.Connection, outcomes: Sequence[Outcome]) -> set[int]:
     """The entry ids among `outcomes` captured into a person id that the ledger (or an earlier
     outcome of the same batch) holds for another record and not for this one: a record's new version
     that comes back as the person it already was is no new merge. Read before the outcomes are written, in their transaction (index entries_person)."""
-    captured = [o for o in outcomes if o.state == "captured" and o.person_id]
+    captured = [o for o in outcomes if o.state == "captured" and o.person_id and o.named_person]
     if not captured:
         return set()
     records = {

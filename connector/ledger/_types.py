@@ -73,6 +73,9 @@ class Outcome:
     state: SettledState
     person_id: str | None = None
     error: str | None = None
+    # `person_id` came from a field the spec names so (`person_id`: spec 2.5), not a bare `id` whose
+    # meaning a bulk object (spec 2.6, undocumented) does not say: only such an id can tell a merge
+    named_person: bool = False
 
 
 @dataclass

@@ -91,12 +91,14 @@ def test_what_a_folded_pass_stamped_belongs_to_the_entry_it_joined(tmp_path: Pat
         assert ledger.find_run(str(run)) is None  # the pass's own row is gone
 
 
-def _settle_all(ledger: Ledger, person_ids: dict[str, str | None]) -> int:
+def _settle_all(ledger: Ledger, person_ids: dict[str, str | None], named: bool = True) -> int:
     run = ledger.start_run("sync")
     batch = ledger.claim(Claim(100))
     assert batch is not None
     records = dict(ledger._read("SELECT id, record_id FROM entries"))
-    ledger.settle(batch, [Outcome(m.entry_id, "captured", person_id=person_ids[records[m.entry_id]]) for m in batch.members], [])
+    outcomes = [Outcome(m.entry_id, "captured", person_id=person_ids[records[m.entry_id]], named_person=named)
+                for m in batch.members]
+    ledger.settle(batch, outcomes, [])
     merged = ledger.merged_in(batch)
     ledger.finish_run(run, {"merged": merged}, 0.1, 0, ["crm"])
     return merged
@@ -112,10 +114,12 @@ def test_a_capture_answered_with_a_person_another_record_holds_is_a_merge(tmp_pa
         assert ledger.runs(1)[0].counts["merged"] == 1
 
 
-def test_without_a_person_id_in_the_answer_nothing_is_a_merge(tmp_path: Path) -> None:
+@pytest.mark.parametrize("ids", ["none", "a bare id"])
+def test_without_a_person_id_in_the_answer_nothing_is_a_merge(tmp_path: Path, ids: str) -> None:
     with Ledger(tmp_path / "ledger.sqlite3") as ledger:
         ledger.enqueue("crm", "m", [person(1, "same@example.org"), person(2, "same@example.org")], None)
-        assert _settle_all(ledger, {"1": None, "2": None}) == 0
+        answered = {"1": None, "2": None} if ids == "none" else {"1": "row-1", "2": "row-1"}
+        assert _settle_all(ledger, answered, named=False) == 0
         assert ledger.status().merged == 0
     with sqlite3.connect(tmp_path / "ledger.sqlite3") as db:
         assert db.execute("SELECT count(*) FROM entries WHERE state = 'captured'").fetchone()[0] == 2
