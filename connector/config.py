@@ -24,7 +24,7 @@ from .api.client import check_base_url
 from .api.errors import InsecureURLError
 from .api.retry import RetryPolicy
 from .config_file import LedgerSettings, Section, beside, read_toml, section, table
-from .delivery import DeliverySettings, SourceJob
+from .delivery import REJECTS_MAX_BYTES, DeliverySettings, RejectsFeed, SourceJob
 from .mapping import Mapping
 from .ops import parse_address
 from .plugins import build_source
@@ -87,6 +87,11 @@ class DaemonSettings(Section):
     http_body_timeout_s: float = Field(30.0, gt=0)
     http_max_connections: int = Field(64, ge=1)
     status_page_contact_data: bool = False  # the status page may show blocked persons' names, emails, phones
+    # Each rejected record appended to this file as one JSON line (sync and run), contact data masked
+    # unless rejects_contact_data; created 0600, rotated past rejects_max_bytes (FILE.1 .. FILE.3).
+    rejects_file: Path | None = None
+    rejects_max_bytes: int = Field(REJECTS_MAX_BYTES, ge=4096)
+    rejects_contact_data: bool = False
 
     @field_validator("http_address")
     @classmethod
@@ -151,8 +156,14 @@ class Config:
     def delivery_settings(self) -> DeliverySettings:
         return DeliverySettings(
             batch_size=self.capture.batch_size, concurrency=self.capture.concurrency,
-            rate_window_s=self.capture.rate_window_s,
+            rate_window_s=self.capture.rate_window_s, rejects=self._rejects_feed(),
         )
+
+    def _rejects_feed(self) -> RejectsFeed | None:
+        daemon = self.daemon
+        if daemon.rejects_file is None:
+            return None
+        return RejectsFeed(beside(self.path.parent, daemon.rejects_file), daemon.rejects_max_bytes, daemon.rejects_contact_data)
 
     def api(self) -> tuple[str, Credentials]:
         """What a command that talks to the API needs; raises ConfigProblem naming what is missing."""

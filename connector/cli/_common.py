@@ -51,8 +51,9 @@ err = InertConsole(stderr=True, highlight=False, soft_wrap=True)
 
 EXIT_MEANING = {  # what a report's non-zero exit code asks the user to do
     ExitCode.AUTH: (
-        "authentication failed: fix the key or secret where they were read from (named above), or "
-        "activate the client; `capture-sync check` tells which"
+        "authentication failed: a 401 does not say whether the key, the secret or the client's active "
+        "state is refused; compare the key and secret where they were read from (named above) with the "
+        "CRM's API client (a rotated secret goes into its file), and check that the client is active"
     ),
     ExitCode.UNSETTLED: "work remains unsettled (the API is unavailable?): run `capture-sync replay` later",
     ExitCode.BLOCKED: (

@@ -44,7 +44,7 @@ def list_(
     limit: int = typer.Option(
         100, "--limit", min=1, help="At most this many entries; when there are more, a line on stderr says how many."
     ),
-    as_json: bool = typer.Option(False, "--json", help="One JSON object per line, with the payload."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object per line (JSON Lines): an entry each, with its payload."),
 ) -> int:
     """List the entries in one state (oldest first).
 
@@ -88,7 +88,7 @@ def show(
     record: str | None = typer.Option(
         None, "--record", help="With --source: the record's id in that source; every version of it is shown, oldest first."
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print it as JSON (a list of versions with --record)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the entry or batch); with --record one JSON array, a version each."),
 ) -> int:
     """Show one entry (with every batch and attempt it was part of), one batch, or every version of one record.
 

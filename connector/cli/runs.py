@@ -29,7 +29,7 @@ app = typer.Typer(help="Run history, and the records each run changed.", no_args
 COLUMNS = ("run", "source", "record_id", "state", "reason", "attempts", "name", "email", "phone", "key", "updated_at")
 FORMATS = ("table", "csv", "jsonl")
 _SUFFIX_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
-_COUNTS_SHOWN = ("read", "enqueued", "rejected", "sent", "captured", "duplicate", "failed", "blocked")
+_COUNTS_SHOWN = ("read", "enqueued", "rejected", "sent", "captured", "merged", "duplicate", "failed", "blocked")
 
 
 @app.command("list")
@@ -37,9 +37,13 @@ _COUNTS_SHOWN = ("read", "enqueued", "rejected", "sent", "captured", "duplicate"
 def list_runs(
     cfg: LedgerPlace,
     limit: int = typer.Option(20, "--limit", min=1, help="The newest N runs."),
-    as_json: bool = typer.Option(False, "--json", help="One JSON object {\"runs\": [...]} on stdout."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object {\"runs\": [...]} on stdout."),
 ) -> int:
     """The newest runs: syncs, replays, daemon passes, and operator commands (ledger resolve, state set).
+
+    Consecutive passes that read and sent nothing and ended for the same reason are one entry:
+    `×12 over 5m 30s` is twelve such passes from the first one's start to the last one's end.
+    `merged` counts captures the CRM answered with a person it holds for another record.
 
     Example: capture-sync runs list -c capture-sync.toml --limit 5
     """
@@ -49,14 +53,15 @@ def list_runs(
         emit_json({"runs": [asdict(r) for r in runs]})
         return 0
     t = table(
-        "Runs", "run", "kind", "started (UTC)", "seconds", "exit", *_COUNTS_SHOWN, "what",
-        numeric=("run", "seconds", "exit", *_COUNTS_SHOWN),
+        "Runs", "run", "kind", "started (UTC)", "took", "exit", *_COUNTS_SHOWN, "what",
+        numeric=("run", "exit", *_COUNTS_SHOWN),
     )
     for r in runs:
+        what = r.note or ", ".join(r.sources)
         t.add_row(
-            str(r.id), r.kind, r.started_at or "", "running" if r.duration_s is None else f"{r.duration_s:.1f}",
+            str(r.id), r.kind, r.started_at or "", r.took(),
             "" if r.exit_code is None else str(r.exit_code), *(str(r.counts.get(c, 0)) for c in _COUNTS_SHOWN),
-            r.note or ", ".join(r.sources),
+            f"{what}: {r.reason}" if what and r.reason else what or r.reason or "",
         )
     out.print(t)
     return 0
@@ -76,7 +81,9 @@ def show_run(
         False, "--show-contact-data",
         help="Show names, emails and phones in full (default: masked, e.g. A*** L***, a***@example.org).",
     ),
-    as_json: bool = typer.Option(False, "--json", help="One JSON object {\"run\": ..., \"entries\": [...]} on stdout."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print one JSON object {\"run\": ..., \"entries\": [...]} on stdout."
+    ),
 ) -> int:
     """The records a run changed last, with source, record id, state, reason and attempts.
 

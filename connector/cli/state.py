@@ -52,7 +52,7 @@ def show(
     source: str | None = typer.Option(None, "--source", help="Only this source."),
     history: bool = typer.Option(False, "--history", help="The cursors replaced by state set/reset and full refreshes, newest first."),
     limit: int = typer.Option(20, "--limit", min=1, help="With --history: at most this many changes."),
-    as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout."),
 ) -> int:
     """Each source's cursor (where its next read starts), or with --history the values it replaced
     and the command that puts each back.

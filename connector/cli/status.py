@@ -48,12 +48,14 @@ def _print_tables(report: StatusReport) -> None:
         out.print("oldest unsettled entry: none, everything is settled")
     else:
         out.print(f"oldest unsettled entry: {report.oldest_unsettled or 'none pending'}")
+    if report.merged:
+        out.print(f"merged: {report.merged} captured record(s) went to a person the CRM holds for another record")
     if report.runs:
-        cols = ("read", "captured", "duplicate", "rejected", "failed", "blocked")
-        runs = table("Last runs", "run", "kind", "started (UTC)", "seconds", "exit", *cols, numeric=("seconds", "exit", *cols))
+        cols = ("read", "captured", "merged", "duplicate", "rejected", "failed", "blocked")
+        runs = table("Last runs", "run", "kind", "started (UTC)", "took", "exit", *cols, numeric=("exit", *cols))
         for run in report.runs:
             runs.add_row(
-                str(run.id), run.kind, run.started_at or "", f"{run.duration_s:.1f}" if run.duration_s is not None else "running",
+                str(run.id), run.kind, run.started_at or "", run.took(),
                 "" if run.exit_code is None else str(run.exit_code), *(str(run.counts.get(c, 0)) for c in cols),
             )
         out.print(runs)

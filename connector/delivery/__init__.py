@@ -6,11 +6,12 @@ from .engine import DeliverySettings, Progress, extract, preview, replay, sync, 
 from .job import SourceJob
 from .preflight import Preflight, preflight
 from .ratelimit import AdaptiveRateLimiter
+from .rejects import REJECTS_MAX_BYTES, RejectsFeed
 from .report import RunReport
 from .settle import ObjectReading, match_bulk, person_outcome, read_bulk
 
 __all__ = [
     "DeliverySettings", "Progress", "SourceJob", "extract", "preview", "replay", "sync", "to_mapped",
     "Preflight", "preflight", "AdaptiveRateLimiter", "ExitCode", "RunReport", "exit_code_for", "match_bulk", "person_outcome",
-    "ObjectReading", "read_bulk", "Checker", "Slip", "position",
+    "ObjectReading", "read_bulk", "Checker", "Slip", "position", "REJECTS_MAX_BYTES", "RejectsFeed",
 ]

@@ -36,6 +36,7 @@ from ..api import (
 )
 from ..ledger import BatchWork, Claim, Ledger, Outcome
 from .extract import LOGGER, Progress
+from .rejects import RejectsFeed
 from .report import RunReport
 from .settle import match_bulk, person_outcome
 
@@ -53,6 +54,7 @@ class DeliverySettings:
     rate_window_s: float | None = None  # the rate limit's window when known; None: the limiter finds it
     chunk_size: int = 1000  # records per enqueue transaction: after a crash at most this many are read again
     stop_grace_s: float = 8.0
+    rejects: RejectsFeed | None = None  # `[daemon] rejects_file`: each rejected record appended as a JSON line
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= 100:
@@ -86,6 +88,22 @@ async def connect(
     if on_info is not None:
         on_info(info)
     return info
+
+
+def _timing(attempts: Sequence[Attempt], elapsed_ms: float) -> dict[str, float | int]:
+    """`latency_ms`: the HTTP exchange that brought the answer, alone; `wait_ms`: the rest of the
+    request's time, spent waiting before and between its attempts (the rate limiter's hold, a retry's
+    backoff) and on the attempts that failed; `attempts` when there was more than one. A slow API and a
+    held-back client read apart."""
+    if not attempts:  # no observer saw it (a client without one): all of it is the exchange, as far as known
+        return {"latency_ms": round(elapsed_ms, 1), "wait_ms": 0.0}
+    exchange_ms = attempts[-1].latency_s * 1000
+    timing: dict[str, float | int] = {
+        "latency_ms": round(exchange_ms, 1), "wait_ms": round(max(elapsed_ms - exchange_ms, 0.0), 1),
+    }
+    if len(attempts) > 1:
+        timing["attempts"] = len(attempts)
+    return timing
 
 
 class Delivery:
@@ -205,12 +223,14 @@ class Delivery:
 
     def _settle(
         self, work: BatchWork, outcomes: Sequence[Outcome], attempts: Sequence[Attempt], then: Claim | None
-    ) -> BatchWork | None:
+    ) -> tuple[BatchWork | None, int]:
+        """The next batch (claimed in the settle's transaction) and how many members were merges."""
         with self._taking:
             following = self.ledger.settle(work, outcomes, attempts, then=then)
             if following is not None:
                 self.claimed.add(following.id)
-        return following
+        merged = self.ledger.merged_in(work) if any(o.state == "captured" and o.named_person for o in outcomes) else 0
+        return following, merged
 
     def _split(self, work: BatchWork, reason: str, attempts: Sequence[Attempt]) -> tuple[BatchWork, BatchWork]:
         """Both halves are this worker's: another one must not take the second while the first is sent."""
@@ -268,18 +288,19 @@ class Delivery:
             else [person_outcome(work.members[0], result)]
         )
         then = self._wanted() if claim_next else None
-        following = await asyncio.to_thread(self._settle, work, outcomes, attempts, then)
+        elapsed_ms = (time.perf_counter() - t0) * 1000
+        following, merged = await asyncio.to_thread(self._settle, work, outcomes, attempts, then)
         tally: dict[str, int] = defaultdict(int)
         for outcome in outcomes:
             tally[outcome.state] += 1
             self.report.add_outcome(outcome.state)
+        if merged:
+            tally["merged"] = merged
+            self.report.merged += merged
         self.report.sent += size
         self.progress.advance("sent", size)
         self.progress.advance("settled", size - tally.get("unknown", 0))
-        log.info(
-            "batch.settled", operation=work.operation, size=size, key_prefix=work.key[:14],
-            latency_ms=round((time.perf_counter() - t0) * 1000, 1), **tally,
-        )
+        log.info("batch.settled", operation=work.operation, size=size, key_prefix=work.key[:14], **_timing(attempts, elapsed_ms), **tally)
         return following
 
     async def _failed(self, work: BatchWork, exc: CaptureError, attempts: list[Attempt]) -> None:

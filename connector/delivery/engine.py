@@ -87,7 +87,7 @@ def _read_all(
         if stop is not None and stop.is_set():
             report.stopped = True
             return
-        if not extract(ledger, job, settings.chunk_size, report, progress, between_chunks):
+        if not extract(ledger, job, settings.chunk_size, report, progress, between_chunks, settings.rejects):
             return
 
 
@@ -108,7 +108,9 @@ def _recorded(ledger: Ledger, report: RunReport) -> Iterator[None]:
         report.unsettled = ledger.unsettled_count()
         report.blocked_total = ledger.blocked_count()
         report.duration_s = time.monotonic() - t0
-        ledger.finish_run(run_id, report.counts(), report.duration_s, int(report.exit_code), report.sources_read)
+        report.run_id = ledger.finish_run(
+            run_id, report.counts(), report.duration_s, int(report.exit_code), report.sources_read, report.reason,
+        )
         log.info(
             "run.finished", kind=report.kind, duration_s=round(report.duration_s, 3), unsettled=report.unsettled,
             exit_code=int(report.exit_code), **report.counts(),

@@ -22,6 +22,7 @@ from ..source import BadRecord, Item, Passed, Record, SourceError
 from ._boundary import Checker, Slip, position
 from .job import SourceJob
 from .preflight import preflight
+from .rejects import RejectsFeed
 from .report import RunReport
 
 if TYPE_CHECKING:
@@ -141,14 +142,15 @@ def readable(jobs: Sequence[SourceJob], report: RunReport) -> list[SourceJob]:
 
 def extract(
     ledger: Ledger, job: SourceJob, chunk_size: int, report: RunReport, progress: Progress,
-    between_chunks: Callable[[], bool] | None = None,
+    between_chunks: Callable[[], bool] | None = None, rejects: RejectsFeed | None = None,
 ) -> bool:
     """Read the source from its committed cursor; each chunk and its cursor commit together, so a
     stop between chunks (or a crash anywhere) resumes exactly after the last committed chunk. A bad
     record is a rejected entry and the cursor moves past it; a source that raises keeps the
     records before it, its cursor at the last of them. After each chunk `between_chunks()` may hold
     the reading back (a streaming sync waits there while enough work is queued); False ends it
-    early. Returns whether the source was read to its end."""
+    early. `rejects` gets each chunk's rejected records once the chunk is committed. Returns whether
+    the source was read to its end."""
     chunk: list[Record | BadRecord] = []
     last_state: Any = None
     report.sources_read.append(job.name)
@@ -174,6 +176,8 @@ def extract(
             held = held or not job.snapshot
             return
         counts = ledger.enqueue(job.name, job.mapping.version, mapped, last_state)
+        if rejects is not None:  # after the commit: the feed never names a reject the ledger lost
+            rejects.append(job.name, counts.rejects, report.run_id, job.mapping.columns())
         held = False
         report.enqueued += counts.enqueued
         report.unchanged += counts.unchanged

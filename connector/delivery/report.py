@@ -24,6 +24,7 @@ class RunReport:
     rejected: int = 0
     sent: int = 0
     captured: int = 0
+    merged: int = 0               # of `captured`: answered with a person id the ledger holds for another record
     duplicate: int = 0
     failed: int = 0
     blocked: int = 0
@@ -38,6 +39,7 @@ class RunReport:
     sources_read: list[str] = field(default_factory=list)  # the sources this run began to read
     run_id: int | None = None  # its row in the ledger's runs (`capture-sync runs show RUN`); a dry run has none
     ended_by: ExitCode | None = None  # an exception ended the run: the code the command exits with
+    ended_by_error: str | None = None  # and that exception's type (its text may hold what a ledger must not)
     rejection_reasons: Counter[str] = field(default_factory=Counter)
     duration_s: float = 0.0
     dry_run_preview: list[dict[str, Any]] | None = None
@@ -55,6 +57,26 @@ class RunReport:
             self.stopped = True
         else:
             self.ended_by = exit_code_for(exc)
+            self.ended_by_error = type(exc).__name__
+
+    @property
+    def reason(self) -> str | None:
+        """Why the run ended short of settling everything, in one line (the run's `reason` in the
+        ledger; idle passes fold only when theirs is the same). None when it settled everything."""
+        if self.ended_by is not None:
+            return f"ended by {self.ended_by_error} (exit {int(self.ended_by)})"
+        if self.halted_by is not None:
+            return self.halted_by
+        problems = {**self.unavailable, **self.source_failures}
+        if problems:
+            return "; ".join(f"{name}: {why}" for name, why in sorted(problems.items()))
+        if self.stopped:
+            return "stopped"
+        if self.kind != "dry_run" and self.blocked_total:
+            return "entries are blocked"
+        if self.kind != "dry_run" and self.unsettled:
+            return "entries remain unsettled"
+        return None
 
     @property
     def exit_code(self) -> ExitCode:

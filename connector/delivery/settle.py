@@ -237,7 +237,9 @@ def _error(found: _Found) -> str:
 def _settle(member: Member, found: _Found) -> Outcome:
     if found.state == "failed":
         return Outcome(member.entry_id, "failed", error=_error(found))
-    return Outcome(member.entry_id, found.state, person_id=_person_id(found))
+    person_id = _person_id(found)
+    named = person_id is not None and person_id in found.values("person_id")
+    return Outcome(member.entry_id, found.state, person_id=person_id, named_person=named)
 
 
 def _scan(members: Sequence[Member], result: BulkCaptureResult) -> list[_Found]:
@@ -362,4 +364,4 @@ def _match(members: Sequence[Member], result: BulkCaptureResult) -> tuple[list[O
 
 def person_outcome(member: Member, result: PersonCaptureResult) -> Outcome:
     """POST /person creates or updates the canonical person: captured either way."""
-    return Outcome(member.entry_id, "captured", person_id=str(result.person_id))
+    return Outcome(member.entry_id, "captured", person_id=str(result.person_id), named_person=True)

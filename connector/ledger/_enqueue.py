@@ -211,6 +211,8 @@ def enqueue_chunk(
         reasons = "; ".join(item.reasons)
         eid = add(item, digest, body, "pending" if valid else "rejected", None if valid else reasons,
                   (reasons or None) if valid else None)
+        if not valid:
+            counts.rejects.append((rows[-1][1], item))
         known[rid] = _Known(
             eid, "pending" if valid else "rejected", digest, False, order, None if k is None else k.received, item.raw_digest
         )

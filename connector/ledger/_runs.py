@@ -19,7 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .views import RUN_COUNTS, RunView, _ts
+from .views import RUN_COLS, RUN_COUNTS, RunView, _ts, run_view
+
 
 def install_stamp(conn: sqlite3.Connection, run_in_hand: Callable[[], int | None]) -> None:
     """Give this connection `capture_run_in_hand()`, which the writes that change entries stamp them with."""
@@ -34,43 +35,106 @@ def start(db: sqlite3.Connection, kind: str, now: float, note: str | None) -> in
 
 def finish(
     db: sqlite3.Connection, run_id: int, counts: dict[str, int], duration_s: float, exit_code: int,
-    sources: Sequence[str] | None, now: float,
-) -> None:
+    sources: Sequence[str] | None, now: float, reason: str | None = None,
+) -> int:
+    """Record how the run ended; an idle pass that repeats the run entry before it folds into that
+    entry (`folds`). Returns the run id it is recorded under: its own, or the entry it folded into."""
     db.execute(
-        f"UPDATE runs SET finished_at = ?, duration_s = ?, exit_code = ?, sources = coalesce(?, sources), "
+        f"UPDATE runs SET finished_at = ?, duration_s = ?, exit_code = ?, sources = coalesce(?, sources), reason = ?, "
         f"{', '.join(f'{c} = ?' for c in RUN_COUNTS)} WHERE id = ?",
         (
-            now, duration_s, exit_code, None if sources is None else json.dumps(list(sources)),
+            now, duration_s, exit_code, None if sources is None else json.dumps(list(sources)), reason,
             *(counts.get(c, 0) for c in RUN_COUNTS), run_id,
         ),
     )
+    return _fold(db, run_id)
 
 
-_RUN_COLS = f"id, kind, started_at, duration_s, exit_code, sources, note, {', '.join(RUN_COUNTS)}"
+@dataclass(frozen=True)
+class Ending:
+    """What the fold rule compares of a finished run entry."""
+
+    kind: str
+    sources: str | None  # as stored (JSON text)
+    note: str | None
+    exit_code: int | None
+    reason: str | None
+    counts: tuple[int, ...]
+    finished: bool = True
+
+    @property
+    def idle(self) -> bool:
+        """Finished having read, sent and settled nothing, and no operator's command (those carry a note)."""
+        return self.finished and self.note is None and not any(self.counts)
 
 
-def _run(row: tuple[Any, ...]) -> RunView:
-    run_id, kind, started, duration, exit_code, sources, note, *counts = row
-    return RunView(
-        run_id, kind, _ts(started), duration, exit_code, dict(zip(RUN_COUNTS, (v or 0 for v in counts))),
-        sources=json.loads(sources) if sources else [], note=note,
+def folds(earlier: Ending, this: Ending) -> bool:
+    """Whether pass `this` folds into the run entry `earlier` of the same kind and sources: both idle
+    and ended the same way (exit code and reason). A pass that read or sent anything, or ended
+    otherwise, starts an entry of its own, so the history shows every change and every new reason."""
+    return (
+        earlier.idle and this.idle
+        and (earlier.kind, earlier.sources, earlier.exit_code, earlier.reason)
+        == (this.kind, this.sources, this.exit_code, this.reason)
     )
+
+
+_ENDING_COLS = f"kind, sources, note, exit_code, reason, finished_at IS NOT NULL, {', '.join(RUN_COUNTS)}"
+
+
+def _ending(row: tuple[Any, ...]) -> Ending:
+    kind, sources, note, exit_code, reason, finished, *counts = row
+    return Ending(kind, sources, note, exit_code, reason, tuple(c or 0 for c in counts), bool(finished))
+
+
+def _fold(db: sqlite3.Connection, run_id: int) -> int:
+    """Fold run `run_id` into the newest entry of its kind and sources when `folds` says so and every
+    entry written after that one is idle too (passes of other sources or the sweep, interleaved): the
+    entry counts one more pass and ends when this one did; this row goes, and whatever it stamped
+    (nothing, for an idle pass, but a claim stamps its entries) moves to the entry it joined."""
+    this = _ending(db.execute(f"SELECT {_ENDING_COLS} FROM runs WHERE id = ?", (run_id,)).fetchone())
+    if not this.idle:
+        return run_id
+    row = db.execute(
+        f"SELECT id, {_ENDING_COLS} FROM runs WHERE id < ? AND kind = ? AND sources IS ? AND note IS NULL "
+        "ORDER BY id DESC LIMIT 1",
+        (run_id, this.kind, this.sources),
+    ).fetchone()
+    if row is None or not folds(_ending(row[1:]), this):
+        return run_id
+    target = row[0]
+    busy = " OR ".join(f"coalesce({c}, 0) != 0" for c in RUN_COUNTS)
+    between = db.execute(
+        f"SELECT 1 FROM runs WHERE id > ? AND id < ? AND (finished_at IS NULL OR note IS NOT NULL OR {busy}) LIMIT 1",
+        (target, run_id),
+    ).fetchone()
+    if between is not None:
+        return run_id
+    db.execute(
+        "UPDATE runs SET passes = coalesce(passes, 1) + 1, finished_at = (SELECT finished_at FROM runs WHERE id = ?), "
+        "duration_s = coalesce(duration_s, 0) + (SELECT coalesce(duration_s, 0) FROM runs WHERE id = ?) WHERE id = ?",
+        (run_id, run_id, target),
+    )
+    db.execute("UPDATE entries SET run_id = ? WHERE run_id = ?", (target, run_id))
+    db.execute("UPDATE state_history SET run_id = ? WHERE run_id = ?", (target, run_id))
+    db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+    return target
 
 
 def recent(db: sqlite3.Connection, limit: int) -> list[RunView]:
     """The newest runs first."""
-    return [_run(r) for r in db.execute(f"SELECT {_RUN_COLS} FROM runs ORDER BY id DESC LIMIT ?", (limit,))]
+    return [run_view(r) for r in db.execute(f"SELECT {RUN_COLS} FROM runs ORDER BY id DESC LIMIT ?", (limit,))]
 
 
 def find(db: sqlite3.Connection, ref: str) -> RunView | None:
     """A run by its id, or `last` for the newest one."""
     if ref == "last":
-        row = db.execute(f"SELECT {_RUN_COLS} FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+        row = db.execute(f"SELECT {RUN_COLS} FROM runs ORDER BY id DESC LIMIT 1").fetchone()
     elif ref.isdigit():
-        row = db.execute(f"SELECT {_RUN_COLS} FROM runs WHERE id = ?", (int(ref),)).fetchone()
+        row = db.execute(f"SELECT {RUN_COLS} FROM runs WHERE id = ?", (int(ref),)).fetchone()
     else:
         row = None
-    return None if row is None else _run(row)
+    return None if row is None else run_view(row)
 
 
 @dataclass

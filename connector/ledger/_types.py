@@ -4,7 +4,7 @@ what is recorded of a response (Outcome). Plain frozen dataclasses: the ledger i
 from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 EntryState = Literal[
@@ -73,6 +73,9 @@ class Outcome:
     state: SettledState
     person_id: str | None = None
     error: str | None = None
+    # `person_id` came from a field the spec names so (`person_id`: spec 2.5), not a bare `id` whose
+    # meaning a bulk object (spec 2.6, undocumented) does not say: only such an id can tell a merge
+    named_person: bool = False
 
 
 @dataclass
@@ -82,3 +85,4 @@ class EnqueueCounts:
     rejected: int = 0
     superseded: int = 0  # older versions never sent, replaced by the newer one in this chunk
     older: int = 0  # read again below the newest version's place in the source's order: never sent
+    rejects: list[tuple[str, Mapped]] = field(default_factory=list)  # (entry key, record) of each rejected entry written

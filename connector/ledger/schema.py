@@ -157,7 +157,24 @@ def _v6(db: sqlite_utils.Database) -> None:
     db.table("runs").add_column("late", int)
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
+def _v7(db: sqlite_utils.Database) -> None:
+    """Truthful history (issue 26). `runs.passes` counts the idle passes a run entry stands for:
+    consecutive passes that read and sent nothing and ended for the same `runs.reason` fold into
+    one entry (`_runs.finish`), spanning `started_at` to `finished_at`; NULL is one pass. `runs.merged`
+    and `entries.merged` count captures answered with a person id the ledger already holds for
+    another record (the CRM merged them by identity). `entries_person` answers "who else is this
+    person?" at settle time; `entries_merged`, partial, counts the merges for `status` from the index
+    alone. Only adds columns and indexes: nothing is re-sent, existing entries count no merge."""
+    runs = db.table("runs")
+    runs.add_column("passes", int)
+    runs.add_column("reason", str)
+    runs.add_column("merged", int)
+    db.table("entries").add_column("merged", int)
+    db.execute("CREATE INDEX entries_person ON entries(person_id) WHERE person_id IS NOT NULL")
+    db.execute("CREATE INDEX entries_merged ON entries(source) WHERE merged = 1")
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

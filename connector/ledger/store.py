@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import _batches, _enqueue, _flows, _operator, _runs, _states, views
+from . import _batches, _enqueue, _flows, _merges, _operator, _runs, _states, views
 from ._stamp import STAMP_SET
 from ._types import BatchState, BatchWork, Claim, EnqueueCounts, EntryState, Mapped, Outcome
 from .schema import LedgerError, connect, describe
@@ -173,16 +173,23 @@ class Ledger:
         then: Claim | None = None,
     ) -> BatchWork | None:
         """Record a batch's results; with `then`, also claim the next unit of work in the same
-        transaction (one commit, so one fsync under synchronous=FULL, per batch instead of two)."""
+        transaction (one commit, so one fsync under synchronous=FULL, per batch instead of two).
+        A capture answered with a person id another record holds is marked a merge (`merged_in`)."""
         now = time.time()
         with self._write() as db:
+            merges = _merges.merged(db, outcomes)
             db.executemany(
                 "UPDATE entries SET state = ?, person_id = coalesce(?, person_id), last_error = ?, "
-                f"updated_at = ?, {STAMP_SET} WHERE id = ?",
-                [(o.state, o.person_id, o.error, now, o.entry_id) for o in outcomes],
+                f"merged = ?, updated_at = ?, {STAMP_SET} WHERE id = ?",
+                [(o.state, o.person_id, o.error, 1 if o.entry_id in merges else None, now, o.entry_id) for o in outcomes],
             )
             self._close_batch(db, batch, "settled", None, attempts, now)
             return None if then is None else _batches.claim(db, then)
+
+    def merged_in(self, batch: BatchWork) -> int:
+        """How many of the batch's members its settle counted as merges."""
+        with self._lock:
+            return _merges.count(self._conn, [m.entry_id for m in batch.members])
 
     def block(self, batch: BatchWork, error: str, attempts: Sequence[Attempt]) -> None:
         """409: the key needs manual recovery; never retried automatically (spec 4.4 rule 3)."""
@@ -291,12 +298,14 @@ class Ledger:
 
     def finish_run(
         self, run_id: int, counts: dict[str, int], duration_s: float, exit_code: int,
-        sources: Sequence[str] | None = None,
-    ) -> None:
+        sources: Sequence[str] | None = None, reason: str | None = None,
+    ) -> int:
+        """Record how the run ended and why (`reason`, when it did not settle everything). An idle
+        pass like the entry before it folds into that entry: the id returned is the one it is under."""
         if self._run_id == run_id:
             self._run_id = None
         with self._write() as db:
-            _runs.finish(db, run_id, counts, duration_s, exit_code, sources, time.time())
+            return _runs.finish(db, run_id, counts, duration_s, exit_code, sources, time.time(), reason)
 
     def runs(self, limit: int = 20) -> list[views.RunView]:
         with self._lock:

@@ -51,11 +51,35 @@ class RunView:
     id: int
     kind: str
     started_at: str | None
-    duration_s: float | None
+    duration_s: float | None  # the time its passes took, added up (a folded entry: not its span)
     exit_code: int | None
     counts: dict[str, int]
     sources: list[str] = field(default_factory=list)  # the sources it read (v4; older runs: none known)
     note: str | None = None  # what an operator's run did, e.g. `ledger resolve KEY --requeue`
+    passes: int = 1  # idle passes folded into this entry (v7): the same reason, nothing read or sent
+    finished_at: str | None = None  # the end of its last pass
+    reason: str | None = None  # why it ended short of settling everything (v7; None: it did, or not known)
+    span_s: float | None = None  # from the first pass's start to the last one's end
+
+    def took(self) -> str:
+        """How long, as a person reads it: `0.4` (seconds) for one pass, `×12 over 5m 30s` for folded ones."""
+        if self.duration_s is None:
+            return "running"
+        if self.passes > 1 and self.span_s is not None:
+            return f"×{self.passes} over {span_text(self.span_s)}"
+        return f"{self.duration_s:.1f}"
+
+
+def span_text(seconds: float) -> str:
+    """`45s`, `4m 30s`, `3h 5m`, `2d 4h`: the two largest units, enough to read a span by."""
+    s = max(round(seconds), 0)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60}s" if s % 60 else f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60}m"
+    return f"{s // 86400}d {s % 86400 // 3600}h"
 
 
 @dataclass
@@ -81,6 +105,7 @@ class StatusReport:
     oldest_unsettled: str | None
     batches_by_state: dict[str, int] = field(default_factory=dict)
     attention: Attention = field(default_factory=Attention)
+    merged: int = 0  # captured entries the CRM merged into a person the ledger holds for another record (v7)
 
     @property
     def settled(self) -> bool:
@@ -107,7 +132,25 @@ class BatchDetail:
 
 _ENTRY_COLS = "key, source, record_id, state, person_id, last_error, updated_at, payload, notes"
 _ATTEMPT_COLS = "key, operation, started_at, latency_ms, status_code, error_name, error_code, retryable, outcome"
-RUN_COUNTS = ("read", "enqueued", "unchanged", "older", "late", "rejected", "sent", "captured", "duplicate", "failed", "blocked")
+RUN_COUNTS = (
+    "read", "enqueued", "unchanged", "older", "late", "rejected", "sent", "captured", "merged", "duplicate", "failed",
+    "blocked",
+)
+# `merged` (v7): of `captured`, those answered with a person id the ledger already held for another record
+RUN_COLS = (
+    "id, kind, started_at, duration_s, exit_code, sources, note, coalesce(passes, 1), finished_at, reason, "
+    f"{', '.join(RUN_COUNTS)}"
+)
+
+
+def run_view(row: tuple[Any, ...]) -> RunView:
+    """A runs row, selected as RUN_COLS."""
+    run_id, kind, started, duration, exit_code, sources, note, passes, finished, reason, *counts = row
+    return RunView(
+        run_id, kind, _ts(started), duration, exit_code, dict(zip(RUN_COUNTS, (v or 0 for v in counts))),
+        sources=json.loads(sources) if sources else [], note=note, passes=passes, finished_at=_ts(finished),
+        reason=reason, span_s=None if finished is None or started is None else finished - started,
+    )
 
 
 def _entry(row: tuple) -> EntryView:
@@ -158,22 +201,16 @@ def status(conn: sqlite3.Connection, runs: int = 10) -> StatusReport:
         by_state[state] = by_state.get(state, 0) + n
         by_source.setdefault(source, {})[state] = n
     oldest = conn.execute(_OLDEST_LIVE).fetchone()[0]
-    run_rows = conn.execute(
-        f"SELECT id, kind, started_at, duration_s, exit_code, {', '.join(RUN_COUNTS)} "
-        "FROM runs ORDER BY id DESC LIMIT ?",
-        (runs,),
-    ).fetchall()
+    run_rows = conn.execute(f"SELECT {RUN_COLS} FROM runs ORDER BY id DESC LIMIT ?", (runs,)).fetchall()
     batches = dict(conn.execute("SELECT state, count(*) FROM batches GROUP BY state").fetchall())
     return StatusReport(
         by_state=by_state,
         by_source=by_source,
-        runs=[
-            RunView(r[0], r[1], _ts(r[2]), r[3], r[4], dict(zip(RUN_COUNTS, (v or 0 for v in r[5:]))))
-            for r in run_rows
-        ],
+        runs=[run_view(r) for r in run_rows],
         oldest_unsettled=_ts(oldest),
         batches_by_state=batches,
         attention=attention(conn),
+        merged=conn.execute("SELECT count(*) FROM entries INDEXED BY entries_merged WHERE merged = 1").fetchone()[0],
     )
 
 

@@ -40,6 +40,8 @@ READ_COUNTERS = (
 )
 SETTLED_COUNTERS = (
     ("persons_captured", "captured", "Persons the CRM captured (listed in `successful`)."),
+    ("records_merged", "merged", "Captured records answered with a person id the ledger already held for another "
+     "record: the CRM merged them by identity (also counted in persons_captured)."),
     ("persons_duplicates", "duplicate", "Persons the CRM merged as duplicates (listed in `duplicates`)."),
     ("persons_failed", "failed", "Persons the CRM refused (in `failed`, or a non-retryable error)."),
 )

@@ -199,9 +199,9 @@ def _runs(report: StatusReport) -> str:
         return ""
     rows = [
         [str(r.id), escape(r.kind), escape(r.started_at or ""),
-         f"{r.duration_s:.1f}" if r.duration_s is not None else "running",
+         escape(r.took()),
          "" if r.exit_code is None else str(r.exit_code), *(str(r.counts.get(c, 0)) for c in RUN_COUNTS)]
         for r in report.runs
     ]
-    head = ["run", "kind", "started (UTC)", "seconds", "exit", *RUN_COUNTS]
-    return "<h2>Last runs</h2>" + _table(head, rows, numeric=["seconds", "exit", *RUN_COUNTS])
+    head = ["run", "kind", "started (UTC)", "took", "exit", *RUN_COUNTS]
+    return "<h2>Last runs</h2>" + _table(head, rows, numeric=["exit", *RUN_COUNTS])

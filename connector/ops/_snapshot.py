@@ -65,6 +65,11 @@ class SettledTally:
             (*SETTLED, self.counted_until, until),
         ):
             self.totals[(source, state)] += n
+        for source, n in conn.execute(  # merges are captures too: counted apart as well (partial index entries_merged)
+            "SELECT source, count(*) FROM entries WHERE merged = 1 AND updated_at > ? AND updated_at <= ? GROUP BY source",
+            (self.counted_until, until),
+        ):
+            self.totals[(source, "merged")] += n
         self.counted_until = until
 
 

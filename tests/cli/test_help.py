@@ -53,3 +53,25 @@ def test_each_help_runs(path: tuple[str, ...]) -> None:
     assert "Usage:" in result.output
     if path in OURS:
         assert "Example: capture-sync " + " ".join(path) in " ".join(result.output.split())
+
+
+def _json_helps() -> list[tuple[str, str]]:
+    command = typer.main.get_command(app)
+    found = []
+    for path in COMMANDS:
+        cmd, ctx = command, typer.Context(command)
+        for name in path:
+            cmd = cmd.get_command(ctx, name)  # type: ignore[attr-defined]
+            ctx = typer.Context(cmd)
+        found += [(" ".join(path), p.help or "") for p in cmd.params if "--json" in getattr(p, "opts", ())]
+    return found
+
+
+def test_every_json_option_says_whether_it_prints_one_object_or_one_a_line() -> None:
+    helps = _json_helps()
+    assert {"status", "ledger list", "runs list"} <= {path for path, _ in helps}
+    for path, text in helps:
+        said = " ".join(text.split()).lower()
+        assert "one json object" in said, (path, text)
+    shapes = {path: "per line" in " ".join(text.split()) for path, text in helps}
+    assert shapes["ledger list"] and not shapes["status"] and not shapes["runs list"]

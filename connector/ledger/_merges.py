@@ -1,0 +1,57 @@
+"""Merges: captures the CRM answered with a person it already holds for another of our records.
+
+The CRM captures one canonical person per identity (spec 1: "creates or updates one canonical
+person"), so two records with the same email may come back as one person. Only the answer's
+`person_id` can tell (`Outcome.named_person`): where it carries none (a bulk result object is
+undocumented, spec 2.6: a bare `id` may be anything, and a count-settled member has none), nothing
+is counted as a merge. Nothing here commits.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+
+from ._types import Outcome
+
+# A record is known to be a person once the CRM listed it, as new (captured) or existing (duplicate).
+_HOLDS = "('captured','duplicate')"
+
+
+def merged(db: sqlite3.Connection, outcomes: Sequence[Outcome]) -> set[int]:
+    """The entry ids among `outcomes` captured into a person id that the ledger (or an earlier
+    outcome of the same batch) holds for another record and not for this one: a record's new version
+    that comes back as the person it already was is no new merge. Read before the outcomes are written, in their transaction (index entries_person)."""
+    captured = [o for o in outcomes if o.state == "captured" and o.person_id and o.named_person]
+    if not captured:
+        return set()
+    records = {
+        eid: (source, rid) for eid, source, rid in db.execute(
+            "SELECT id, source, record_id FROM entries WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps([o.entry_id for o in captured]),),
+        )
+    }
+    held: dict[str, set[tuple[str, str]]] = {}
+    for person, source, rid in db.execute(
+        "SELECT person_id, source, record_id FROM entries WHERE person_id IN (SELECT value FROM json_each(?)) "
+        f"AND state IN {_HOLDS}",
+        (json.dumps(sorted({str(o.person_id) for o in captured})),),
+    ):
+        held.setdefault(person, set()).add((source, rid))
+    found = set()
+    for o in captured:
+        me = records[o.entry_id]
+        holders = held.setdefault(str(o.person_id), set())
+        if holders and me not in holders:
+            found.add(o.entry_id)
+        holders.add(me)
+    return found
+
+
+def count(db: sqlite3.Connection, entry_ids: Sequence[int]) -> int:
+    """How many of these entries were counted as merges."""
+    return db.execute(
+        "SELECT count(*) FROM entries WHERE merged = 1 AND id IN (SELECT value FROM json_each(?))",
+        (json.dumps(list(entry_ids)),),
+    ).fetchone()[0]

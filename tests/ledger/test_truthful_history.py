@@ -1,0 +1,125 @@
+"""The run history tells what happened (issue 26): idle passes that repeat themselves are one entry
+with a count and a span, and a capture answered with a person another record holds is a merge."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from connector.ledger import Claim, Ledger, Mapped, Outcome
+from connector.ledger._runs import Ending, folds
+
+DOWN = "connection failed (ConnectError) (no response, info)"
+
+
+def person(n: int, email: str | None = None) -> Mapped:
+    return Mapped(str(n), payload=f'{{"name":"P{n}","email":"{email or f"p{n}@example.org"}"}}')
+
+
+def ending(*, kind: str = "sync", sources: str = '["crm"]', exit_code: int = 4, reason: str | None = DOWN,
+           read: int = 0, note: str | None = None, finished: bool = True) -> Ending:
+    return Ending(kind, sources, note, exit_code, reason, (read, 0, 0), finished)
+
+
+@pytest.mark.parametrize(("later", "why"), [
+    (ending(read=1), "it read something"),
+    (ending(exit_code=0, reason=None), "it ended otherwise"),
+    (ending(reason="API unavailable (HTTP 503, capture_bulk)"), "another reason"),
+    (ending(kind="replay"), "another kind"),
+    (ending(sources='["other"]'), "other sources"),
+    (ending(note="ledger resolve K --requeue"), "an operator's command"),
+])
+def test_a_pass_that_differs_in_anything_but_time_starts_a_new_entry(later: Ending, why: str) -> None:
+    assert folds(ending(), ending())
+    assert not folds(ending(), later), why
+    assert not folds(later, ending()), why
+
+
+def test_a_run_still_running_is_folded_into_by_nothing() -> None:
+    assert not folds(ending(finished=False), ending())
+
+
+def _pass(ledger: Ledger, kind: str = "sync", sources: list[str] | None = None, counts: dict[str, int] | None = None,
+          exit_code: int = 4, reason: str | None = DOWN) -> int:
+    run = ledger.start_run(kind)
+    return ledger.finish_run(run, counts or {}, 0.5, exit_code, ["crm"] if sources is None else sources, reason)
+
+
+def test_idle_passes_fold_into_one_entry_with_a_count_and_a_span(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "ledger.sqlite3") as ledger:
+        busy = _pass(ledger, counts={"read": 3, "enqueued": 3})
+        first = _pass(ledger)
+        assert first != busy
+        assert [_pass(ledger) for _ in range(4)] == [first] * 4
+        sweep = _pass(ledger, kind="replay", sources=[])  # interleaved idle passes of another kind keep their own entry
+        assert _pass(ledger) == first and _pass(ledger, kind="replay", sources=[]) == sweep
+        runs = ledger.runs()
+    assert [(r.id, r.passes) for r in runs] == [(sweep, 2), (first, 6), (busy, 1)]
+    folded = runs[1]
+    assert folded.duration_s == pytest.approx(3.0)  # six passes of 0.5 s
+    assert folded.span_s is not None and folded.span_s >= 0 and folded.reason == DOWN
+    assert folded.took().startswith("×6 over ") and runs[2].took() == "0.5"
+
+
+def test_a_pass_that_reads_sends_or_ends_otherwise_starts_a_new_entry(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "ledger.sqlite3") as ledger:
+        a = _pass(ledger)
+        assert _pass(ledger) == a
+        b = _pass(ledger, counts={"sent": 2, "captured": 2}, exit_code=0, reason=None)  # the API is back
+        c = _pass(ledger, exit_code=0, reason=None)  # nothing to do: a new entry, as b was not idle
+        assert _pass(ledger, exit_code=0, reason=None) == c
+        d = _pass(ledger)  # the API is down again: another reason
+        assert len({a, b, c, d}) == 4
+        resolve = ledger.start_run("resolve", note="ledger resolve K --requeue")
+        ledger.finish_run(resolve, {}, 0.0, 0)
+        assert _pass(ledger) not in (d, resolve)  # an operator acted in between: the history says so
+        assert [r.passes for r in ledger.runs()] == [1, 1, 1, 2, 1, 2]
+
+
+def test_what_a_folded_pass_stamped_belongs_to_the_entry_it_joined(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "ledger.sqlite3") as ledger:
+        ledger.enqueue("crm", "m", [person(1)], None)
+        first = _pass(ledger, kind="replay", sources=[])
+        run = ledger.start_run("replay")
+        batch = ledger.claim(Claim(10))  # claimed, then the request failed: nothing counted
+        assert batch is not None
+        ledger.keep_open(batch, DOWN, [])
+        assert ledger.finish_run(run, {}, 0.1, 4, [], DOWN) == first
+        assert [e.record_id for e in ledger.run_entries(first)] == ["1"]
+        assert ledger.find_run(str(run)) is None  # the pass's own row is gone
+
+
+def _settle_all(ledger: Ledger, person_ids: dict[str, str | None], named: bool = True) -> int:
+    run = ledger.start_run("sync")
+    batch = ledger.claim(Claim(100))
+    assert batch is not None
+    records = dict(ledger._read("SELECT id, record_id FROM entries"))
+    outcomes = [Outcome(m.entry_id, "captured", person_id=person_ids[records[m.entry_id]], named_person=named)
+                for m in batch.members]
+    ledger.settle(batch, outcomes, [])
+    merged = ledger.merged_in(batch)
+    ledger.finish_run(run, {"merged": merged}, 0.1, 0, ["crm"])
+    return merged
+
+
+def test_a_capture_answered_with_a_person_another_record_holds_is_a_merge(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "ledger.sqlite3") as ledger:
+        ledger.enqueue("crm", "m", [person(1, "same@example.org"), person(2, "same@example.org"), person(3)], None)
+        assert _settle_all(ledger, {"1": "p-a", "2": "p-a", "3": "p-c"}) == 1  # the second of the same person
+        ledger.enqueue("crm", "m", [person(1, "new@example.org"), person(4)], None)  # a new version of 1, and 4
+        assert _settle_all(ledger, {"1": "p-a", "4": "p-c"}) == 1  # 1's own person: no merge; 4 joins 3's
+        assert ledger.status().merged == 2
+        assert ledger.runs(1)[0].counts["merged"] == 1
+
+
+@pytest.mark.parametrize("ids", ["none", "a bare id"])
+def test_without_a_person_id_in_the_answer_nothing_is_a_merge(tmp_path: Path, ids: str) -> None:
+    with Ledger(tmp_path / "ledger.sqlite3") as ledger:
+        ledger.enqueue("crm", "m", [person(1, "same@example.org"), person(2, "same@example.org")], None)
+        answered = {"1": None, "2": None} if ids == "none" else {"1": "row-1", "2": "row-1"}
+        assert _settle_all(ledger, answered, named=False) == 0
+        assert ledger.status().merged == 0
+    with sqlite3.connect(tmp_path / "ledger.sqlite3") as db:
+        assert db.execute("SELECT count(*) FROM entries WHERE state = 'captured'").fetchone()[0] == 2
