@@ -157,7 +157,13 @@ def _v6(db: sqlite_utils.Database) -> None:
     db.table("runs").add_column("late", int)
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
+def _v7(db: sqlite_utils.Database) -> None:
+    """`pauses`: what an operator paused (`capture-sync pause`), a source's name or "*" for all, and
+    since when, so that a daemon started again on the ledger stays paused until `resume`."""
+    db.table("pauses").create({"source": str, "since": float}, pk="source", not_null={"since"})
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
