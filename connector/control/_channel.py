@@ -97,16 +97,19 @@ class ControlServer:
             self._handlers.discard(task)
 
     async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Answer:
+        try:  # read before judging, so that a refused client reads its answer rather than a broken pipe
+            line = await asyncio.wait_for(reader.readline(), READ_REQUEST_S)
+        except (asyncio.TimeoutError, ValueError):
+            line = b""
         uid, own = _peer_uid(writer.get_extra_info("socket")), os.getuid()
-        if uid != own:
+        if uid != own:  # nothing of the request is looked at
             log.warning("control.refused", peer_uid=uid, why="only the daemon's own user may steer it")
             return {"ok": False, "error": f"refused: this daemon runs as uid {own} and takes commands only from that user "
                     f"(you are uid {uid})", "exit_code": 2}
         try:
-            line = await asyncio.wait_for(reader.readline(), READ_REQUEST_S)
             request = json.loads(line)
             name, args = request["command"], request.get("args") or {}
-        except (asyncio.TimeoutError, ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError):
             return {"ok": False, "error": 'a request is one JSON line: {"command": NAME, "args": {...}}', "exit_code": 2}
         log.info("control.request", command=name, args=args, via="socket")
         return await dispatch(self.daemon, str(name), args)

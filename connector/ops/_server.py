@@ -194,6 +194,7 @@ class OpsServer:
                 page = render(
                     snap, self.health, self.sources, self.config.path, ready=not reasons, reasons=reasons,
                     contact_data=self.config.daemon.status_page_contact_data,
+                    paused=self.control.paused if self.control is not None else None,
                 )
                 return await _reply(send, 200, page.encode(), b"text/html; charset=utf-8", PAGE_HEADERS)
         except Exception as exc:  # a failed read (a locked or damaged ledger) is one answer, never the daemon
