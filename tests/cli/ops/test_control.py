@@ -97,9 +97,11 @@ def test_pause_holds_new_rows_back_across_a_restart_and_resume_sends_them(
     daemon.poll(lambda: held() >= 2, "two ticks held by the pause")
     assert len(sandbox.store.persons()) == 2
     assert daemon_state(tmp_path / "ledger.sqlite3")["paused"].keys() == {"signups"}
-    assert daemon.stop() == 0
+    daemon.proc.kill()  # SIGKILL: its socket stays behind, stale
+    daemon.proc.wait()
+    assert (tmp_path / "ledger.sqlite3.control").exists()
 
-    again = start_daemon(config)  # the pause is in the ledger: the new daemon starts paused
+    again = start_daemon(config)  # the pause is in the ledger: the new daemon starts paused, on a new socket
     assert '"daemon.starts_paused"' in again.log.read_text()
     again.poll(lambda: again.log.read_text().count('"pass.held"') >= 1, "a tick held after the restart")
     assert len(sandbox.store.persons()) == 2
