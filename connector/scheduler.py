@@ -91,7 +91,7 @@ class Daemon:
         while it waited holds it too); an `operator` pass (a command through the control channel)
         runs paused or not, and its failure is raised to the operator after being logged. `sources`:
         the sources an operator's pass read, each credited with it (default: `name`)."""
-        what = name if name in (SWEEP, STALLED) or operator else f"sync:{name}"
+        what = f"operator:{name}" if operator else name if name in (SWEEP, STALLED) else f"sync:{name}"
         task = asyncio.current_task()
         assert task is not None
         self._running.add(task)
@@ -165,7 +165,7 @@ class Daemon:
         report = await self._pass("replay", lambda: replay(
             self.ledger, self.client, self.settings, include_failed=include_failed, stop=self.stop,
             on_info=self.health.answered,
-        ), operator=True, sources=[SWEEP])
+        ), operator=True)
         assert report is not None
         return report
 
