@@ -284,6 +284,20 @@ class Daemon:
         found = await asyncio.to_thread(preflight, self.config.jobs())
         if found.config_problems:
             raise ConfigProblem(found.config_problems)
+        self.paused = await asyncio.to_thread(self.ledger.paused)
+        if self.paused:
+            log.warning("daemon.starts_paused", paused=sorted(self.paused),
+                        then=f"capture-sync resume -c {shlex.quote(str(self.config.path))}")
+        control = await self._serve_control()  # at once: a command asked while GET /info waits finds it
+        try:
+            await self._serve_until_stopped(found.unavailable, open_files)
+        finally:
+            await control.stop()
+        log.info("daemon stopped", exit_code=self.exit_code)
+        return self.exit_code
+
+    async def _serve_until_stopped(self, unavailable: dict[str, str], open_files: int) -> None:
+        """Ask the API, start the schedule and the endpoints, wait for the stop, then wind down."""
         try:  # refused credentials at start are a setup mistake: exit 3
             self.health.answered(await self.client.info(retry=False))
         except Unauthorized:
@@ -295,19 +309,14 @@ class Daemon:
         # Not a line per tick, nor a warning per tick skipped or coalesced while a pass runs: both
         # are the intended behaviour. A job's unexpected error is still logged (ERROR).
         logging.getLogger("apscheduler").setLevel(logging.ERROR)
-        self.paused = await asyncio.to_thread(self.ledger.paused)
-        if self.paused:
-            log.warning("daemon.starts_paused", paused=sorted(self.paused),
-                        then=f"capture-sync resume -c {shlex.quote(str(self.config.path))}")
         scheduler = self._scheduler()
-        control = await self._serve_control()
         ops = await self._serve_http()
         scheduler.start()
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGHUP, lambda: self._start(self.check_credentials("SIGHUP")))
         log.info(
             "daemon started", sources=[s.name for s in self.config.sources], ledger=str(self.config.ledger_path),
-            unavailable=found.unavailable,  # said now: a source's first tick may be an hour away
+            unavailable=unavailable,  # said now: a source's first tick may be an hour away
             open_files_limit=open_files,
         )
         try:
@@ -322,10 +331,7 @@ class Daemon:
             scheduler.shutdown(wait=False)
             await self.alerts.aclose()
             loop.remove_signal_handler(signal.SIGHUP)
-            await control.stop()
             await http_stopped
-        log.info("daemon stopped", exit_code=self.exit_code)
-        return self.exit_code
 
     async def _serve_control(self) -> ControlServer:
         """The local control socket beside the ledger (this process holds the ledger's daemon lock)."""
