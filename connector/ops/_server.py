@@ -202,10 +202,9 @@ class OpsServer:
             return await _reply(send, 500, b"internal error; see the daemon's log\n", b"text/plain; charset=utf-8")
         await _reply(send, 404, b"not found: /, /metrics, /healthz, /readyz\n", b"text/plain; charset=utf-8")
 
-
     async def _control(self, scope: Scope, receive: Callable[[], Awaitable[Any]], send: Send, name: str) -> None:
         """POST /control/<command>: the token first (401, nothing read or done), then the body."""
-        from ..control import BadRequest, check_request, dispatch
+        from ..control import COMMANDS, BadRequest, check_request, dispatch
 
         assert self.token is not None and self.control is not None
         given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
@@ -221,17 +220,11 @@ class OpsServer:
             args = json.loads(body) if body.strip() else {}
             check_request(name, args)
         except (BadRequest, ValueError) as exc:
-            status = 404 if name not in _commands() else 400
+            status = 404 if name not in COMMANDS else 400
             return await _json(send, status, {"ok": False, "error": str(exc), "exit_code": 2})
         log.info("control.request", command=name, args=args, via="http")
         answer = await dispatch(self.control, name, args)
         await _json(send, 200, answer)
-
-
-def _commands() -> dict[str, Any]:
-    from ..control import COMMANDS
-
-    return dict(COMMANDS)
 
 
 async def _body(receive: Callable[[], Awaitable[Any]]) -> bytes | None:
