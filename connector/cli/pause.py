@@ -69,7 +69,7 @@ def resume(cfg: Config, source: str | None = _SOURCE) -> int:
         with ledger:
             lifted, still, running = ledger.resume(name), ledger.paused(), False
     if not lifted:
-        out.print(f"{'source ' + name if name else 'nothing'} was not paused", markup=False)
+        out.print(f"source {name} was not paused" if name else "nothing was paused", markup=False)
     else:
         names = ", ".join("everything" if n == ALL else n for n in lifted)
         then = "the daemon runs a pass of it now" if running else f"no daemon runs on {cfg.ledger_path}: the next `capture-sync run` reads it on schedule"
