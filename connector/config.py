@@ -92,6 +92,9 @@ class DaemonSettings(Section):
     rejects_file: Path | None = None
     rejects_max_bytes: int = Field(REJECTS_MAX_BYTES, ge=4096)
     rejects_contact_data: bool = False
+    # A file (0600) holding the bearer token of the HTTP control (POST /control/<command>); unset: no
+    # HTTP control at all, the endpoints stay read-only.
+    control_token_file: Path | None = None
 
     @field_validator("http_address")
     @classmethod
@@ -152,6 +155,21 @@ class Config:
             if mode & (stat.S_IRGRP | stat.S_IROTH):
                 exposed.append((path, mode))
         return exposed
+
+    def control_token(self) -> str | None:
+        """The HTTP control's bearer token from `[daemon] control_token_file`, or None when unset.
+        Raises ConfigProblem when the file cannot be read, is empty, or other users may read it."""
+        if self.daemon.control_token_file is None:
+            return None
+        path = beside(self.path.parent, self.daemon.control_token_file)
+        where, problems = "daemon.control_token_file", list[str]()
+        token = read_secret_file(path, where, problems)
+        if token is not None and (mode := stat.S_IMODE(path.stat().st_mode)) & 0o077:
+            problems.append(f"{where}: {path} may be read by other users (mode {mode:04o}): chmod 600 {path}")
+        if problems:
+            raise ConfigProblem([f"{self.path}: {p}" for p in problems])
+        logs.register_secret(token)
+        return token
 
     def delivery_settings(self) -> DeliverySettings:
         return DeliverySettings(

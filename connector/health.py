@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .api import ClientInfo
@@ -65,6 +65,15 @@ class DaemonHealth:
             since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.outage_since))
             reasons.append(f"delivery halted by an outage since {since}")
         return reasons
+
+    def describe(self, now: float) -> dict[str, Any]:
+        """What the daemon knows of its health, JSON-able, for the control channel's `state`.
+        (A minimal form; the stall and refusal details come with the health work.)"""
+        return {
+            "ready": self.ready, "reasons": self.unready_reasons, "uptime_s": round(now - self.started_at, 1),
+            "auth_refused": None if self.auth_failed is None else {"reason": self.auth_failed},
+            "outage_since": self.outage_since,
+        }
 
     def answered(self, info: ClientInfo) -> None:
         self.client, self.api_answered_at = info, time.time()

@@ -15,14 +15,23 @@ A broken source never stops the daemon: a source's tick is a sync of that source
 checks its setup first, so a source that cannot be read (a missing file, a database down) or that
 fails mid-read is reported in one line on each of its ticks while the other sources go on, and it
 is read again by itself once fixed. A mistake in the config found at start stops the daemon (exit 2).
+
+An operator steers it while it runs (connector.control): `sync` and `replay` asked over the control
+socket are passes like the scheduled ones, under the same lock, and run even while paused (they are
+the operator's own). A paused source's ticks read nothing; a pause of all (`*`) holds every tick and
+the sweeps too, so nothing new is read or sent, while a pass in hand finishes. What is already in
+the ledger settles through the other passes. Pauses are kept in the ledger: a restarted daemon stays
+paused. `resume` runs at once a pass of each source it held.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import shlex
 import signal
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +41,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from .alerts import Alerts
 from .api import CaptureError, Unauthorized
+from .control import ControlServer, DaemonStopping
 from .delivery import RunReport, SourceJob, preflight, replay, sync
 from .health import DaemonHealth
 from .ops import raise_open_files_limit
@@ -50,6 +60,7 @@ log = structlog.get_logger("capture_sync.daemon")
 SWEEP = "retry-sweep"
 STALLED = "retry-stalled"
 STOP_WAIT_S = 9.5  # the engine's own grace is shorter; SIGTERM to exit stays within 10 s
+ALL = "*"  # a pause of every source and of the sweeps
 
 
 class Daemon:
@@ -69,38 +80,120 @@ class Daemon:
         self._one_at_a_time = asyncio.Lock()
         self._checking = asyncio.Lock()
         self._running: set[asyncio.Task[Any]] = set()
+        self.paused: dict[str, float] = {}  # source (or ALL) -> paused since; kept in the ledger (`pause`)
 
-    async def _pass(self, name: str, start: Callable[[], Awaitable[RunReport]]) -> None:
-        """One pass of a source (`name`) or of the retry sweep, under the one-at-a-time lock."""
-        what = name if name in (SWEEP, STALLED) else f"sync:{name}"
+    async def _pass(
+        self, name: str, start: Callable[[], Awaitable[RunReport]], *, operator: bool = False,
+        sources: Sequence[str] = (),
+    ) -> RunReport | None:
+        """One pass of a source (`name`) or of the retry sweep, under the one-at-a-time lock. A
+        scheduled pass of what is paused is skipped (checked once it holds the lock: a pause taken
+        while it waited holds it too); an `operator` pass (a command through the control channel)
+        runs paused or not, and its failure is raised to the operator after being logged. `sources`:
+        the sources an operator's pass read, each credited with it (default: `name`)."""
+        what = f"operator:{name}" if operator else name if name in (SWEEP, STALLED) else f"sync:{name}"
         task = asyncio.current_task()
         assert task is not None
         self._running.add(task)
         try:
             if self.health.auth_failed and not await self.check_credentials():
-                return  # nothing is sent under refused credentials; said once, when they were refused
+                if operator:
+                    raise Unauthorized(f"the API refuses the credentials: {self.health.auth_failed}")
+                return None  # nothing is sent under refused credentials; said once, when they were refused
             async with self._one_at_a_time:
                 if self.stop.is_set():
-                    return
+                    if operator:
+                        raise DaemonStopping("the daemon is stopping: run the command again once it has stopped")
+                    return None
+                if not operator and self._held(name):
+                    log.info("pass.held", run=what, paused_since=self._paused_since(name),
+                             then=f"resume: capture-sync resume -c {shlex.quote(str(self.config.path))}")
+                    return None
                 report = await start()
-            self.health.passed(name, report)
+            for source in sources or [name]:
+                self.health.passed(source, report)
             if report.auth_failed:
                 self._refused(report.halted_by or "authentication failed", run=what)
             elif report.blocked_total:
                 log.warning("entries are blocked: see `capture-sync ledger list --state blocked`", blocked=report.blocked_total)
+            return report
         except ConfigProblem as exc:  # the source changed under the daemon (a column gone): fix the config or the source
             log.error("source.misconfigured", run=what, problems=exc.problems)
+            if operator:
+                raise
         except Exception as exc:  # one failing pass (a missing file, a locked ledger) must not end the daemon
             log.error("pass failed; the next tick tries again", run=what, error=f"{type(exc).__name__}: {exc}",
                       exc_info=log.isEnabledFor(logging.DEBUG))
+            if operator:
+                raise
         finally:
             await self.alerts.check()  # after each pass too: a tick would judge only the last of several passes
             self._running.discard(task)
+        return None
 
     async def sync_source(self, job: SourceJob) -> None:
         await self._pass(
             job.name, lambda: sync(self.ledger, self.client, [job], self.settings, stop=self.stop, on_info=self.health.answered)
         )
+
+    # --- what an operator asks through the control channel (connector.control) --------------
+
+    def _held(self, name: str) -> bool:
+        """A scheduled pass is held by a pause of its source, or of all (which holds the sweeps too)."""
+        return ALL in self.paused or name in self.paused
+
+    def _paused_since(self, name: str) -> str:
+        since = self.paused.get(name, self.paused.get(ALL, 0.0))
+        return datetime.fromtimestamp(since, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def state(self) -> dict[str, Any]:
+        """The control channel's `state`: what is paused (a source's name, or "*": all) and the health."""
+        return {"paused": dict(self.paused), "health": self.health.describe(time.time())}
+
+    async def sync_now(self, source: str | None) -> RunReport:
+        """`capture-sync sync [--source NAME]` beside the daemon: a pass now, paused or not."""
+        jobs = self.config.jobs(source)  # ConfigProblem for a name not configured
+        names = [job.name for job in jobs]
+        report = await self._pass(source or "sync", lambda: sync(
+            self.ledger, self.client, jobs, self.settings, stop=self.stop, on_info=self.health.answered,
+        ), operator=True, sources=names)
+        assert report is not None  # an operator pass raises rather than skip
+        return report
+
+    async def replay_now(self, include_failed: bool) -> RunReport:
+        """`capture-sync replay` beside the daemon: stalled batches included, as the command by itself."""
+        report = await self._pass("replay", lambda: replay(
+            self.ledger, self.client, self.settings, include_failed=include_failed, stop=self.stop,
+            on_info=self.health.answered,
+        ), operator=True)
+        assert report is not None
+        return report
+
+    async def pause(self, source: str | None) -> dict[str, float]:
+        """Pause a source's ticks (None: every tick and the sweeps). Recorded in the ledger first, so
+        that no pass starts after it, then the pass in hand is waited for: when this returns, nothing
+        paused is being read. Returns what is paused now."""
+        name = self.config.jobs(source)[0].name if source else ALL
+        self.paused[name] = await asyncio.to_thread(self.ledger.pause, name)
+        log.info("daemon.paused", source=name, then=f"capture-sync resume -c {shlex.quote(str(self.config.path))}"
+                 + (f" --source {shlex.quote(name)}" if source else ""))
+        async with self._one_at_a_time:
+            return dict(self.paused)
+
+    async def resume(self, source: str | None) -> tuple[list[str], dict[str, float]]:
+        """Lift the pause of `source` (None: every pause) and start at once a pass of each source it
+        held. Returns what was lifted and what stays paused."""
+        name = self.config.jobs(source)[0].name if source else None
+        async with self._one_at_a_time:
+            lifted = await asyncio.to_thread(self.ledger.resume, name)
+        for gone in lifted:
+            self.paused.pop(gone, None)
+        if lifted:
+            log.info("daemon.resumed", sources=lifted, still_paused=sorted(self.paused))
+            for src in self.config.sources:
+                if not self._held(src.name) and (ALL in lifted or src.name in lifted):
+                    self._start(self.sync_source(src.job))
+        return lifted, dict(self.paused)
 
     def _refused(self, reason: str, **context: Any) -> None:
         if self.health.auth_failed is None:
@@ -150,6 +243,8 @@ class Daemon:
     async def sweep(self) -> None:
         """Re-send what an outage left unsettled; skips the API call when nothing is left. Batches a
         non-retryable answer stopped are not sent (spec 4.4 rule 4): they wait for `replay`."""
+        if self._held(SWEEP):
+            return
         if await asyncio.to_thread(self.ledger.sweepable_count):
             await self._pass(SWEEP, lambda: replay(
                 self.ledger, self.client, self.settings, include_stalled=False, stop=self.stop, on_info=self.health.answered,
@@ -157,6 +252,8 @@ class Daemon:
 
     async def retry_stalled(self) -> None:
         """`[daemon] retry_stalled_every`: the operator's own schedule for re-sending stalled batches."""
+        if self._held(STALLED):
+            return
         if await asyncio.to_thread(self.ledger.unsettled_count):
             await self._pass(STALLED, lambda: replay(self.ledger, self.client, self.settings, stop=self.stop, on_info=self.health.answered))
 
@@ -187,6 +284,20 @@ class Daemon:
         found = await asyncio.to_thread(preflight, self.config.jobs())
         if found.config_problems:
             raise ConfigProblem(found.config_problems)
+        self.paused = await asyncio.to_thread(self.ledger.paused)
+        if self.paused:
+            log.warning("daemon.starts_paused", paused=sorted(self.paused),
+                        then=f"capture-sync resume -c {shlex.quote(str(self.config.path))}")
+        control = await self._serve_control()  # at once: a command asked while GET /info waits finds it
+        try:
+            await self._serve_until_stopped(found.unavailable, open_files)
+        finally:
+            await control.stop()
+        log.info("daemon stopped", exit_code=self.exit_code)
+        return self.exit_code
+
+    async def _serve_until_stopped(self, unavailable: dict[str, str], open_files: int) -> None:
+        """Ask the API, start the schedule and the endpoints, wait for the stop, then wind down."""
         try:  # refused credentials at start are a setup mistake: exit 3
             self.health.answered(await self.client.info(retry=False))
         except Unauthorized:
@@ -205,7 +316,7 @@ class Daemon:
         loop.add_signal_handler(signal.SIGHUP, lambda: self._start(self.check_credentials("SIGHUP")))
         log.info(
             "daemon started", sources=[s.name for s in self.config.sources], ledger=str(self.config.ledger_path),
-            unavailable=found.unavailable,  # said now: a source's first tick may be an hour away
+            unavailable=unavailable,  # said now: a source's first tick may be an hour away
             open_files_limit=open_files,
         )
         try:
@@ -221,8 +332,15 @@ class Daemon:
             await self.alerts.aclose()
             loop.remove_signal_handler(signal.SIGHUP)
             await http_stopped
-        log.info("daemon stopped", exit_code=self.exit_code)
-        return self.exit_code
+
+    async def _serve_control(self) -> ControlServer:
+        """The local control socket beside the ledger (this process holds the ledger's daemon lock)."""
+        control = ControlServer(self.config.ledger_path, self)
+        try:
+            await control.start()
+        except OSError as exc:
+            raise ConfigProblem([f"control socket {control.path}: cannot listen there: {exc.strerror or exc}"]) from None
+        return control
 
     async def _serve_http(self) -> OpsServer | None:
         """Start the operations endpoints when asked to; an address it cannot listen on is a config problem."""
@@ -231,7 +349,7 @@ class Daemon:
         from .ops import start_ops  # prometheus-client and uvicorn load only when serving
 
         try:
-            return await start_ops(self.http, self.config, self.health, self.client)
+            return await start_ops(self.http, self.config, self.health, self.client, self)
         except OSError as exc:
             raise ConfigProblem([f"http address {self.http}: cannot listen there: {exc.strerror or exc}"]) from None
 

@@ -49,6 +49,14 @@ COMMANDS: dict[str, Entry] = {
         "sync", "replay", "Talk to the Capture API",
         "Re-send what the ledger holds unsettled, with the same idempotency keys and bodies.",
     ),
+    "pause": Entry(
+        "pause", "pause", "Talk to the Capture API",
+        "Stop the daemon reading a source on its schedule; without --source, stop all it does by itself.",
+    ),
+    "resume": Entry(
+        "pause", "resume", "Talk to the Capture API",
+        "Lift a pause (without --source, every pause); a running daemon reads what was held at once.",
+    ),
     "status": Entry(
         "status", "status", "Inspect", "Counts by state and source, the last runs, and the oldest unsettled entry.",
     ),

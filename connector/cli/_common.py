@@ -181,7 +181,7 @@ def _one_line(exc: Exception) -> str:
     from ..source import SourceError
 
     if isinstance(exc, LedgerLocked):
-        return f"{exc} (one process at a time may drive a ledger; stop the other one or wait for it)"
+        return f"{exc}: {_beside_daemon()}"
     if isinstance(exc, LedgerError):
         return f"ledger: {exc}"
     if isinstance(exc, Unauthorized):
@@ -193,6 +193,19 @@ def _one_line(exc: Exception) -> str:
     if _verbose:
         err.print(logs.mask_secrets(traceback.format_exc()), markup=False)
     return f"{type(exc).__name__}: {exc}" + ("" if _verbose else " (run with -v for details)")
+
+
+def _beside_daemon() -> str:
+    """Why a command that needs the ledger to itself is refused while a daemon (or a sync) holds it."""
+    from typer._click.globals import get_current_context
+
+    ctx = get_current_context(silent=True)
+    name = f"`{ctx.command_path}`" if ctx is not None else "this command"
+    return (
+        f"{name} does not run beside it (one process at a time may change a ledger); stop the daemon (SIGTERM: "
+        "it finishes what is in hand), run this, then start it again. sync, replay, pause and resume reach a "
+        "running daemon instead"
+    )
 
 
 def api_client(cfg: Config, transport: httpx.AsyncBaseTransport | None = None) -> CaptureClient:

@@ -64,3 +64,23 @@ def report_dict(report: RunReport) -> dict[str, Any]:
     if report.dry_run_preview is not None:
         data["preview"] = report.dry_run_preview
     return data
+
+
+def report_from_dict(data: dict[str, Any]) -> RunReport:
+    """The RunReport `report_dict` describes (as a daemon sends it back over the control channel), so
+    a command the daemon ran prints the very summary it would have printed running itself."""
+    from ..delivery import RunReport
+    from ..exit_codes import ExitCode
+
+    report = RunReport(
+        kind=data["kind"], run_id=data["run"], unsettled=data["unsettled"], blocked_total=data["blocked_total"],
+        stopped=data["stopped"], halted_by=data["halted_by"], unavailable=dict(data["unavailable"]),
+        source_failures=dict(data["source_failures"]), sources_read=list(data["sources_read"]),
+        duration_s=data["duration_s"],
+    )
+    for name, value in data["counts"].items():
+        setattr(report, name, value)
+    report.rejection_reasons.update(data["rejection_reasons"])
+    if int(report.exit_code) != data["exit_code"]:  # an error ended it (RunReport.ended_by is not in the dict)
+        report.ended_by = ExitCode(data["exit_code"])
+    return report

@@ -30,7 +30,8 @@ def run(
     One daemon per ledger: a second one exits 2. A mapped column a source lacks stops it at start
     (exit 2, every problem listed); a source that cannot be read, or fails mid-read, is reported in
     one line on each of its ticks while the others run on, and is read again once fixed. With
-    --once, the exit codes are those of `sync`.
+    --once, the exit codes are those of `sync`. While it runs, `sync`, `replay`, `pause` and `resume`
+    on the same config reach it over a socket beside the ledger and wait for the outcome.
 
     Example: capture-sync run -c /etc/capture-sync/capture-sync.toml
 

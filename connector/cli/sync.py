@@ -12,8 +12,10 @@ import typer
 
 from .. import delivery
 from ..config import Config
+from ..ledger import LedgerLocked
 from ..progress import TerminalProgress, progress_for
-from ._output import emit_json, report_dict
+from ._forward import ask_daemon
+from ._output import emit_json, report_dict, report_from_dict
 from ._common import (
     ExitCode, api_client, command, fail, open_ledger, open_output, out, pass_flow_gate, print_report,
     run_until_signal,
@@ -51,6 +53,10 @@ def sync(
     Example: capture-sync sync -c capture-sync.toml --dry-run --output preview.jsonl
 
     Example: capture-sync sync -c capture-sync.toml --full-refresh --source signups --json
+
+    Beside a running daemon (`capture-sync run` on the same ledger), the daemon runs the pass now,
+    paused or not, and this command prints its outcome and exits with its code. --dry-run changes
+    nothing and runs by itself; --full-refresh is refused beside a daemon.
     """
     if full_refresh and source is None:
         fail("--full-refresh needs --source NAME: the source to read again from the start", ExitCode.USAGE)
@@ -80,7 +86,17 @@ def sync(
                     gate=lambda: pass_flow_gate(cfg, ledger),
                 )
 
-    with open_ledger(cfg, exclusive=True) as ledger:
+    try:
+        ledger = open_ledger(cfg, exclusive=True)
+    except LedgerLocked:
+        if full_refresh:
+            raise LedgerLocked(
+                f"a capture-sync daemon holds ledger {cfg.ledger_path}: --full-refresh does not run beside it; "
+                "stop the daemon (SIGTERM), run this, then start it again"
+            ) from None
+        answer = ask_daemon(cfg.ledger_path, "sync", {"source": source}, quiet=as_json)
+        return _finish(report_from_dict(answer["report"]), "Sync (by the daemon)", cfg, as_json)
+    with ledger:
         report = run_until_signal(go)
     return _finish(report, "Sync", cfg, as_json)
 
@@ -95,6 +111,9 @@ def replay(
 ) -> int:
     """Re-send what the ledger holds unsettled, with the same idempotency keys and bodies.
 
+    Beside a running daemon (`capture-sync run` on the same ledger), the daemon replays now, stalled
+    batches included, and this command prints its outcome and exits with its code.
+
     Example: capture-sync replay -c capture-sync.toml --include-failed
     """
 
@@ -106,7 +125,12 @@ def replay(
                     stop=stop, gate=lambda: pass_flow_gate(cfg, ledger),
                 )
 
-    with open_ledger(cfg, exclusive=True) as ledger:
+    try:
+        ledger = open_ledger(cfg, exclusive=True)
+    except LedgerLocked:
+        answer = ask_daemon(cfg.ledger_path, "replay", {"include_failed": include_failed or None}, quiet=as_json)
+        return _finish(report_from_dict(answer["report"]), "Replay (by the daemon)", cfg, as_json)
+    with ledger:
         report = run_until_signal(go)
     return _finish(report, "Replay", cfg, as_json)
 

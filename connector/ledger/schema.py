@@ -174,7 +174,13 @@ def _v7(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX entries_merged ON entries(source) WHERE merged = 1")
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
+def _v8(db: sqlite_utils.Database) -> None:
+    """`pauses`: what an operator paused (`capture-sync pause`), a source's name or "*" for all, and
+    since when, so that a daemon started again on the ledger stays paused until `resume`."""
+    db.table("pauses").create({"source": str, "since": float}, pk="source", not_null={"since"})
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import _batches, _enqueue, _flows, _merges, _operator, _runs, _states, views
+from . import _batches, _enqueue, _flows, _merges, _operator, _pauses, _runs, _states, views
 from ._stamp import STAMP_SET
 from ._types import BatchState, BatchWork, Claim, EnqueueCounts, EntryState, Mapped, Outcome
 from .schema import LedgerError, connect, describe
@@ -286,6 +286,23 @@ class Ledger:
         """When the flow last passed against this base URL as this client (any client: None), or None."""
         with self._lock:
             return _flows.passed_at(self._conn, base_url, client_name)
+
+    # --- an operator's pauses (`capture-sync pause` / `resume`) ------------------------------
+
+    def pause(self, source: str) -> float:
+        """Pause a source's reading ("*": all reading and sending) until `resume`; returns since when."""
+        with self._write() as db:
+            return _pauses.pause(db, source, time.time())
+
+    def resume(self, source: str | None = None) -> list[str]:
+        """Lift the pause of `source` (None: every pause); returns the names that were paused."""
+        with self._write() as db:
+            return _pauses.resume(db, source)
+
+    def paused(self) -> dict[str, float]:
+        """Each paused source ("*": all) and since when (epoch seconds)."""
+        with self._lock:
+            return _pauses.paused(self._conn)
 
     # --- runs and views ----------------------------------------------------------------------
 

@@ -15,15 +15,19 @@ from ._fds import raise_open_files_limit
 if TYPE_CHECKING:
     from ..api.client import CaptureClient
     from ..config import Config
+    from ..control import Steered
     from ..health import DaemonHealth
     from ._server import OpsServer
 
 
-async def start_ops(address: HttpAddress, config: Config, health: DaemonHealth, client: CaptureClient) -> OpsServer:
-    """Listen on `address` on the running loop (raises OSError when it cannot) and serve until `stop()`."""
+async def start_ops(
+    address: HttpAddress, config: Config, health: DaemonHealth, client: CaptureClient, control: Steered | None = None,
+) -> OpsServer:
+    """Listen on `address` on the running loop (raises OSError when it cannot) and serve until `stop()`.
+    `control`: the daemon, steered by POST /control/<command> when `[daemon] control_token_file` is set."""
     from ._server import OpsServer
 
-    server = OpsServer(address, config, health, client)
+    server = OpsServer(address, config, health, client, control)
     await server.start()
     return server
 

@@ -9,7 +9,7 @@ opted in with `[daemon] status_page_contact_data = true`; keys, source names and
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from html import escape
@@ -44,12 +44,14 @@ class PageSource:
 
 def render(
     snapshot: Snapshot, health: DaemonHealth, sources: list[PageSource], config_path: Path,
-    *, ready: bool, reasons: list[str], contact_data: bool,
+    *, ready: bool, reasons: list[str], contact_data: bool, paused: Mapping[str, float] | None = None,
 ) -> str:
+    """`paused`: source (or "*": all) -> paused since, as `capture-sync pause` left it."""
     report = snapshot.report
+    paused = paused or {}
     parts = [
-        _header(health, ready, reasons, snapshot),
-        _sources(sources, health, report),
+        _header(health, ready, reasons, snapshot, paused),
+        _sources(sources, health, report, paused),
         _states(report),
         _attention(report, config_path),
         _blocked(snapshot, config_path, contact_data),
@@ -85,13 +87,15 @@ def _table(head: Iterable[str], rows: Iterable[Iterable[str]], numeric: Iterable
     return f'<div class=scroll><table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
-def _header(health: DaemonHealth, ready: bool, reasons: list[str], snapshot: Snapshot) -> str:
+def _header(health: DaemonHealth, ready: bool, reasons: list[str], snapshot: Snapshot, paused: Mapping[str, float]) -> str:
     state = '<b class=ok>ready</b>' if ready else '<b class=bad>not ready</b>: ' + escape("; ".join(reasons))
     client = f" · client {escape(health.client.client_name)}" if health.client else ""
     outage = (f' · <span class=warn>delivery halted by an unavailable API since {_when(health.outage_since)}</span>'
               if health.outage_since else "")
+    held = (f' · <span class=warn>paused since {_when(paused["*"])}: nothing is read or sent on schedule '
+            "(<code>capture-sync resume</code>)</span>" if "*" in paused else "")
     return (
-        f"<h1>capture-sync</h1><p>{state}{client}{outage}</p>"
+        f"<h1>capture-sync</h1><p>{state}{client}{outage}{held}</p>"
         f'<p class=muted>daemon up since {_when(health.started_at)} · ledger read {_when(snapshot.taken_at)} · '
         "refreshes every 30 s</p>"
     )
@@ -102,7 +106,7 @@ def _meaning(exit_code: int) -> str:
     return ExitCode(exit_code).name.lower().replace("_", " ") if exit_code in ExitCode._value2member_map_ else "error"
 
 
-def _sources(sources: list[PageSource], health: DaemonHealth, report: StatusReport) -> str:
+def _sources(sources: list[PageSource], health: DaemonHealth, report: StatusReport, paused: Mapping[str, float]) -> str:
     """One card per source: a phone has no room for a table of ten columns."""
     cards = []
     for s in sources:
@@ -116,8 +120,10 @@ def _sources(sources: list[PageSource], health: DaemonHealth, report: StatusRepo
             state += f" {escape(p.halted_by)}" if p.halted_by else ""
         counts = " · ".join(f"{c} {getattr(p, c)}" for c in PASS_COUNTS) if p else ""
         unsettled = sum(report.by_source.get(s.name, {}).get(k, 0) for k in ("pending", "in_flight", "unknown", "blocked"))
+        since = paused.get(s.name, paused.get("*"))
+        held = f"<span class=warn>paused since {_when(since)}: its ticks read nothing</span><br>" if since else ""
         cards.append(
-            f"<div class=card><b>{escape(s.name)}</b> <span class=muted>{escape(s.schedule)}</span><br>"
+            f"<div class=card><b>{escape(s.name)}</b> <span class=muted>{escape(s.schedule)}</span><br>{held}"
             f"last pass {_when(p.at if p else None)}: {state}<br>"
             + (f"<span class=muted>last pass: {escape(counts)}</span><br>" if counts else "")
             + f"<span class=muted>in the ledger, unsettled: {unsettled}; last success {_when(health.last_success.get(s.name))}"

@@ -7,12 +7,18 @@ reads DaemonHealth where the daemon writes it, without locks; the ledger is read
 uvicorn's own signal handling is switched off: SIGTERM, SIGINT and SIGHUP stay the daemon's.
 Hostile clients meet `_guard` (deadlines, a connection cap) before the app, and the app answers
 only a known Host (`_address`).
+
+Reads are open. Writes exist only when `[daemon] control_token_file` is set: `POST /control/<command>`
+with a JSON body of arguments runs a command of connector.control's table (the one the socket and
+the CLI use) once `Authorization: Bearer <token>` matches, compared in constant time; a missing or
+wrong token is 401 and nothing is done. Without the file every POST is 405, as before.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import json
 import socket
 import time
@@ -33,6 +39,7 @@ from ._snapshot import LedgerReader, SettledTally, Snapshot
 if TYPE_CHECKING:
     from ..api.client import CaptureClient
     from ..config import Config
+    from ..control import Steered
     from ..health import DaemonHealth
 
 log = structlog.get_logger("capture_sync.ops")
@@ -42,6 +49,8 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 MAX_SNAPSHOT_AGE_S = 5.0
 BACKLOG = 2048  # uvicorn's default
 STOP_GRACE_S = 1  # open connections get this long once the daemon stops; the daemon's bound is 10 s
+MAX_CONTROL_BODY = 4096  # a command's arguments are a few short fields
+CONTROL = "/control/"
 PAGE_HEADERS = [
     (b"content-security-policy", b"default-src 'none'; style-src 'unsafe-inline'"),
     (b"x-content-type-options", b"nosniff"),
@@ -57,8 +66,12 @@ class _Uvicorn(uvicorn.Server):
 
 
 class OpsServer:
-    def __init__(self, address: HttpAddress, config: Config, health: DaemonHealth, client: CaptureClient) -> None:
-        self.address, self.config, self.health = address, config, health
+    def __init__(
+        self, address: HttpAddress, config: Config, health: DaemonHealth, client: CaptureClient,
+        control: Steered | None = None,
+    ) -> None:
+        self.address, self.config, self.health, self.control = address, config, health, control
+        self.token = config.control_token() if control is not None else None  # ConfigProblem when unusable
         self.sources = [PageSource(s.name, s.schedule) for s in config.sources]
         self.reader = LedgerReader(config.ledger_path)
         self.metrics = Metrics(health, client, [s.name for s in self.sources], config.capture.rate_window_s or 60.0)
@@ -100,7 +113,8 @@ class OpsServer:
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="ops-http")
         # host and port apart: at INFO the log masks anything phone-like, a dotted address included
         log.info(
-            "ops.serving", host=self.bound.host, port=self.bound.port, endpoints=["/metrics", "/healthz", "/readyz", "/"],
+            "ops.serving", host=self.bound.host, port=self.bound.port,
+            endpoints=["/metrics", "/healthz", "/readyz", "/", *([f"POST {CONTROL}<command>"] if self.token else [])],
             max_connections=limits.max_connections, header_timeout_s=limits.header_timeout_s,
         )
         if limits.max_connections < daemon.http_max_connections:
@@ -161,9 +175,11 @@ class OpsServer:
                 send, 421, b"misdirected request: this Host is not served here ([daemon] http_allowed_hosts)\n",
                 b"text/plain; charset=utf-8",
             )
+        path = scope["path"]
+        if scope["method"] == "POST" and self.token is not None and path.startswith(CONTROL):
+            return await self._control(scope, receive, send, path[len(CONTROL):])
         if scope["method"] not in ("GET", "HEAD"):
             return await _reply(send, 405, b"only GET\n", b"text/plain; charset=utf-8", [(b"allow", b"GET, HEAD")])
-        path = scope["path"]
         try:
             if path == "/metrics":
                 await self.snapshot()
@@ -178,6 +194,7 @@ class OpsServer:
                 page = render(
                     snap, self.health, self.sources, self.config.path, ready=not reasons, reasons=reasons,
                     contact_data=self.config.daemon.status_page_contact_data,
+                    paused=self.control.paused if self.control is not None else None,
                 )
                 return await _reply(send, 200, page.encode(), b"text/html; charset=utf-8", PAGE_HEADERS)
         except Exception as exc:  # a failed read (a locked or damaged ledger) is one answer, never the daemon
@@ -185,9 +202,47 @@ class OpsServer:
             return await _reply(send, 500, b"internal error; see the daemon's log\n", b"text/plain; charset=utf-8")
         await _reply(send, 404, b"not found: /, /metrics, /healthz, /readyz\n", b"text/plain; charset=utf-8")
 
+    async def _control(self, scope: Scope, receive: Callable[[], Awaitable[Any]], send: Send, name: str) -> None:
+        """POST /control/<command>: the token first (401, nothing read or done), then the body."""
+        from ..control import COMMANDS, BadRequest, check_request, dispatch
 
-async def _json(send: Send, status: int, body: dict[str, Any]) -> None:
-    await _reply(send, status, json.dumps(body).encode() + b"\n", b"application/json")
+        assert self.token is not None and self.control is not None
+        given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
+        scheme, _, token = given.partition(b" ")
+        if scheme.lower() != b"bearer" or not hmac.compare_digest(token.strip(), self.token.encode()):
+            log.warning("control.unauthorized", command=name, token="missing" if not given else "wrong")
+            return await _json(send, 401, {"ok": False, "error": "a valid `Authorization: Bearer <token>` is needed"},
+                               [(b"www-authenticate", b"Bearer")])
+        body = await _body(receive)
+        try:
+            if body is None:
+                raise BadRequest(f"the body must be a JSON object of at most {MAX_CONTROL_BODY} bytes")
+            args = json.loads(body) if body.strip() else {}
+            check_request(name, args)
+        except (BadRequest, ValueError) as exc:
+            status = 404 if name not in COMMANDS else 400
+            return await _json(send, status, {"ok": False, "error": str(exc), "exit_code": 2})
+        log.info("control.request", command=name, args=args, via="http")
+        answer = await dispatch(self.control, name, args)
+        await _json(send, 200, answer)
+
+
+async def _body(receive: Callable[[], Awaitable[Any]]) -> bytes | None:
+    """The request body, or None when it is longer than MAX_CONTROL_BODY or the client left."""
+    body = b""
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        body += message.get("body", b"")
+        if len(body) > MAX_CONTROL_BODY:
+            return None
+        if not message.get("more_body"):
+            return body
+
+
+async def _json(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    await _reply(send, status, json.dumps(body).encode() + b"\n", b"application/json", headers)
 
 
 async def _reply(

@@ -14,6 +14,7 @@ import re
 import sqlite3
 from pathlib import Path
 
+from connector.ledger import SCHEMA_VERSION
 from connector.sandbox import SandboxStore
 
 
@@ -91,8 +92,9 @@ V7_COLUMNS = {"runs": ("passes", "reason", "merged"), "entries": ("merged",)}
 
 
 def _as_v6(ledger: Path) -> None:
-    """Take the ledger back to what schema v6 wrote (the v7 indexes and columns gone)."""
+    """Take the ledger back to what schema v6 wrote (the v7 indexes and columns, v8's table gone)."""
     with sqlite3.connect(ledger) as db:
+        db.execute("DROP TABLE pauses")
         db.execute("DROP INDEX entries_person")
         db.execute("DROP INDEX entries_merged")
         for table, columns in V7_COLUMNS.items():
@@ -117,7 +119,7 @@ def test_a_v6_ledger_migrates_keeps_its_history_and_sends_nothing_again(kit, san
     assert kit.run("sync", "-c", config).code == 0
     assert len(sandbox.store.captures()) == requests  # nothing re-sent
     with sqlite3.connect(ledger) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 7
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert db.execute("SELECT id, key, state, person_id FROM entries ORDER BY id").fetchall() == before
     db.close()
     runs = _runs(kit, Path(config))

@@ -1,0 +1,13 @@
+"""Steering a running daemon (`capture-sync sync|replay|pause|resume` beside it, and the HTTP
+control): one command table (`_commands`), a local Unix socket beside the ledger (`_channel`,
+`_place`). On a PostgreSQL ledger the same table is meant to be served from a control table that
+the leading daemon reads; only the socket exists today."""
+
+from ._channel import ControlServer, NoDaemon, Unreachable, ask, daemon_state
+from ._commands import COMMANDS, Answer, BadRequest, Command, DaemonStopping, Steered, check_request, dispatch
+from ._place import find_socket, socket_path
+
+__all__ = [
+    "COMMANDS", "Answer", "BadRequest", "Command", "ControlServer", "DaemonStopping", "NoDaemon", "Steered", "Unreachable", "ask",
+    "check_request", "daemon_state", "dispatch", "find_socket", "socket_path",
+]

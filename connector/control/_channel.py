@@ -1,0 +1,172 @@
+"""The local control channel: line-delimited JSON over the Unix socket of `_place`.
+
+One request per connection: `{"command": "sync", "args": {"source": "signups"}}` and a newline; the
+daemon answers one JSON line when the work is done (a pass may take minutes: the client waits) and
+closes. Only the daemon's own user may steer it: the socket is 0600 (another user's connect fails
+with EACCES), and the daemon reads the peer's uid (SO_PEERCRED) and refuses any other uid, root's
+included, with a one-line answer and nothing done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import stat
+import struct
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from ._commands import Answer, Steered, dispatch
+from ._place import find_socket, pointer_path, private_folder, socket_path
+
+log = structlog.get_logger("capture_sync.control")
+
+MAX_LINE = 64 * 1024
+READ_REQUEST_S = 10.0  # a client that connects and says nothing is dropped after this
+CONNECT_S = 2.0
+
+
+def _peer_uid(sock: Any) -> int:
+    _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    return int(uid)
+
+
+class ControlServer:
+    """The daemon's end: listens beside the ledger (or at the short path `_place` picks) until `stop`."""
+
+    def __init__(self, ledger: Path, daemon: Steered) -> None:
+        self.ledger, self.daemon = ledger, daemon
+        self.path = socket_path(ledger)
+        self._server: asyncio.AbstractServer | None = None
+        self._handlers: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> Path:
+        """Bind (replacing a socket a killed daemon left: the caller holds the ledger's daemon lock,
+        so no live daemon owns it), make it 0600, listen. Raises OSError."""
+        pointer = pointer_path(self.ledger)
+        if self.path != pointer:
+            private_folder(self.path.parent)
+        for stale in {self.path, pointer}:
+            with contextlib.suppress(FileNotFoundError):
+                if not stat.S_ISDIR(os.lstat(stale).st_mode):
+                    stale.unlink()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(str(self.path))
+            os.chmod(self.path, 0o600)  # before listen: nobody can connect in between
+            self._server = await asyncio.start_unix_server(self._serve, sock=sock, limit=MAX_LINE)
+        except BaseException:
+            sock.close()
+            raise
+        if self.path != pointer:
+            fd = os.open(pointer, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(f"{self.path}\n")
+        log.info("control.listening", socket=str(self.path), uid=os.getuid())
+        return self.path
+
+    async def stop(self) -> None:
+        """Stop listening and remove the socket (and the file naming it); answers in hand are sent."""
+        if self._server is None:
+            return
+        self._server.close()
+        if self._handlers:
+            await asyncio.wait(set(self._handlers), timeout=1.0)
+        for path in {self.path, pointer_path(self.ledger)}:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        self._server = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        try:
+            answer = await self._answer(reader, writer)
+            writer.write(json.dumps(answer).encode() + b"\n")
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass  # the client went away (Ctrl-C): the work it asked for was done all the same
+        finally:
+            writer.close()
+            self._handlers.discard(task)
+
+    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Answer:
+        try:  # read before judging, so that a refused client reads its answer rather than a broken pipe
+            line = await asyncio.wait_for(reader.readline(), READ_REQUEST_S)
+        except (asyncio.TimeoutError, ValueError):
+            line = b""
+        uid, own = _peer_uid(writer.get_extra_info("socket")), os.getuid()
+        if uid != own:  # nothing of the request is looked at
+            log.warning("control.refused", peer_uid=uid, why="only the daemon's own user may steer it")
+            return {"ok": False, "error": f"refused: this daemon runs as uid {own} and takes commands only from that user "
+                    f"(you are uid {uid})", "exit_code": 2}
+        try:
+            request = json.loads(line)
+            name, args = request["command"], request.get("args") or {}
+        except (ValueError, KeyError, TypeError):
+            return {"ok": False, "error": 'a request is one JSON line: {"command": NAME, "args": {...}}', "exit_code": 2}
+        log.info("control.request", command=name, args=args, via="socket")
+        return await dispatch(self.daemon, str(name), args)
+
+
+class NoDaemon(Exception):
+    """No daemon answers on the ledger's control socket (none runs, or it is not listening yet)."""
+
+
+class Unreachable(Exception):
+    """A daemon's socket is there but this process may not use it; the message says why."""
+
+
+def ask(ledger: Path, command: str, args: dict[str, Any] | None = None, *, timeout_s: float | None = None) -> Answer:
+    """Ask the daemon of `ledger` to run `command` and wait for its answer (`timeout_s` None: as long
+    as the work takes). Raises NoDaemon or Unreachable."""
+    path = find_socket(ledger)
+    if path is None:
+        raise NoDaemon(f"no control socket beside {ledger}")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(CONNECT_S)
+        try:
+            sock.connect(str(path))
+        except PermissionError:
+            raise Unreachable(
+                f"the daemon's control socket {path} is not this user's: only the user that runs the daemon "
+                f"(owner uid {_owner(path)}) may steer it"
+            ) from None
+        except (FileNotFoundError, ConnectionRefusedError, socket.timeout) as exc:
+            raise NoDaemon(f"nothing answers on {path}: {exc}") from None
+        sock.settimeout(timeout_s)
+        sock.sendall(json.dumps({"command": command, "args": args or {}}).encode() + b"\n")
+        with sock.makefile("rb") as fh:
+            line = fh.readline(MAX_LINE * 16)
+    finally:
+        sock.close()
+    if not line:
+        raise NoDaemon(f"the daemon closed {path} without an answer (it is stopping?)")
+    answer: Answer = json.loads(line)
+    return answer
+
+
+def _owner(path: Path) -> str:
+    try:
+        return str(path.stat().st_uid)
+    except OSError:
+        return "unknown"
+
+
+def daemon_state(ledger_path: Path) -> dict[str, Any] | None:
+    """The running daemon's `state` (what is paused, its health), or None when no daemon holds the
+    ledger or it does not answer within 2 s: for `status` and anything else that only looks."""
+    try:
+        answer = ask(ledger_path, "state", timeout_s=2.0)
+    except (NoDaemon, Unreachable, OSError, ValueError):
+        return None
+    if not answer.get("ok"):
+        return None
+    return {k: v for k, v in answer.items() if k not in ("ok", "command", "exit_code")}
