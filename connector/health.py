@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
 
@@ -56,10 +56,12 @@ class SourcePass:
 
 @dataclass(frozen=True)
 class Unread:
-    """A source the daemon could not read: since its first tick that could not, and why."""
+    """A source the daemon could not read: since its first tick that could not, and why (`kind`:
+    "credentials" while the API refuses them, "source" when the source itself cannot be read)."""
 
     since: float
     why: str
+    kind: Literal["credentials", "source"] = "source"
 
 
 @dataclass(frozen=True)
@@ -154,10 +156,10 @@ class DaemonHealth:
         if name in self.sources:
             self._read_or_not(name, report, now)
 
-    def skipped(self, name: str, why: str = REFUSED) -> None:
-        """A source's tick that did not read it (refused credentials: nothing is read or sent)."""
+    def skipped(self, name: str) -> None:
+        """A source's tick that did not read it: the API refuses the credentials (nothing is read or sent)."""
         if name in self.sources:
-            self.unread.setdefault(name, Unread(time.time(), why))
+            self.unread.setdefault(name, Unread(time.time(), REFUSED, "credentials"))
 
     def refused(self, reason: str, since: float | None) -> None:
         self.auth_failed = reason
@@ -172,10 +174,10 @@ class DaemonHealth:
 
     def _read_or_not(self, name: str, report: RunReport, now: float) -> None:
         why = report.unavailable.get(name) or report.source_failures.get(name)
-        if why is None and report.auth_failed and name not in report.sources_read:
-            why = REFUSED
         if why is not None:
             self.unread.setdefault(name, Unread(now, why))
+        elif report.auth_failed and name not in report.sources_read:
+            self.unread.setdefault(name, Unread(now, REFUSED, "credentials"))
         elif name in report.sources_read:
             self.unread.pop(name, None)
 
