@@ -51,7 +51,7 @@ def print_status(ledger: Ledger, config_path: Path, *, as_json: bool = False, li
         return
     _print_tables(report)
     for line in lines:
-        out.print(line.text, markup=False)
+        out.print(line.text, markup=False, soft_wrap=True)  # a command to copy: never broken across lines
 
 
 def _print_tables(report: StatusReport) -> None:
