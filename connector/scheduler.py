@@ -249,5 +249,5 @@ class Daemon:
 
 def _next_run(scheduler: AsyncIOScheduler, job_id: str) -> float | None:
     job = scheduler.get_job(job_id)
-    at = job.next_run_time if job is not None else None
+    at = getattr(job, "next_run_time", None)  # a job of a scheduler not started yet has none
     return at.timestamp() if at is not None else None

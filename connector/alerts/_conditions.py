@@ -90,7 +90,10 @@ Judge = Callable[[Snapshot, AlertSettings], Iterator[tuple[str | None, Verdict |
 def _auth(snap: Snapshot, _: AlertSettings) -> Iterator[tuple[str | None, Verdict | None]]:
     """The entries the ledger holds unsent, and the sources not read since (their new rows wait
     unread: no figure counts them)."""
-    unread = ", ".join(f"{name} since {_iso(u.since)}" for name, u in sorted(snap.unread.items())) or "none"
+    since = snap.auth_since or snap.now  # nothing is read from the refusal on: a source not marked yet is unread since then
+    unread = ", ".join(
+        f"{name} since {_iso(u.since if (u := snap.unread.get(name)) else since)}" for name in snap.sources
+    ) or "none"
     notes = {"unread": unread}
     yield None, Verdict(snap.auth_failed is not None, snap.auth_since, {"unsettled": snap.unsettled}, notes)
 
