@@ -133,7 +133,8 @@ class DaemonHealth:
             if self.outage_since is None:
                 self._failing_since = None  # failed GET /info calls that halted nothing: no outage
             return
-        self._outage_over(attempt.started_at + attempt.latency_s)
+        if self.outage_since is None or attempt.started_at >= self.outage_since:  # not one sent before it began
+            self._outage_over(attempt.started_at + attempt.latency_s)
         if attempt.error is not None and stalls(attempt.error):
             self._stalled(attempt, attempt.error)
 

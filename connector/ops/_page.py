@@ -166,6 +166,11 @@ def _who(entry: EntryView, contact_data: bool) -> str:
     return who
 
 
+# this page is served by the daemon, which holds the ledger: its resolve commands wait for it to stop
+_STOP_FIRST = ("<p class=warn>Stop the daemon before a <code>ledger resolve</code> command: it is refused while the "
+               "daemon holds the ledger.</p>")
+
+
 def _blocked(snapshot: Snapshot, config_path: Path, contact_data: bool) -> str:
     if not snapshot.blocked:
         return ""
@@ -180,7 +185,7 @@ def _blocked(snapshot: Snapshot, config_path: Path, contact_data: bool) -> str:
     more = snapshot.blocked_batches - len(snapshot.blocked)
     tail = (f"<p>and {more} more batches: <code>{escape(f'capture-sync ledger list -c {config_path} --state blocked')}"
             "</code></p>" if more > 0 else "")
-    return "<h2>Blocked entries (409)</h2>" + "".join(cards) + tail
+    return "<h2>Blocked entries (409)</h2>" + _STOP_FIRST + "".join(cards) + tail
 
 
 def _unknown(snapshot: Snapshot, config_path: Path, contact_data: bool) -> str:
@@ -200,7 +205,8 @@ def _unknown(snapshot: Snapshot, config_path: Path, contact_data: bool) -> str:
     total = snapshot.report.by_state.get("unknown", 0)
     more = (f"<p>and {total - len(items)} more: <code>{escape(f'capture-sync ledger list -c {config_path} --state unknown')}"
             "</code></p>" if total > len(items) else "")
-    return "<h2>Unknown entries</h2>" + "".join(items) + more
+    stop_first = _STOP_FIRST if any(u.asked_alone for u in snapshot.unknown) else ""
+    return "<h2>Unknown entries</h2>" + stop_first + "".join(items) + more
 
 
 def _runs(report: StatusReport) -> str:
