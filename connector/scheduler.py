@@ -244,6 +244,7 @@ class Daemon:
 
     async def once(self) -> RunReport:
         """`run --once`: every source once, then drain the ledger, as a cron job would."""
+        self.health.retry_stalled_every = None  # nothing is scheduled: a stall waits for `replay`
         return await sync(self.ledger, self.client, self.config.jobs(), self.settings, stop=self.stop)
 
 
