@@ -80,14 +80,15 @@ def advice(report: StatusReport, live: Mapping[str, Any] | None, config_path: Pa
     daemon, `replay` is asked of the daemon itself, so it is advised in both cases."""
     c = f"-c {config_path}"
     health: Mapping[str, Any] = (live or {}).get("health") or {}
+    unsettled = sum(report.by_state.get(state, 0) for state in ("pending", "in_flight", "unknown"))
     lines = [
-        *_live_lines(live, health, c),
+        *_live_lines(live, health, c, unsettled),
         *_ledger_lines(report, health, c, daemon=live is not None),
     ]
     return lines or [Advice("settled", "nothing to do: everything is settled and every source is read")]
 
 
-def _live_lines(live: Mapping[str, Any] | None, health: Mapping[str, Any], c: str) -> Iterator[Advice]:
+def _live_lines(live: Mapping[str, Any] | None, health: Mapping[str, Any], c: str, unsettled: int) -> Iterator[Advice]:
     if live is None:
         return
     unread: dict[str, Mapping[str, Any]] = health.get("unread_sources") or {}
@@ -96,7 +97,7 @@ def _live_lines(live: Mapping[str, Any] | None, health: Mapping[str, Any], c: st
         yield Advice(
             "credentials_refused",
             f"the Capture API refuses the credentials since {_at(auth['refused_since'])} ({auth['reason']}): nothing is "
-            f"sent{f' and these sources are not read: {names}' if names else ''}; write a working pair into the "
+            f"sent ({unsettled} entries wait in the ledger){f' and these sources are not read: {names}' if names else ''}; write a working pair into the "
             f"credential files, then `kill -HUP {health['pid']}` (or wait: the daemon reads them again "
             f"{_when(health.get('next', {}).get('credentials'))})",
         )
@@ -121,7 +122,7 @@ def _ledger_lines(report: StatusReport, health: Mapping[str, Any], c: str, *, da
     """The ledger's unsettled work, by kind; `health` ({} without a daemon) says what the daemon will do."""
     att = report.attention
     plain = report.by_state.get("pending", 0) + report.by_state.get("in_flight", 0) - att.stalled - att.waiting
-    if plain > 0:
+    if plain > 0 and not health.get("auth"):  # under refused credentials the line above says what waits
         yield _pending(plain, health, c, daemon=daemon)
     if att.stalled:
         stalled = health.get("stalled") or {}

@@ -113,17 +113,21 @@ def test_blocked(kit, sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "then stop the daemon (`ledger resolve` is refused while it holds the ledger) and run the `ledger resolve`" in line
 
 
-def test_credentials_refused(kit, sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    config = _synced(kit, tmp_path, sandbox.base_url, *sandbox.create_client(rate_limit=1000))
+def test_credentials_refused(kit, sandbox_process, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    box = sandbox_process()
+    with SandboxStore(box.db) as store:
+        key, secret = store.create_client("advice-refused", rate_limit=1000)
+    box.stop()  # three entries left waiting in the ledger
+    config = _synced(kit, tmp_path, box.base_url, key, secret, code=4)
     health = DaemonHealth(("signups",), config)
     health.refused("invalid credentials (HTTP 401, capture_bulk)", since=time.time() - 60)
     health.skipped("signups")
     health.next_run = lambda job: 1_900_000_000.0 if job == "credentials" else None
     text = _rendered(capsys, config, _live(health))
-    assert "everything is settled" not in text
+    assert "everything is settled" not in text and "the daemon sends them" not in text  # it does not, while refused
     [line] = text.splitlines()[-1:]
     assert line.startswith("the Capture API refuses the credentials since ")
-    assert "nothing is sent and these sources are not read: signups since " in line
+    assert "nothing is sent (3 entries wait in the ledger) and these sources are not read: signups since " in line
     assert line.endswith(
         f"write a working pair into the credential files, then `kill -HUP {health.describe(0)['pid']}` "
         "(or wait: the daemon reads them again at 2030-03-17 17:46:40 UTC)"
