@@ -146,3 +146,13 @@ def test_a_source_that_cannot_be_read(kit, sandbox, tmp_path: Path, capsys: pyte
         f": no file matches contacts.csv; fix it (`capture-sync check -c {config}` says what is wrong); the daemon "
         "reads it again on its next tick"
     )
+
+
+def test_paused(kit, sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The live state's `paused` map (ctl's control channel fills it): one line, the exact resume command."""
+    config = _synced(kit, tmp_path, sandbox.base_url, *sandbox.create_client(rate_limit=1000))
+    health = DaemonHealth(("signups",), config)
+    [line] = _rendered(capsys, config, _live(health, signups=1_900_000_000.0)).splitlines()[-1:]
+    assert line == f"paused: signups since 2030-03-17 17:46:40 UTC; `capture-sync resume -c {config} --source signups` resumes it"
+    [line] = _rendered(capsys, config, {"paused": {"*": 1_900_000_000.0}, "health": health.describe(0)}).splitlines()[-1:]
+    assert line == f"delivery is paused since 2030-03-17 17:46:40 UTC: `capture-sync resume -c {config}` resumes it"
