@@ -83,7 +83,7 @@ def advice(report: StatusReport, live: Mapping[str, Any] | None, config_path: Pa
     unsettled = sum(report.by_state.get(state, 0) for state in ("pending", "in_flight", "unknown"))
     lines = [
         *_live_lines(live, health, c, unsettled),
-        *_ledger_lines(report, health, c, daemon=live is not None),
+        *_ledger_lines(report, live, health, c),
     ]
     return lines or [Advice("settled", "nothing to do: everything is settled and every source is read")]
 
@@ -118,11 +118,13 @@ def _live_lines(live: Mapping[str, Any] | None, health: Mapping[str, Any], c: st
         yield Advice("paused", f"paused: {since}; {commands} resumes it")
 
 
-def _ledger_lines(report: StatusReport, health: Mapping[str, Any], c: str, *, daemon: bool) -> Iterator[Advice]:
+def _ledger_lines(report: StatusReport, live: Mapping[str, Any] | None, health: Mapping[str, Any], c: str) -> Iterator[Advice]:
     """The ledger's unsettled work, by kind; `health` ({} without a daemon) says what the daemon will do."""
+    daemon = live is not None
     att = report.attention
     plain = report.by_state.get("pending", 0) + report.by_state.get("in_flight", 0) - att.stalled - att.waiting
-    if plain > 0 and not health.get("auth"):  # under refused credentials the line above says what waits
+    held = health.get("auth") or "*" in (live or {}).get("paused", {})  # the line above says what waits, and why
+    if plain > 0 and not held:
         yield _pending(plain, health, c, daemon=daemon)
     if att.stalled:
         stalled = health.get("stalled") or {}
