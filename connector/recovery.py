@@ -94,11 +94,12 @@ def _live_lines(live: Mapping[str, Any] | None, health: Mapping[str, Any], c: st
     unread: dict[str, Mapping[str, Any]] = health.get("unread_sources") or {}
     if auth := health.get("auth"):
         names = ", ".join(f"{n} since {_at(u['since'])}" for n, u in sorted(unread.items()) if u["kind"] == "credentials")
+        unread_too = f" and these sources are not read: {names}" if names else ""
         yield Advice(
             "credentials_refused",
             f"the Capture API refuses the credentials since {_at(auth['refused_since'])} ({auth['reason']}): nothing is "
-            f"sent ({unsettled} entries wait in the ledger){f' and these sources are not read: {names}' if names else ''}; write a working pair into the "
-            f"credential files, then `kill -HUP {health['pid']}` (or wait: the daemon reads them again "
+            f"sent ({unsettled} entries wait in the ledger){unread_too}; write a working pair into the credential files, "
+            f"then `kill -HUP {health['pid']}` (or wait: the daemon reads them again "
             f"{_when(health.get('next', {}).get('credentials'))})",
         )
     broken = {n: u for n, u in sorted(unread.items()) if u["kind"] != "credentials"}
@@ -118,7 +119,9 @@ def _live_lines(live: Mapping[str, Any] | None, health: Mapping[str, Any], c: st
         yield Advice("paused", f"paused: {since}; {commands} resumes it")
 
 
-def _ledger_lines(report: StatusReport, live: Mapping[str, Any] | None, health: Mapping[str, Any], c: str) -> Iterator[Advice]:
+def _ledger_lines(
+    report: StatusReport, live: Mapping[str, Any] | None, health: Mapping[str, Any], c: str,
+) -> Iterator[Advice]:
     """The ledger's unsettled work, by kind; `health` ({} without a daemon) says what the daemon will do."""
     daemon = live is not None
     att = report.attention
@@ -165,11 +168,14 @@ def _pending(n: int, health: Mapping[str, Any], c: str, *, daemon: bool) -> Advi
     if outage := health.get("outage"):
         return Advice(
             "outage",
-            f"{n} entries wait: the Capture API has not answered since {_at(outage['since'])}; the daemon re-sends them by itself once it answers (next try: its "
-            f"retry sweep {sweep}): nothing to do; `capture-sync check {c}` says whether it answers now",
+            f"{n} entries wait: the Capture API has not answered since {_at(outage['since'])}; the daemon re-sends them "
+            f"by itself once it answers (next try: its retry sweep {sweep}): nothing to do; `capture-sync check {c}` says "
+            "whether it answers now",
         )
     if daemon:
-        return Advice("pending", f"{n} entries wait to be sent: the daemon sends them on its next pass or retry sweep ({sweep})")
+        return Advice(
+            "pending", f"{n} entries wait to be sent: the daemon sends them on its next pass or retry sweep ({sweep})",
+        )
     return Advice(
         "pending",
         f"{n} entries wait to be sent and no daemon runs: `capture-sync replay {c}` sends them once the API answers "
