@@ -150,7 +150,8 @@ class DaemonHealth:
         totals.update(
             read=report.read, enqueued=report.enqueued, unchanged=report.unchanged, rejected=report.rejected, late=report.late,
         )
-        if report.halted_by and not report.auth_failed:  # a halt at GET /info: no capture request was tried
+        # a halt: GET /info failed (no capture was tried), or a request's retries ran out (begun already)
+        if report.halted_by and not report.auth_failed:
             self.outage_since = self.outage_since or self._failing_since or now
         elif not report.stopped and not report.halted_by and report.unsettled == 0:
             self._outage_over(now)  # nothing waits: nothing is held up any more
@@ -185,7 +186,8 @@ class DaemonHealth:
     def _outage_over(self, at: float) -> None:
         if self.outage_since is not None:
             self.last_outage = Outage(self.outage_since, max(at, self.outage_since))
-            log.info("delivery.resumed", outage_s=round(self.last_outage.until - self.last_outage.since, 1))
+            # debug: a retryable 503 answered on its retry is an outage of a second, not news
+            log.debug("delivery.resumed", outage_s=round(self.last_outage.until - self.last_outage.since, 1))
         self.outage_since = self._failing_since = None
 
     def _stalled(self, attempt: Attempt, error: CaptureError) -> None:
