@@ -43,7 +43,8 @@ from .alerts import Alerts
 from .api import CaptureError, Unauthorized
 from .control import ControlServer, DaemonStopping
 from .delivery import RunReport, SourceJob, preflight, replay, sync
-from .health import DaemonHealth
+from .health import CREDENTIALS, SWEEP, DaemonHealth
+from .health import STALLED_RETRY as STALLED
 from .ops import raise_open_files_limit
 from .problems import ConfigProblem
 from .schedule import schedule_trigger
@@ -57,8 +58,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("capture_sync.daemon")
 
-SWEEP = "retry-sweep"
-STALLED = "retry-stalled"
 STOP_WAIT_S = 9.5  # the engine's own grace is shorter; SIGTERM to exit stays within 10 s
 ALL = "*"  # a pause of every source and of the sweeps
 
@@ -75,7 +74,10 @@ class Daemon:
         self.http = http
         self.settings = config.delivery_settings()
         self.exit_code = 0
-        self.health = DaemonHealth()
+        self.health = DaemonHealth(
+            tuple(s.name for s in config.sources), config.path, config.daemon.retry_stalled_every,
+        )
+        client.observers.append(self.health.observe)  # outage and stall times are the requests' own
         self.alerts = Alerts(config.alerts, self.health, ledger, config=config.path, sources=[s.name for s in config.sources])
         self._one_at_a_time = asyncio.Lock()
         self._checking = asyncio.Lock()
@@ -96,9 +98,10 @@ class Daemon:
         assert task is not None
         self._running.add(task)
         try:
-            if self.health.auth_failed and not await self.check_credentials():
+            if self.health.auth_failed and not await self.check_credentials("pass"):
                 if operator:
                     raise Unauthorized(f"the API refuses the credentials: {self.health.auth_failed}")
+                self.health.skipped(name)
                 return None  # nothing is sent under refused credentials; said once, when they were refused
             async with self._one_at_a_time:
                 if self.stop.is_set():
@@ -202,7 +205,7 @@ class Daemon:
                 then="nothing is sent until the credentials work: fix the files (a rotated secret goes into "
                 "its file); they are read again on every credentials tick and at once on SIGHUP",
             )
-        self.health.auth_failed = reason
+        self.health.refused(reason, self.client.refused_since)
 
     async def check_credentials(self, trigger: str = "tick") -> bool:
         """Read the credentials again and, when they differ from the pair in use or that pair is
@@ -213,6 +216,8 @@ class Daemon:
                 return self.health.auth_failed is None
             if self.health.auth_failed is None and self.client.uses(pair):
                 return True
+            if trigger == "pass" and self.client.uses(pair):
+                return False  # the refused pair unchanged: verifying it is one more refused request
             try:
                 self.health.answered(await self.client.use_credentials(pair))
             except Unauthorized as exc:
@@ -226,7 +231,7 @@ class Daemon:
                 log.warning("credentials.unverified", trigger=trigger, reason=str(exc))
                 return self.health.auth_failed is None  # an outage says nothing about the pair
             if self.health.auth_failed is not None:
-                self.health.auth_failed = None
+                self.health.accepted()
                 log.info("daemon.auth_recovered", trigger=trigger, credentials=pair.origins())
                 self._start(self.sweep())  # what the refusal left open goes now, under its same keys
             return True
@@ -270,8 +275,8 @@ class Daemon:
                 self.retry_stalled, schedule_trigger(self.config.daemon.retry_stalled_every), id=STALLED, name=STALLED,
             )
         scheduler.add_job(
-            self.credentials_tick, schedule_trigger(self.config.daemon.credentials_check), id="credentials",
-            name="credentials",
+            self.credentials_tick, schedule_trigger(self.config.daemon.credentials_check), id=CREDENTIALS,
+            name=CREDENTIALS,
         )
         if self.config.alerts:  # a tick for what changes between passes: an outage's length, a stale source
             scheduler.add_job(self.alerts.check, schedule_trigger(self.config.daemon.alerts_check), id="alerts", name="alerts")
@@ -310,6 +315,8 @@ class Daemon:
         # are the intended behaviour. A job's unexpected error is still logged (ERROR).
         logging.getLogger("apscheduler").setLevel(logging.ERROR)
         scheduler = self._scheduler()
+        self.health.next_run = lambda job: _next_run(scheduler, job)
+        await self.alerts.check()  # the ledger's figures (stalled batches left by an earlier run) from the start
         ops = await self._serve_http()
         scheduler.start()
         loop = asyncio.get_running_loop()
@@ -355,4 +362,11 @@ class Daemon:
 
     async def once(self) -> RunReport:
         """`run --once`: every source once, then drain the ledger, as a cron job would."""
+        self.health.retry_stalled_every = None  # nothing is scheduled: a stall waits for `replay`
         return await sync(self.ledger, self.client, self.config.jobs(), self.settings, stop=self.stop)
+
+
+def _next_run(scheduler: AsyncIOScheduler, job_id: str) -> float | None:
+    job = scheduler.get_job(job_id)
+    at = getattr(job, "next_run_time", None)  # a job of a scheduler not started yet has none
+    return at.timestamp() if at is not None else None

@@ -11,14 +11,20 @@
     def test_z(sandbox_process):               # a real process: kill it, restart on the same port/db
         proc = sandbox_process(p_commit_drop=0.2, seed=7)
         proc.kill(); again = sandbox_process(db=proc.db, port=proc.port)
+
+    def test_w(gated_sandbox):                 # in-process, capture requests failed at will, answers counted
+        box, gate = gated_sandbox()
+        gate.captures = False                  # every capture answered 503 retryable: false; GET /info answers
 """
 
 from __future__ import annotations
 
 import io
 import logging
+import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +33,7 @@ import structlog
 
 from connector import logs
 from connector.sandbox import Behaviour, Faults, SandboxServer, SandboxStore
+from connector.sandbox.app import ApiError, error_response
 from connector.sandbox.process import SandboxProcess, spawn_sandbox
 
 
@@ -57,10 +64,12 @@ def sandbox_factory(tmp_path: Path) -> Iterator[Callable[..., RunningSandbox]]:
 
     def start(
         db_path: Path | None = None, faults: Faults | None = None, rate_window_s: float = 60.0,
-        behaviour: Behaviour | None = None,
+        behaviour: Behaviour | None = None, wrap: Callable[[Any], Any] | None = None,
     ) -> RunningSandbox:
         db = db_path or tmp_path / f"sandbox-{len(started)}.sqlite3"
         server = SandboxServer(db, faults=faults, rate_window_s=rate_window_s, behaviour=behaviour)
+        if wrap is not None:  # an ASGI middleware around the sandbox's app
+            server.app = wrap(server.app)
         url = server.start()
         started.append(server)
         return RunningSandbox(server, url, server.store)
@@ -74,6 +83,51 @@ def sandbox_factory(tmp_path: Path) -> Iterator[Callable[..., RunningSandbox]]:
 def sandbox(sandbox_factory: Callable[..., RunningSandbox]) -> RunningSandbox:
     """A fault-free in-process sandbox on a free loopback port with a fresh database."""
     return sandbox_factory()
+
+
+@dataclass
+class CaptureGate:
+    """ASGI middleware around the sandbox: counts its answers by (operation, status) and, while
+    `captures` is True or False, answers every capture request itself with a 503 marked retryable
+    or not, while GET /info is answered as usual (an API that is up but does not take captures)."""
+
+    app: Any
+    captures: bool | None = None
+    answers: Counter[tuple[str, int]] = field(default_factory=Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def count(self, operation: str, status: int | None = None) -> int:
+        with self.lock:
+            return sum(n for (op, st), n in self.answers.items() if op == operation and status in (None, st))
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        operation = scope["path"].rsplit("/", 1)[-1]  # info, person, bulk
+
+        async def counted(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                with self.lock:
+                    self.answers[(operation, message["status"])] += 1
+            await send(message)
+
+        failing = self.captures
+        if scope["method"] == "POST" and failing is not None:
+            code, text = ("capture_unavailable", "capture is temporarily unavailable") if failing else ("capture_failed", "capture failed")
+            return await error_response(ApiError(503, code, text, retryable=failing))(scope, receive, counted)
+        await self.app(scope, receive, counted)
+
+
+@pytest.fixture
+def gated_sandbox(sandbox_factory: Callable[..., RunningSandbox]) -> Callable[..., tuple[RunningSandbox, CaptureGate]]:
+    """gated_sandbox(**as sandbox_factory) -> (sandbox, its CaptureGate)."""
+
+    def start(**options: Any) -> tuple[RunningSandbox, CaptureGate]:
+        gates: list[CaptureGate] = []
+        box = sandbox_factory(wrap=lambda app: gates.append(CaptureGate(app)) or gates[0], **options)
+        return box, gates[0]
+
+    return start
 
 
 @pytest.fixture

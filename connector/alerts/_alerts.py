@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     import httpx
 
     from ..health import DaemonHealth
+    from ..ledger import Stalls
 
 log = structlog.get_logger("capture_sync.alerts")
 
@@ -36,6 +37,7 @@ class Counts(Protocol):
 
     def blocked_count(self) -> int: ...
     def unsettled_count(self) -> int: ...
+    def stalls(self) -> Stalls: ...
 
 
 class Alerts:
@@ -57,22 +59,23 @@ class Alerts:
         self._one_at_a_time = asyncio.Lock()  # a tick and a pass's check must not judge out of order
 
     async def check(self) -> None:
-        """Judge every condition now and queue an alert for each change. Never raises: an alert
-        that cannot be judged must not end a pass or the daemon."""
-        if not self.entries:
-            return
+        """Read the ledger's figures into the daemon's health (its page, metrics and live state
+        use them too, alerts or not), then judge every condition and queue an alert for each change.
+        Never raises: an alert that cannot be judged must not end a pass or the daemon."""
         try:
             async with self._one_at_a_time:
-                blocked, unsettled = await asyncio.to_thread(self._counts)
-                snap = Snapshot.of(self.health, self.sources, blocked, unsettled, self.clock())
+                self.health.ledger_read(*await asyncio.to_thread(self._counts))
+                if not self.entries:
+                    return
+                snap = Snapshot.of(self.health, self.sources, self.clock())
                 for alert, watch, webhook in self.entries:
                     for change in watch.update(snap):
                         self._raise(alert, webhook, change)
         except Exception as exc:
             log.error("alerts.check_failed", error=f"{type(exc).__name__}: {exc}", then="the next tick tries again")
 
-    def _counts(self) -> tuple[int, int]:
-        return self.ledger.blocked_count(), self.ledger.unsettled_count()
+    def _counts(self) -> tuple[int, int, Stalls]:
+        return self.ledger.unsettled_count(), self.ledger.blocked_count(), self.ledger.stalls()
 
     def _raise(self, alert: Alert, webhook: Webhook, change: Change) -> None:
         status = "started" if change.started else "cleared"

@@ -1,8 +1,9 @@
 """The webhook bodies: a generic JSON object, or a Slack-compatible one (`text` and blocks).
 
 A body says what changed, since when, the counts, the sources and the command that helps; it is
-built only from those and from our own words: never from a record, a rejection reason or an error
-text that might quote one, and never from the API secret or the webhook URL.
+built only from those, an answer's status and error name/code, and our own words: never from a
+record, a rejection reason or an error text that might quote one, and never from the API secret or
+the webhook URL.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from ._config import Condition, Format
 
 _WHAT: dict[Condition, tuple[str, str]] = {  # (started, cleared), formatted with the fields below
     "auth": (
-        "The Capture API refuses the credentials: nothing is sent until the credential files hold a working pair.",
-        "The Capture API accepts the credentials again: delivery resumed.",
+        "The Capture API refuses the credentials: nothing is sent and no source is read until the credential "
+        "files hold a working pair ({unsettled} entries wait in the ledger; sources not read: {unread}).",
+        "The Capture API accepts the credentials again: delivery resumed after {duration}.",
     ),
     "blocked": (
         "{blocked} entries wait for a person's decision (blocked by a 409, or unknown after being asked alone).",
@@ -37,6 +39,10 @@ _WHAT: dict[Condition, tuple[str, str]] = {  # (started, cleared), formatted wit
         "Source {subject}: no successful pass for {duration}.",
         "Source {subject}: a pass succeeded again after {duration}.",
     ),
+    "stalled": (
+        "{entries} entries in {batches} batches were stopped by a non-retryable answer ({reason}): {then}.",
+        "No entries wait in stalled batches any more.",
+    ),
 }
 
 _COMMAND: dict[Condition, str] = {
@@ -45,6 +51,7 @@ _COMMAND: dict[Condition, str] = {
     "outage": "capture-sync check -c {config}",
     "reject_rate": "capture-sync ledger list -c {config} --state rejected --source {subject}",
     "stale": "capture-sync status -c {config}",
+    "stalled": "capture-sync replay -c {config}",
 }
 
 
@@ -75,7 +82,7 @@ def _iso(t: float) -> str:
 
 def json_body(change: Change, label: str, context: Context) -> dict[str, Any]:
     """The generic body; the Slack one is drawn from it."""
-    fields = {**change.counts, "subject": change.subject, "duration": duration(change.at - change.since)}
+    fields = {**change.counts, **change.notes, "subject": change.subject, "duration": duration(change.duration_s)}
     if "reject_share" in change.counts:
         fields["share"] = f"{float(change.counts['reject_share']):.0%}"
     command = _COMMAND[change.condition].format(
@@ -90,8 +97,10 @@ def json_body(change: Change, label: str, context: Context) -> dict[str, Any]:
         "summary": _WHAT[change.condition][0 if change.started else 1].format(**fields),
         "since": _iso(change.since),
         "at": _iso(change.at),
-        "duration_s": round(change.at - change.since, 1),
+        **({"ended": _iso(change.ended)} if change.ended is not None else {}),
+        "duration_s": round(change.duration_s, 1),
         "counts": dict(change.counts),
+        **({"details": dict(change.notes)} if change.notes else {}),
         "sources": [change.subject] if change.subject else list(context.sources),
         "command": command,
         "config": str(context.config),

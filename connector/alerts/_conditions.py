@@ -10,16 +10,20 @@ one moment, with the clock read once) to verdicts per subject: the subject is a 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ._config import AlertSettings, Condition
 
+from ..ledger import Stalls
+
 if TYPE_CHECKING:
-    from ..health import DaemonHealth, SourcePass
+    from ..health import DaemonHealth, Outage, SourcePass, Unread
 
 Counts = dict[str, int | float]
+Notes = dict[str, str]  # words beside the counts (a reason, what happens next): never a record's data
 
 
 @dataclass(frozen=True)
@@ -35,12 +39,18 @@ class Snapshot:
     last_success: Mapping[str, float] = field(default_factory=dict)
     blocked: int = 0
     unsettled: int = 0
+    auth_since: float | None = None
+    last_outage: Outage | None = None
+    stalled: Stalls = field(default_factory=Stalls)
+    stall_then: str = ""
+    unread: Mapping[str, Unread] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, health: DaemonHealth, sources: tuple[str, ...], blocked: int, unsettled: int, now: float) -> Snapshot:
+    def of(cls, health: DaemonHealth, sources: tuple[str, ...], now: float) -> Snapshot:
         return cls(
             now, health.started_at, sources, health.auth_failed, health.outage_since, dict(health.passes),
-            dict(health.last_success), blocked, unsettled,
+            dict(health.last_success), health.blocked, health.unsettled, health.auth_since, health.last_outage,
+            health.stalled, health.stall_then(), dict(health.unread),
         )
 
 
@@ -51,12 +61,14 @@ class Verdict:
     active: bool
     since: float | None = None
     counts: Counts = field(default_factory=dict)
+    notes: Notes = field(default_factory=dict)
+    until: float | None = None  # for a clear: when the condition ended, when known
 
 
 @dataclass(frozen=True)
 class Change:
     """One alert: a condition started or cleared for a subject. `since` is when the condition began;
-    `at` when the change was seen."""
+    `at` when the change was seen; `ended`, for a clear, when the condition ended if known."""
 
     condition: Condition
     subject: str | None
@@ -64,13 +76,26 @@ class Change:
     since: float
     at: float
     counts: Counts
+    notes: Notes = field(default_factory=dict)
+    ended: float | None = None
+
+    @property
+    def duration_s(self) -> float:
+        return (self.ended if self.ended is not None else self.at) - self.since
 
 
 Judge = Callable[[Snapshot, AlertSettings], Iterator[tuple[str | None, Verdict | None]]]
 
 
 def _auth(snap: Snapshot, _: AlertSettings) -> Iterator[tuple[str | None, Verdict | None]]:
-    yield None, Verdict(snap.auth_failed is not None, counts={"unsettled": snap.unsettled})
+    """The entries the ledger holds unsent, and the sources not read since (their new rows wait
+    unread: no figure counts them)."""
+    since = snap.auth_since or snap.now  # nothing is read from the refusal on: a source not marked yet is unread since then
+    unread = ", ".join(
+        f"{name} since {_iso(u.since if (u := snap.unread.get(name)) else since)}" for name in snap.sources
+    ) or "none"
+    notes = {"unread": unread}
+    yield None, Verdict(snap.auth_failed is not None, snap.auth_since, {"unsettled": snap.unsettled}, notes)
 
 
 def _blocked(snap: Snapshot, _: AlertSettings) -> Iterator[tuple[str | None, Verdict | None]]:
@@ -80,7 +105,15 @@ def _blocked(snap: Snapshot, _: AlertSettings) -> Iterator[tuple[str | None, Ver
 def _outage(snap: Snapshot, settings: AlertSettings) -> Iterator[tuple[str | None, Verdict | None]]:
     since = snap.outage_since
     long_enough = since is not None and snap.now - since >= settings.outage_after
-    yield None, Verdict(long_enough, since, {"unsettled": snap.unsettled})
+    until = snap.last_outage.until if since is None and snap.last_outage else None
+    yield None, Verdict(long_enough, since, {"unsettled": snap.unsettled}, until=until)
+
+
+def _stalled(snap: Snapshot, _: AlertSettings) -> Iterator[tuple[str | None, Verdict | None]]:
+    stalled = snap.stalled
+    counts: Counts = {"entries": stalled.entries, "batches": stalled.batches}
+    notes = {"reason": stalled.reason or "unknown", "then": snap.stall_then} if stalled.entries else {}
+    yield None, Verdict(stalled.entries > 0, stalled.since, counts, notes)
 
 
 def _reject_rate(snap: Snapshot, settings: AlertSettings) -> Iterator[tuple[str | None, Verdict | None]]:
@@ -101,7 +134,12 @@ def _stale(snap: Snapshot, settings: AlertSettings) -> Iterator[tuple[str | None
 
 JUDGES: dict[Condition, Judge] = {
     "auth": _auth, "blocked": _blocked, "outage": _outage, "reject_rate": _reject_rate, "stale": _stale,
+    "stalled": _stalled,
 }
+
+
+def _iso(at: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
 
 
 class Watch:
@@ -127,8 +165,10 @@ class Watch:
                 began = self._active.get(key)
                 if verdict.active and began is None:
                     began = self._active[key] = verdict.since if verdict.since is not None else snap.now
-                    changes.append(Change(condition, subject, True, began, snap.now, verdict.counts))
+                    changes.append(Change(condition, subject, True, began, snap.now, verdict.counts, verdict.notes))
                 elif not verdict.active and began is not None:
                     del self._active[key]
-                    changes.append(Change(condition, subject, False, began, snap.now, verdict.counts))
+                    changes.append(
+                        Change(condition, subject, False, began, snap.now, verdict.counts, verdict.notes, verdict.until)
+                    )
         return changes

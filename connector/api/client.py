@@ -7,6 +7,11 @@ the very same bytes under the very same Idempotency-Key.
 A 401 may mean the secret was rotated (spec 5: regenerating it stops the old one at once). When the
 client was given a way to re-read its credentials, it does so once: a changed pair is verified with
 GET /info and put in use, and the request in hand goes again under its same key and bytes.
+
+A 401 that this does not cure latches the client: from then on no request leaves under the refused
+pair (one still waiting at the rate gate or in a retry's backoff fails at once with the same
+Unauthorized; those already sent may finish), until `use_credentials` verifies a pair again. A
+refused pair would only be refused again, and each refusal is one more request the API counts.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ class Attempt:
     status_code: int | None
     error: CaptureError | None = None
     number: int = 1  # its place among the attempts of one logical request: above 1, a retry
+    persons: int = 1  # the persons it carried: a bulk request's batch size (a stall's entries)
 
 
 class _Request(NamedTuple):
@@ -72,6 +78,10 @@ class _Request(NamedTuple):
     key: str | None
     operation: str
     cost: int = 1  # what the rate limit may count: the persons it carries
+
+
+class _NotSent(Unauthorized):
+    """A request the latch kept back: the API refused the credentials before it could go."""
 
 
 class CredentialPair(Protocol):
@@ -169,6 +179,9 @@ class CaptureClient:
         self._generation = 0  # bumped each time another pair is put in use
         self._renewing = asyncio.Lock()
         self._refused: CredentialPair | None = None  # the last re-read pair GET /info refused
+        self._latch: Unauthorized | None = None  # the refusal that stopped the sending; None: requests go
+        self._refused_at: float | None = None  # when the request that met it was sent
+        self._last_401_at: float | None = None
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
             auth=self._auth,
@@ -241,6 +254,11 @@ class CaptureClient:
             "POST", "/persons/bulk", body, idempotency_key, BulkCaptureResult, "capture_bulk", cost=cost
         )
 
+    @property
+    def refused_since(self) -> float | None:
+        """When the request that met the refusal in force was sent; None while requests go out."""
+        return self._refused_at if self._latch is not None else None
+
     def uses(self, pair: CredentialPair) -> bool:
         """Is `pair` the one requests carry now?"""
         return self._auth.holds(pair)
@@ -256,6 +274,9 @@ class CaptureClient:
             self._generation += 1
             log.info("credentials.renewed", credentials=pair.origins())
         self.credentials_from = pair.origins()
+        if self._latch is not None:
+            log.info("credentials.accepted", credentials=pair.origins(), then="requests go out again")
+        self._latch = self._refused_at = None
         return info
 
     async def _renewed(self, generation: int) -> bool:
@@ -299,11 +320,22 @@ class CaptureClient:
                 return await self._retrying(request, result_model, policy=policy)
             except Unauthorized as exc:
                 refused = exc
-        if self.credentials_from is None:
-            raise refused
-        raise Unauthorized(
-            f"{refused.message}; {self.credentials_from}", status_code=refused.status_code, name=refused.name,
-            code=refused.code, operation=refused.operation,
+        if self.credentials_from is not None and not isinstance(refused, _NotSent):
+            refused = Unauthorized(
+                f"{refused.message}; {self.credentials_from}", status_code=refused.status_code, name=refused.name,
+                code=refused.code, operation=refused.operation,
+            )
+        if self._latch is None:
+            self._latch, self._refused_at = refused, self._last_401_at or time.time()
+        raise refused
+
+    def _latched(self, operation: str) -> Unauthorized:
+        """The refusal in force, for a request that is not sent because of it."""
+        assert self._latch is not None
+        latch = self._latch
+        return _NotSent(
+            f"{latch.message} (not sent: the API refuses these credentials)", name=latch.name, code=latch.code,
+            operation=operation,
         )
 
     async def _retrying(
@@ -321,6 +353,8 @@ class CaptureClient:
         method, path, body, key, operation, cost = request
         if self.rate_gate is not None:
             await self.rate_gate.acquire(cost)
+        if self._latch is not None and auth is None:  # refused while it waited: it must not go
+            raise self._latched(operation)
         headers = {"Content-Type": "application/json"} if body is not None else {}
         if key is not None:
             headers["Idempotency-Key"] = key
@@ -346,6 +380,8 @@ class CaptureClient:
             return parse_response(response, result_model, operation)
         except CaptureError as exc:
             error = exc
+            if isinstance(exc, Unauthorized) and auth is None:
+                self._last_401_at = started
             if isinstance(exc, RateLimited) and self.rate_gate is not None:
                 self.rate_gate.on_rate_limited(exc.retry_after, cost)
             raise
@@ -360,6 +396,7 @@ class CaptureClient:
                 status_code=response.status_code if response is not None else None,
                 error=error,
                 number=number,
+                persons=cost,
             )
             log.debug(
                 "capture_api.attempt",

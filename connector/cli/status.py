@@ -1,14 +1,18 @@
-"""`capture-sync status`: what the ledger holds, by state and by source, and the last runs."""
+"""`capture-sync status`: what the ledger holds, by state and by source, the last runs, and with a
+running daemon its live state (credentials refused, an outage, sources not read, what is paused);
+then one line of advice for each state that holds."""
 
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from ..config_file import LedgerPlace
+from ..control import daemon_state
 from ..ledger import Ledger, StatusReport
-from ..recovery import attention_lines
+from ..recovery import advice
 from ._common import command, out, table
 from .ledger import open_existing
 
@@ -16,25 +20,33 @@ from .ledger import open_existing
 @command(ledger_only=True)
 def status(
     cfg: LedgerPlace,
-    as_json: bool = typer.Option(False, "--json", help="Print the status as one JSON object."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the status as one JSON object (with `live`, the running daemon's state, and `advice`).",
+    ),
 ) -> int:
-    """Counts by state and source, the last runs, and the oldest unsettled entry.
+    """Counts by state and source, the last runs, the oldest unsettled entry, and one line of advice
+    for each state that holds (with the command that helps).
 
     Example: capture-sync status -c capture-sync.toml --json
     """
+    live = daemon_state(cfg.ledger_path)  # asked before the ledger is opened: a read never waits on the daemon
     with open_existing(cfg) as ledger:
-        print_status(ledger, cfg.path, as_json=as_json)
+        print_status(ledger, cfg.path, as_json=as_json, live=live)
     return 0
 
 
-def print_status(ledger: Ledger, config_path: Path, *, as_json: bool = False) -> None:
+def print_status(ledger: Ledger, config_path: Path, *, as_json: bool = False, live: dict[str, Any] | None = None) -> None:
+    """`live`: the running daemon's state, or None; the advice then promises nothing of a daemon."""
     report = ledger.status()
+    lines = advice(report, live, config_path, recorded_pauses=ledger.paused() if live is None else None)
     if as_json:
-        out.print_json(json.dumps({**asdict(report), "settled": report.settled}))
+        out.print_json(json.dumps({
+            **asdict(report), "settled": report.settled, "live": live, "advice": [asdict(a) for a in lines],
+        }))
         return
     _print_tables(report)
-    for line in attention_lines(report.attention, config_path):
-        out.print(line, markup=False)
+    for line in lines:
+        out.print(line.text, markup=False, soft_wrap=True)  # a command to copy: never broken across lines
 
 
 def _print_tables(report: StatusReport) -> None:
@@ -44,10 +56,7 @@ def _print_tables(report: StatusReport) -> None:
         by_source.add_row(source, *(str(counts.get(s, 0)) for s in states))
     by_source.add_row("all", *(str(report.by_state.get(s, 0)) for s in states))
     out.print(by_source)
-    if report.settled:
-        out.print("oldest unsettled entry: none, everything is settled")
-    else:
-        out.print(f"oldest unsettled entry: {report.oldest_unsettled or 'none pending'}")
+    out.print(f"oldest unsettled entry: {report.oldest_unsettled or 'none'}")
     if report.merged:
         out.print(f"merged: {report.merged} captured record(s) went to a person the CRM holds for another record")
     if report.runs:

@@ -5,10 +5,13 @@ from ._runs import RunEntry
 from ._states import SourceState, StateChange
 from .schema import SCHEMA_VERSION, LedgerError
 from .store import Ledger, LedgerLocked
-from .views import STATES, Attention, AttemptView, BatchDetail, EntryDetail, EntryView, RunView, StatusReport
+from .views import (
+    STATES, Attention, AttemptView, BatchDetail, EntryDetail, EntryView, RunView, Stalls, StatusReport, answer_reason,
+)
 
 __all__ = [
     "SCHEMA_VERSION", "LedgerError", "BatchWork", "Claim", "EnqueueCounts", "EntryState", "Ledger",
     "LedgerLocked", "Mapped", "Member", "Outcome", "STATES", "Attention", "AttemptView",
-    "BatchDetail", "EntryDetail", "EntryView", "RunView", "StatusReport", "RunEntry", "SourceState", "StateChange",
+    "BatchDetail", "EntryDetail", "EntryView", "RunView", "StatusReport", "Stalls", "answer_reason", "RunEntry",
+    "SourceState", "StateChange",
 ]

@@ -369,6 +369,11 @@ class Ledger:
             attention = views.attention(self._conn)
         return attention.blocked + attention.unresolved
 
+    def stalls(self) -> views.Stalls:
+        """The stalled batches in one figure: entries, batches, since when, the last answer."""
+        with self._lock:
+            return views.stalls(self._conn)
+
     def status(self) -> views.StatusReport:
         with self._lock:
             return views.status(self._conn)

@@ -222,6 +222,37 @@ def stalled(conn: sqlite3.Connection) -> int:
     ).fetchone()[0]
 
 
+@dataclass(frozen=True)
+class Stalls:
+    """Batches a non-retryable answer stopped, whose entries wait for `replay` (spec 4.4 rule 4)."""
+
+    entries: int = 0
+    batches: int = 0
+    since: float | None = None  # when the first of them stalled
+    reason: str | None = None   # the last answer's status and error name/code: never its message
+
+
+def answer_reason(status_code: int | None, name: str | None, code: str | None) -> str:
+    """`HTTP 503 ServiceUnavailable/capture_failed`: what an answer was, without its message, which
+    may quote the request."""
+    what = "/".join(p for p in (name, code) if p)
+    return f"HTTP {status_code}" + (f" {what}" if what else "") if status_code else "no response"
+
+
+def stalls(conn: sqlite3.Connection) -> Stalls:
+    entries, batches, since = conn.execute(
+        "SELECT count(*), count(DISTINCT b.id), min(b.updated_at) FROM batch_members m JOIN batches b ON b.id = m.batch_id "
+        "JOIN entries e ON e.id = m.entry_id WHERE b.state = 'stalled' AND e.state = 'in_flight'"
+    ).fetchone()
+    if not entries:
+        return Stalls()
+    last = conn.execute(
+        "SELECT a.status_code, a.error_name, a.error_code FROM attempts a JOIN batches b ON b.id = a.batch_id "
+        "WHERE b.state = 'stalled' ORDER BY a.id DESC LIMIT 1"
+    ).fetchone()
+    return Stalls(entries, batches, since, answer_reason(*last) if last else None)
+
+
 def attention(conn: sqlite3.Connection) -> Attention:
     stalled_ = stalled(conn)
     unresolved = conn.execute(

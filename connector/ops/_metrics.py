@@ -174,8 +174,12 @@ class _StateCollector(Collector):
         yield GaugeMetricFamily(f"{PREFIX}_ready", "1 when GET /info succeeded under credentials not refused since.", value=int(health.ready))
         yield GaugeMetricFamily(f"{PREFIX}_auth_failing", "1 while the API refuses the credentials in use.", value=int(health.auth_failed is not None))
         yield GaugeMetricFamily(
-            f"{PREFIX}_delivery_halted_seconds", "How long an unavailable API has halted delivery; 0 while it delivers.",
+            f"{PREFIX}_delivery_halted_seconds", "How long an unavailable API has halted delivery (since the first request it did not answer); 0 while it delivers.",
             value=time.time() - health.outage_since if health.outage_since else 0.0,
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_stalled_entries", "Entries of batches stopped by a non-retryable answer: they wait for "
+            "`capture-sync replay` (or [daemon] retry_stalled_every).", value=health.stalled.entries,
         )
         if health.client is None:
             return

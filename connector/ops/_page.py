@@ -18,7 +18,7 @@ from pathlib import Path
 from ..delivery import ExitCode
 from ..health import DaemonHealth
 from ..ledger import EntryView, StatusReport
-from ..recovery import Step, attention_lines, batch_recovery, resolve_command
+from ..recovery import Step, advice, batch_recovery, resolve_command
 from ._snapshot import Snapshot
 
 CONTACT_FIELDS = ("name", "first_name", "last_name", "email", "phone", "company")
@@ -46,14 +46,15 @@ def render(
     snapshot: Snapshot, health: DaemonHealth, sources: list[PageSource], config_path: Path,
     *, ready: bool, reasons: list[str], contact_data: bool, paused: Mapping[str, float] | None = None,
 ) -> str:
-    """`paused`: source (or "*": all) -> paused since, as `capture-sync pause` left it."""
+    """`paused`: what the daemon holds back (source name or "*" -> since when), as `capture-sync pause` left it."""
     report = snapshot.report
     paused = paused or {}
+    live = {"paused": dict(paused), "health": health.describe(time.time())}
     parts = [
         _header(health, ready, reasons, snapshot, paused),
         _sources(sources, health, report, paused),
         _states(report),
-        _attention(report, config_path),
+        _advice(report, live, config_path),
         _blocked(snapshot, config_path, contact_data),
         _unknown(snapshot, config_path, contact_data),
         _runs(report),
@@ -92,10 +93,15 @@ def _header(health: DaemonHealth, ready: bool, reasons: list[str], snapshot: Sna
     client = f" · client {escape(health.client.client_name)}" if health.client else ""
     outage = (f' · <span class=warn>delivery halted by an unavailable API since {_when(health.outage_since)}</span>'
               if health.outage_since else "")
+    refused = (f' · <span class=bad>the API refuses the credentials since {_when(health.auth_since)}</span>'
+               if health.auth_failed else "")
+    stalled = health.stalled
+    stall = (f' · <span class=warn>{stalled.entries} entries stalled since {_when(stalled.since)} '
+             f'({escape(stalled.reason or "unknown answer")})</span>' if stalled.entries else "")
     held = (f' · <span class=warn>paused since {_when(paused["*"])}: nothing is read or sent on schedule '
             "(<code>capture-sync resume</code>)</span>" if "*" in paused else "")
     return (
-        f"<h1>capture-sync</h1><p>{state}{client}{outage}{held}</p>"
+        f"<h1>capture-sync</h1><p>{state}{client}{outage}{refused}{stall}{held}</p>"
         f'<p class=muted>daemon up since {_when(health.started_at)} · ledger read {_when(snapshot.taken_at)} · '
         "refreshes every 30 s</p>"
     )
@@ -118,6 +124,8 @@ def _sources(sources: list[PageSource], health: DaemonHealth, report: StatusRepo
         else:
             state = f"<span class=bad>exit {p.exit_code} ({escape(_meaning(p.exit_code))})</span>"
             state += f" {escape(p.halted_by)}" if p.halted_by else ""
+        if (unread := health.unread.get(s.name)) is not None:
+            state += f' <span class=bad>not read since {_when(unread.since)}: {escape(unread.why)}</span>'
         counts = " · ".join(f"{c} {getattr(p, c)}" for c in PASS_COUNTS) if p else ""
         unsettled = sum(report.by_source.get(s.name, {}).get(k, 0) for k in ("pending", "in_flight", "unknown", "blocked"))
         since = paused.get(s.name, paused.get("*"))
@@ -134,15 +142,15 @@ def _sources(sources: list[PageSource], health: DaemonHealth, report: StatusRepo
 
 def _states(report: StatusReport) -> str:
     rows = [[escape(state), str(n)] for state, n in report.by_state.items() if n]
-    oldest = (f"<p>oldest unsettled entry: {escape(report.oldest_unsettled)}</p>" if report.oldest_unsettled
-              else "<p class=ok>everything is settled</p>" if report.settled else "")
+    oldest = f"<p>oldest unsettled entry: {escape(report.oldest_unsettled)}</p>" if report.oldest_unsettled else ""
     return "<h2>Entries by state</h2>" + (_table(["state", "entries"], rows, numeric=["entries"]) if rows
                                           else "<p class=muted>the ledger is empty</p>") + oldest
 
 
-def _attention(report: StatusReport, config_path: Path) -> str:
-    lines = attention_lines(report.attention, config_path)
-    return "<h2>Needs attention</h2><ul>" + "".join(f"<li>{escape(line)}</li>" for line in lines) + "</ul>" if lines else ""
+def _advice(report: StatusReport, live: dict, config_path: Path) -> str:
+    """One line per state that holds, with its command: the same words as `capture-sync status`."""
+    lines = advice(report, live, config_path)
+    return "<h2>What to do</h2><ul>" + "".join(f"<li>{escape(line.text)}</li>" for line in lines) + "</ul>"
 
 
 def _steps(steps: list[Step]) -> str:
@@ -163,6 +171,11 @@ def _who(entry: EntryView, contact_data: bool) -> str:
     return who
 
 
+# this page is served by the daemon, which holds the ledger: its resolve commands wait for it to stop
+_STOP_FIRST = ("<p class=warn>Stop the daemon before a <code>ledger resolve</code> command: it is refused while the "
+               "daemon holds the ledger.</p>")
+
+
 def _blocked(snapshot: Snapshot, config_path: Path, contact_data: bool) -> str:
     if not snapshot.blocked:
         return ""
@@ -177,7 +190,7 @@ def _blocked(snapshot: Snapshot, config_path: Path, contact_data: bool) -> str:
     more = snapshot.blocked_batches - len(snapshot.blocked)
     tail = (f"<p>and {more} more batches: <code>{escape(f'capture-sync ledger list -c {config_path} --state blocked')}"
             "</code></p>" if more > 0 else "")
-    return "<h2>Blocked entries (409)</h2>" + "".join(cards) + tail
+    return "<h2>Blocked entries (409)</h2>" + _STOP_FIRST + "".join(cards) + tail
 
 
 def _unknown(snapshot: Snapshot, config_path: Path, contact_data: bool) -> str:
@@ -197,7 +210,8 @@ def _unknown(snapshot: Snapshot, config_path: Path, contact_data: bool) -> str:
     total = snapshot.report.by_state.get("unknown", 0)
     more = (f"<p>and {total - len(items)} more: <code>{escape(f'capture-sync ledger list -c {config_path} --state unknown')}"
             "</code></p>" if total > len(items) else "")
-    return "<h2>Unknown entries</h2>" + "".join(items) + more
+    stop_first = _STOP_FIRST if any(u.asked_alone for u in snapshot.unknown) else ""
+    return "<h2>Unknown entries</h2>" + stop_first + "".join(items) + more
 
 
 def _runs(report: StatusReport) -> str:

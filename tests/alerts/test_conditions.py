@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from connector.alerts import AlertSettings, Change, Snapshot, Watch
-from connector.health import SourcePass
+from connector.health import Outage, SourcePass, Unread
+from connector.ledger import Stalls
 
 T0 = 1_700_000_000.0
 SOURCES = ("signups", "webinar")
@@ -97,3 +98,33 @@ def test_only_the_conditions_an_entry_names_are_watched() -> None:
     assert {c.condition for c in everything.update(snap(T0 + 10**6, auth_failed="refused", outage_since=T0, blocked=1))} == {
         "auth", "outage", "blocked", "stale"
     }
+
+
+def test_an_outage_cleared_late_tells_its_real_length_from_its_first_failed_to_its_first_answered_request() -> None:
+    watch = Watch(settings(conditions=["outage"], outage_after="2s"))
+    down, up = T0 + 3, T0 + 127  # the first request with no answer; the first capture answered
+    [started] = watch.update(snap(down + 15, outage_since=down))
+    assert started.since == down
+    [cleared] = watch.update(snap(up + 14, last_outage=Outage(down, up)))  # the check comes 14 s later
+    assert (cleared.since, cleared.ended, cleared.duration_s) == (down, up, 124)
+
+
+def test_a_stall_is_told_at_once_with_its_entries_reason_and_what_happens_next_and_cleared_once_settled() -> None:
+    watch = Watch(settings())  # on by default
+    stalled = Stalls(entries=200, batches=2, since=T0 + 1, reason="HTTP 503 ServiceUnavailable/capture_failed")
+    then = "not retried automatically (spec 4.4 rule 4): `capture-sync replay -c c.toml` re-sends them"
+    [started] = [c for c in watch.update(snap(T0 + 2, stalled=stalled, stall_then=then)) if c.condition == "stalled"]
+    assert (started.started, started.since, started.counts) == (True, T0 + 1, {"entries": 200, "batches": 2})
+    assert started.notes == {"reason": "HTTP 503 ServiceUnavailable/capture_failed", "then": then}
+    assert [c for c in watch.update(snap(T0 + 60, stalled=replace(stalled, entries=300))) if c.condition == "stalled"] == []
+    [cleared] = [c for c in watch.update(snap(T0 + 90)) if c.condition == "stalled"]
+    assert (cleared.started, cleared.since) == (False, T0 + 1)
+
+
+def test_the_auth_alert_counts_what_waits_and_names_the_sources_not_read_since() -> None:
+    watch = Watch(settings(conditions=["auth"]))
+    unread = {"signups": Unread(T0 + 30, "the API refuses the credentials", "credentials")}
+    [started] = watch.update(snap(T0 + 31, auth_failed="refused", auth_since=T0 + 29, unsettled=12, unread=unread))
+    assert (started.since, started.counts) == (T0 + 29, {"unsettled": 12})
+    # webinar is not marked yet (its tick has not come): nothing is read from the refusal on
+    assert started.notes == {"unread": "signups since 2023-11-14T22:13:50Z, webinar since 2023-11-14T22:13:49Z"}

@@ -14,6 +14,7 @@ from pydantic import SecretStr
 
 from connector.alerts import Alert, Alerts, AlertSettings, SendPolicy, Webhook
 from connector.health import DaemonHealth, SourcePass
+from connector.ledger import Stalls
 
 URL = "https://hooks.example.org/services/T1/B2/s3cr3t-webhook-token"
 QUICK = SendPolicy(initial_backoff_s=0.0, max_backoff_s=0.0, max_attempts=3, queue_size=2)
@@ -27,6 +28,9 @@ class Ledger:
 
     def unsettled_count(self) -> int:
         return self.unsettled
+
+    def stalls(self) -> Stalls:
+        return Stalls()
 
 
 def alert(**over: object) -> Alert:
@@ -110,8 +114,10 @@ async def test_alerts_are_not_judged_without_entries_and_never_raise() -> None:
         def blocked_count(self) -> int:
             raise OSError("disk I/O error")
 
-    idle = Alerts([], DaemonHealth(), Broken(), config=Path("c.toml"), sources=["signups"])
-    await idle.check()  # no [[alerts]]: the ledger is not even read
+    idle = Alerts([], DaemonHealth(), Ledger(), config=Path("c.toml"), sources=["signups"])
+    with structlog.testing.capture_logs() as logs:
+        await idle.check()  # no [[alerts]]: the ledger's figures are read for the page, nothing is judged
+    assert logs == []
     alerts = Alerts([alert()], DaemonHealth(), Broken(), config=Path("c.toml"), sources=["signups"])
     with structlog.testing.capture_logs() as logs:
         await alerts.check()

@@ -104,7 +104,9 @@ async def test_a_new_pair_the_api_refuses_is_verified_once_and_never_used(
             await client.capture_bulk([PERSON], key)
 
     paths = [c.request.url.path.rsplit("/", 1)[1] for c in route.calls]
-    assert paths == ["bulk", "info", "bulk"]  # the refused pair is not verified again
+    # the refused pair is not verified again, and the second request never leaves: the latch holds it
+    assert paths == ["bulk", "info"]
+    assert client.refused_since is not None
     assert all(c.request.headers["X-API-Secret"] == API_SECRET for c in route.calls if c.request.url.path.endswith("bulk"))
 
 
@@ -132,3 +134,26 @@ async def test_without_a_way_to_reread_a_401_is_raised_as_before(
     client = make_client()
     with pytest.raises(Unauthorized):
         await client.info()
+
+
+async def test_after_a_refusal_no_request_leaves_until_a_pair_is_verified_again(
+    router: respx.MockRouter, make_client: Callable[..., CaptureClient]
+) -> None:
+    """The latch: requests not yet sent fail at once with the refusal; verifying a pair lifts it."""
+    accepted = {"secret": NEW_SECRET}  # the client's own pair is refused (rotated elsewhere)
+    route = router.route().mock(side_effect=server(lambda: accepted["secret"]))
+    client = make_client(credentials_from=ORIGINS)
+
+    with pytest.raises(Unauthorized):
+        await client.capture_bulk([PERSON], "batch-key-1")
+    assert client.refused_since is not None
+    for call in (lambda: client.capture_bulk([PERSON], "batch-key-2"), client.info):
+        with pytest.raises(Unauthorized, match="not sent") as refused:
+            await call()
+        assert ORIGINS in str(refused.value) and str(refused.value).count(ORIGINS) == 1
+    assert len(route.calls) == 1
+
+    accepted["secret"] = API_SECRET  # the admin made the pair work again
+    await client.use_credentials(Pair(API_KEY, SecretStr(API_SECRET)))
+    assert client.refused_since is None
+    assert len((await client.capture_bulk([PERSON], "batch-key-2")).successful) == 1

@@ -72,7 +72,6 @@ async def test_secret_absent_on_every_path(rendered: io.StringIO, caplog: pytest
             responses = [
                 fail(400, message="person data is invalid"),
                 fail(400, message=f"bad header X-API-Secret: {API_SECRET}"),  # a server echoing headers
-                fail(401, message="invalid credentials"),
                 fail(409, message="key in use"),
                 fail(429, headers={"Retry-After": "0"}),
                 fail(503, retryable=True),
@@ -83,6 +82,7 @@ async def test_secret_absent_on_every_path(rendered: io.StringIO, caplog: pytest
                 httpx.ReadTimeout("read timed out"),
                 httpx.ConnectError("connection refused"),
                 ok(201, PERSON_RESULT),
+                fail(401, message="invalid credentials"),  # last: after a 401 the client sends nothing more
             ]
             for response in responses:
                 route = router.post("/person")

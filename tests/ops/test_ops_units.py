@@ -122,9 +122,9 @@ async def test_ready_only_after_get_info_while_the_credentials_work_and_the_ledg
     assert await server.readiness() == ["GET /info has not succeeded yet"]
     health.answered(ClientInfo(client_name="c", rate_limit=10, has_custom_field_mapping=False))
     assert await server.readiness() == []
-    health.auth_failed = "HTTP 401: invalid secret; key from file k, secret from file s"
-    assert await server.readiness() == [f"authentication failing: {health.auth_failed}"]
-    health.auth_failed = None
+    health.refused("HTTP 401: invalid secret; key from file k, secret from file s", since=1_700_000_000.0)
+    assert await server.readiness() == [f"authentication failing since 2023-11-14T22:13:20Z: {health.auth_failed}"]
+    health.accepted()
     health.outage_since = 1_700_000_000.0
     assert await server.readiness() == ["delivery halted by an outage since 2023-11-14T22:13:20Z"]
     health.outage_since = None
