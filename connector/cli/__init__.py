@@ -58,7 +58,7 @@ COMMANDS: dict[str, Entry] = {
         "Lift a pause (without --source, every pause); a running daemon reads what was held at once.",
     ),
     "status": Entry(
-        "status", "status", "Inspect", "Counts by state and source, the last runs, and the oldest unsettled entry.",
+        "status", "status", "Inspect", "Counts by state and source, the last runs, and one line of advice for each state that holds.",
     ),
     "ledger": Entry("ledger", "app", "Inspect", "Inspect the ledger's entries and batches, and resolve blocked ones."),
     "sources": Entry("sources", "app", "Inspect", "Source types: the built-ins and installed plugins."),

@@ -24,8 +24,10 @@ def status(
         False, "--json", help="Print the status as one JSON object (with `live`, the running daemon's state, and `advice`).",
     ),
 ) -> int:
-    """Counts by state and source, the last runs, the oldest unsettled entry, and one line of advice
-    for each state that holds (with the command that helps).
+    """Counts by state and source, the last runs, and one line of advice for each state that holds.
+
+    Each line of advice names the command that helps; with a daemon running, its live state too
+    (credentials refused, an outage, sources not read, what is paused).
 
     Example: capture-sync status -c capture-sync.toml --json
     """
