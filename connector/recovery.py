@@ -31,8 +31,9 @@ def resolve_command(config_path: Path, key: str, action: str) -> str:
     return f"capture-sync ledger resolve -c {config_path} {key} --{action}"
 
 
-def batch_recovery(batch: BatchDetail | None, config_path: Path) -> list[Step]:
-    """For a batch that no automatic step will finish: its likely cause and the commands that recover it."""
+def batch_recovery(batch: BatchDetail | None, config_path: Path, *, daemon: bool = False) -> list[Step]:
+    """For a batch that no automatic step will finish: its likely cause and the commands that recover it.
+    `daemon`: one holds the ledger, which `ledger resolve` needs for itself; the steps say so first."""
     if batch is None:
         return []
     if batch.state == "blocked":
@@ -45,7 +46,8 @@ def batch_recovery(batch: BatchDetail | None, config_path: Path) -> list[Step]:
         )
         return [
             Step(cause),
-            Step("check in the CRM whether these persons arrived, then either"),
+            Step("check in the CRM whether these persons arrived, then "
+                 + ("stop the daemon (`ledger resolve` is refused while it holds the ledger) and either" if daemon else "either")),
             Step(
                 "send it again under its same key: once the first request has finished, the server answers "
                 "with its earlier result instead of capturing again" if batch.operation == "person" else

@@ -11,6 +11,7 @@ import typer
 
 from ..config_file import LedgerPlace
 from ..ledger import STATES, BatchDetail, EntryDetail, EntryView, Ledger
+from ..control import daemon_state
 from ..recovery import batch_recovery
 from ._common import ExitCode, command, err, fail, open_ledger, out, table
 
@@ -113,7 +114,10 @@ def show(
                 details = [ledger.show(str(key))]
             except KeyError:
                 fail(f"no entry or batch has the key {key!r}", ExitCode.USAGE)
-        recoveries = [[step.line() for step in batch_recovery(_blocking_batch(ledger, d), cfg.path)] for d in details]
+        daemon = daemon_state(cfg.ledger_path) is not None
+        recoveries = [
+            [step.line() for step in batch_recovery(_blocking_batch(ledger, d), cfg.path, daemon=daemon)] for d in details
+        ]
     if as_json:
         shown = [asdict(d) for d in details]
         out.print_json(json.dumps(shown if by_record else shown[0], ensure_ascii=False))

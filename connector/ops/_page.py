@@ -185,7 +185,7 @@ def _blocked(snapshot: Snapshot, config_path: Path, contact_data: bool) -> str:
         members = "".join(f"<li>{_who(m, contact_data)}</li>" for m in blocked)
         cards.append(
             f'<div class=card><b>batch <code>{escape(batch.key)}</code></b> ({escape(batch.operation)}, '
-            f"{len(blocked)} blocked)<ul>{members}</ul>{_steps(batch_recovery(batch, config_path))}</div>"
+            f"{len(blocked)} blocked)<ul>{members}</ul>{_steps(batch_recovery(batch, config_path, daemon=True))}</div>"
         )
     more = snapshot.blocked_batches - len(snapshot.blocked)
     tail = (f"<p>and {more} more batches: <code>{escape(f'capture-sync ledger list -c {config_path} --state blocked')}"

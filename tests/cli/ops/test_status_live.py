@@ -9,6 +9,7 @@ beside the daemon is a pass run by the daemon, which returns once the pass has e
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +132,23 @@ def test_a_pause_left_for_the_next_daemon_is_said_without_one(kit, sandbox_proce
     assert advice["state"] == "paused"
     assert advice["text"].startswith("paused for the next daemon (every source, since ")
     assert advice["text"].endswith(f"until `capture-sync resume -c {config}`")
+
+
+def test_a_blocked_batch_beside_the_daemon_says_to_stop_it_before_resolving(
+    kit, sandbox_process, start_daemon, tmp_path: Path
+) -> None:
+    config, _ = _daemon_beside(kit, sandbox_process(), start_daemon, tmp_path)
+    _pass_now(kit, config, 0)
+    with sqlite3.connect(tmp_path / "ledger.sqlite3") as db:  # a 409's outcome, put directly (as test_outage.py does)
+        [key] = db.execute("SELECT key FROM batches").fetchone()
+        db.execute("UPDATE batches SET state = 'blocked' WHERE key = ?", (key,))
+        db.execute("UPDATE entries SET state = 'blocked' WHERE record_id = 'R2'")
+    db.close()
+
+    shown = kit.run("ledger", "show", "-c", str(config), key)
+    assert shown.code == 0, shown.stderr
+    assert "then stop the daemon (`ledger resolve` is refused while it holds the ledger) and either" in shown.stdout
+    assert f"capture-sync ledger resolve -c {config} {key} --requeue" in shown.stdout
+    _, as_json = _status(kit, config)
+    [advice] = as_json["advice"]
+    assert advice["state"] == "blocked" and "then stop the daemon" in advice["text"]
