@@ -24,6 +24,8 @@ def test_the_site_builds_in_strict_mode_without_a_warning(tmp_path: Path) -> Non
     assert built.returncode == 0, built.stdout + built.stderr
     assert "WARNING" not in built.stderr, built.stderr
     assert (tmp_path / "site" / "operations" / "index.html").exists()
+    # a pipe in a table cell's code span, escaped for GitHub, is a plain pipe on the site
+    assert "--requeue|--dismiss" in (tmp_path / "site" / "commands" / "index.html").read_text(encoding="utf-8")
     # docs/index.md includes the walkthrough script itself, not a copy that could drift
     assert "start_sandbox" in (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
 
