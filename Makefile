@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 RUN_STAMP := $(VENV)/.installed-run
 
-.PHONY: demo test audit bench bench-peers soak install install-dev clean
+.PHONY: demo test docs audit bench bench-peers soak install install-dev clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,11 @@ test: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
 	$(BIN)/python -m pytest -q examples/capture-sync-example-source
+
+# The documentation site (mkdocs.yml) into site/; --strict: a broken link or anchor, or a page left
+# out of the nav, is an error. `make test` runs the same build (tests/docs/test_site.py).
+docs: $(STAMP)
+	$(BIN)/python -m mkdocs build --strict --site-dir site
 
 # Known vulnerabilities in the installed packages: pip-audit against PyPI's advisory data. Offline,
 # or behind a mirror without that data, pip-audit would report "no known vulnerabilities" having
@@ -70,4 +75,4 @@ soak: $(STAMP)
 	SOAK_RECORDS=20000 SOAK_KILLS=50 SOAK_OUTAGE_S=30 $(BIN)/python -m pytest tests/reliability/test_chaos.py tests/reliability/test_outage.py -s -q -p no:cacheprovider
 
 clean:
-	rm -rf $(VENV) $(PEERS_VENV) capture-sync-demo .pytest_cache .hypothesis
+	rm -rf $(VENV) $(PEERS_VENV) capture-sync-demo .pytest_cache .hypothesis site

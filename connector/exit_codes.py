@@ -1,4 +1,4 @@
-"""The exit codes of every command (design 5, README "Exit codes"), and the one an exception ends
+"""The exit codes of every command (design 5, docs/reliability.md "Exit codes"), and the one an exception ends
 a command with: one table for the CLI and the run record."""
 
 from __future__ import annotations

@@ -108,7 +108,7 @@ def _header(health: DaemonHealth, ready: bool, reasons: list[str], snapshot: Sna
 
 
 def _meaning(exit_code: int) -> str:
-    """`blocked`, `unsettled`, `auth`, `source failed`, ...: the exit code in the README's table."""
+    """`blocked`, `unsettled`, `auth`, `source failed`, ...: the exit code in docs/reliability.md's table."""
     return ExitCode(exit_code).name.lower().replace("_", " ") if exit_code in ExitCode._value2member_map_ else "error"
 
 

@@ -1,4 +1,4 @@
-"""How a `"module:Class"` source type and a mapping hook are found, as the README says: an installed
+"""How a `"module:Class"` source type and a mapping hook are found, as docs/sources.md says: an installed
 package (or a folder on PYTHONPATH) first, then the config's own folder; never the working directory."""
 
 from __future__ import annotations

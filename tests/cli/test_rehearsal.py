@@ -1,4 +1,4 @@
-"""Rehearsing an outage as the README tells it: a sandbox and a daemon both keep running while
+"""Rehearsing an outage as docs/operations.md tells it: a sandbox and a daemon both keep running while
 `sandbox faults set` starts the outage and `sandbox faults clear` ends it (issue 26).
 
 Oracle: during the outage the daemon's requests are answered 503 (its log says so) and the new row

@@ -1,4 +1,4 @@
-"""Every example of the README's "Mapping reference" is run here, so the reference cannot drift
+"""Every example of the mapping reference (docs/mapping.md) is run here, so the reference cannot drift
 from the mapper: each row of its table (mapping, record, person sent), its hook module, and its
 whole example table."""
 
@@ -15,19 +15,16 @@ import pytest
 
 from connector.mapping import Mapping, Rejection
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-SECTION = "## Mapping reference"
+REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "mapping.md"
 
 
-def section() -> str:
-    text = README.read_text(encoding="utf-8")
-    assert SECTION in text, "the README lost its mapping reference"
-    body = text.split(SECTION, 1)[1]
-    return re.split(r"\n## ", body, maxsplit=1)[0]
+def page() -> str:
+    """The whole page: the reference and its section on bad values."""
+    return REFERENCE.read_text(encoding="utf-8")
 
 
 def blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", section(), re.DOTALL)
+    return re.findall(rf"```{lang}\n(.*?)```", page(), re.DOTALL)
 
 
 def code(cell: str) -> str:
@@ -41,7 +38,7 @@ def rows() -> list[tuple[str, dict[str, Any], str]]:
     """(mapping line, record, expected) of the examples table (the one headed `| mapping |`)."""
     found = []
     in_table = False
-    for line in section().splitlines():
+    for line in page().splitlines():
         if line.startswith("| mapping |"):
             in_table = True
             continue
@@ -57,7 +54,7 @@ def rows() -> list[tuple[str, dict[str, Any], str]]:
 
 @pytest.fixture(autouse=True)
 def hook_module(tmp_path, monkeypatch):
-    """The reference's `my_hooks.py`, importable as the README says (its folder on the import path)."""
+    """The reference's `my_hooks.py`, importable as the reference says (its folder on the import path)."""
     [module] = [b for b in blocks("python") if b.startswith("# my_hooks.py")]
     (tmp_path / "my_hooks.py").write_text(module, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -80,7 +77,7 @@ EXAMPLES = rows()
 @pytest.mark.parametrize(("mapping", "record", "expected"), EXAMPLES, ids=[m for m, _, _ in EXAMPLES])
 def test_each_example_maps_as_the_reference_says(mapping, record, expected):
     table = tomllib.loads(mapping)
-    if "hook" not in table:  # the API needs a name and an email or phone: the README says these are filled
+    if "hook" not in table:  # the API needs a name and an email or phone: the reference says these are filled
         if not {"name", "first_name"} & set(table):
             table["first_name"] = {"constant": "Filler"}
         if "email" not in table:

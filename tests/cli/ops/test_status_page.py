@@ -6,7 +6,7 @@ client's 0.5 s timeout, its retry under the same key meets the request still run
 3 blocks the batch), then `run --http`. Oracle: the DOM Chromium built holds the source and the
 exact command `ledger show` gives for that batch, and none of the blocked persons' emails.
 
-Set CAPTURE_SYNC_STATUS_PAGE_PNG=docs/status-page.png to refresh the README's screenshot."""
+Set CAPTURE_SYNC_STATUS_PAGE_PNG=docs/status-page.png to refresh the screenshot in docs/monitoring.md."""
 
 from __future__ import annotations
 
