@@ -45,6 +45,10 @@ class RunReport:
     duration_s: float = 0.0
     dry_run_preview: list[dict[str, Any]] | None = None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object `sync --json` prints (`report_dict`): for an orchestrator's metadata or XCom."""
+        return report_dict(self)
+
     def counts(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in COUNTS}
 

@@ -4,6 +4,8 @@ typed reports, the CLI's exit codes as exceptions, and the host's logging left a
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -104,3 +106,24 @@ def test_each_exit_code_has_its_exception() -> None:
         ExitCode.USAGE, ExitCode.AUTH, ExitCode.UNSETTLED, ExitCode.BLOCKED, ExitCode.SOURCE_FAILED,
     }
     assert all(issubclass(getattr(connector, name), connector.CaptureSyncError) for name in connector.__all__ if name.endswith(("Error", "Failed")))
+
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples" / "orchestrators").glob("*.py"))
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.stem for e in EXAMPLES])
+def test_each_orchestrator_example_runs_as_a_plain_script(kit, sandbox_factory, tmp_path: Path, example: Path) -> None:
+    """Without its orchestrator installed, the example runs its function directly; with it, through it."""
+    box = sandbox_factory()
+    csv = tmp_path / "contacts.csv"
+    kit.contacts(csv, [kit.contact(n) for n in range(1, 4)])
+    config = _setup(kit, box, tmp_path, csv)
+
+    ran = subprocess.run(
+        [sys.executable, str(example)], capture_output=True, text=True, timeout=120,
+        env=kit.env(CAPTURE_SYNC_CONFIG=str(config)),
+    )
+
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "captured" in ran.stdout
+    assert {p["data"]["email"] for p in box.store.persons()} == {f"ada{n}@example.org" for n in range(1, 4)}
