@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from . import tracing
 from .config_file import LedgerPlace
 from .ledger import Ledger, LedgerLocked
 
@@ -23,6 +24,7 @@ def api_client(cfg: Config, transport: httpx.AsyncBaseTransport | None = None) -
     from .api import CaptureClient
 
     base_url, creds = cfg.api()
+    tracing.name_integration(cfg.path.stem)  # the spans of what this client does name its config
     return CaptureClient(
         base_url, creds.api_key, creds.api_secret, timeout_s=cfg.capture.timeout_s,
         retry_policy=cfg.capture.retry.policy(), allow_insecure_http=cfg.capture.allow_insecure_http,
