@@ -10,7 +10,6 @@ the same keys, so nothing is doubled. Entries that need a person (NeedsAttention
 credentials (AuthenticationFailed, 3) and config errors (2) fail the run without a retry.
 """
 
-from __future__ import annotations
 
 import os
 import sys
