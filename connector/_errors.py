@@ -101,8 +101,9 @@ def raise_for(report: RunReport) -> None:
     details = [f"delivery stopped early: {report.halted_by}"] if report.halted_by else []
     details += [f"not read: {why}" for why in report.unavailable.values()]
     details += [f"source failed: {why}" for why in report.source_failures.values()]
-    message = f"{report.kind} ended with exit {int(report.exit_code)}: {meaning}"
-    raise error_for(report.exit_code, "; ".join([message, *details]), report)
+    # what happened first, then what to do (the meaning may refer to what the details named "above")
+    message = f"{report.kind} ended with exit {int(report.exit_code)}: " + "; ".join([*details, meaning])
+    raise error_for(report.exit_code, message, report)
 
 
 @contextmanager
