@@ -1,6 +1,6 @@
 """What a command that sends shares with the Python API (`connector.sync`, `replay`): the API client
 built from a config, the ledger opened (and locked, for one sending process at a time), and the
-flow gate. Kept out of `connector.cli` so that the Python API loads neither typer nor rich."""
+flow gate. Kept out of `connector.cli` so that the Python API does not load the CLI (typer, its commands)."""
 
 from __future__ import annotations
 
