@@ -101,7 +101,8 @@ def test_a_config_problem_is_a_config_error_naming_each_problem(tmp_path: Path) 
         sync(config, full_refresh=True)
 
 
-def test_each_exit_code_has_its_exception() -> None:
+def test_each_exit_code_has_its_exception_and_every_public_name_resolves() -> None:
+    assert all(getattr(connector, name) is not None for name in connector.__all__)
     assert {cls.exit_code for cls in (ConfigError, AuthenticationFailed, Unsettled, NeedsAttention, connector.SourceFailed)} == {
         ExitCode.USAGE, ExitCode.AUTH, ExitCode.UNSETTLED, ExitCode.BLOCKED, ExitCode.SOURCE_FAILED,
     }
