@@ -1,8 +1,8 @@
 """capture-sync as an Airflow task: a DAG with one TaskFlow task that runs `sync` every 15 minutes.
 
-    python airflow_task.py [CONFIG]         # Airflow installed: `dag.test()` runs it once in-process;
-                                            # else one sync directly
-    cp airflow_task.py $AIRFLOW_HOME/dags/  # with CAPTURE_SYNC_CONFIG set for the workers
+    python airflow_task.py [CONFIG]         # one sync directly, Airflow installed or not
+    cp airflow_task.py $AIRFLOW_HOME/dags/  # with CAPTURE_SYNC_CONFIG set for the workers, then
+    airflow dags test capture_sync          # one run through Airflow (tried with Airflow 3.3)
 
 An outage (connector.Unsettled, exit 4) fails the try and Airflow retries it later: the ledger
 re-sends the same requests with the same keys. Entries that need a person (NeedsAttention, 5),
@@ -47,10 +47,6 @@ if dag is not None:
     capture_sync_dag = capture_sync()
 
 
-if __name__ == "__main__":
-    if len(sys.argv) > 1:
-        os.environ["CAPTURE_SYNC_CONFIG"] = sys.argv[1]
-    if dag is None:
-        print(connector.sync(os.environ.get("CAPTURE_SYNC_CONFIG", "capture-sync.toml")).to_dict())
-    else:
-        capture_sync_dag.test()
+if __name__ == "__main__":  # Airflow 3 runs a DAG once only from its DAGs folder (`airflow dags test`)
+    config = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("CAPTURE_SYNC_CONFIG", "capture-sync.toml")
+    print(connector.sync(config).to_dict())
