@@ -26,7 +26,7 @@ from .api.retry import RetryPolicy
 from .config_file import LedgerSettings, Section, beside, read_toml, section, table
 from .delivery import REJECTS_MAX_BYTES, DeliverySettings, RejectsFeed, SourceJob
 from .mapping import Mapping
-from .ops import parse_address
+from .loopback import parse_address
 from .plugins import build_source
 from .problems import ConfigProblem
 from .schedule import schedule_trigger

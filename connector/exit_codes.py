@@ -18,6 +18,24 @@ class ExitCode(IntEnum):
     INTERRUPTED = 130  # KeyboardInterrupt outside the stop handler (typer's code)
 
 
+EXIT_MEANING = {  # what a report's non-zero exit code asks the user to do (the CLI prints it, the Python API raises it)
+    ExitCode.AUTH: (
+        "authentication failed: a 401 does not say whether the key, the secret or the client's active "
+        "state is refused; compare the key and secret where they were read from (named above) with the "
+        "CRM's API client (a rotated secret goes into its file), and check that the client is active"
+    ),
+    ExitCode.UNSETTLED: "work remains unsettled (the API is unavailable?): run `capture-sync replay` later",
+    ExitCode.BLOCKED: (
+        "entries need a person's decision: see `capture-sync ledger list --state blocked` (a 409) and "
+        "`--state unknown` (results that could not be placed); `capture-sync status` says more"
+    ),
+    ExitCode.SOURCE_FAILED: (
+        "a source failed while being read: the records it gave before were kept and delivered, and the "
+        "other sources were read and delivered; fix it and run sync again to continue where it stopped"
+    ),
+}
+
+
 def exit_code_for(exc: BaseException) -> ExitCode:
     # Imported here, when something has failed: a command that only reads the ledger (`status`)
     # never loads the HTTP client for this.

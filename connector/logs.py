@@ -187,3 +187,27 @@ def configure(level: str | int = "INFO", *, json: bool | None = None, stream: Te
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=False,
     )
+
+
+def hand_to_stdlib() -> None:
+    """For the Python API, which leaves logging to its host: our events go to the stdlib `logging`
+    module (loggers `capture_sync.*`) through the same redaction, one line each
+    (`event=run.finished kind=sync captured=3 ...`), and the host's handlers and levels decide what is
+    shown. Done only while nothing has configured structlog: unconfigured, it prints every event,
+    debug ones with contact data included, to stdout."""
+    _filter_library_urls()
+    if structlog.is_configured():
+        return
+    structlog.configure(
+        processors=[
+            structlog.stdlib.filter_by_level,
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.format_exc_info,
+            redact_secrets,
+            redact_pii,
+            structlog.processors.LogfmtRenderer(key_order=["event"], drop_missing=True),
+        ],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=False,
+    )

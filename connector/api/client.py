@@ -28,6 +28,7 @@ import httpx
 import structlog
 from pydantic import BaseModel, SecretStr
 
+from .. import tracing
 from ..logs import register_secret
 from ..outbound import Origin, origin_of
 from ._wire import check_base_url, check_idempotency_key, parse_response, parse_retry_after
@@ -310,6 +311,11 @@ class CaptureClient:
         cost: int = 1,
     ) -> R:
         request = _Request(method, path, body, key, operation, cost)
+        with tracing.request(operation, cost):
+            return await self._answered(request, result_model, policy)
+
+    async def _answered(self, request: _Request, result_model: type[R], policy: RetryPolicy | None) -> R:
+        """The request's answer, its retries and one renewal of refused credentials included."""
         generation = self._generation
         try:
             return await self._retrying(request, result_model, policy=policy)
@@ -406,6 +412,7 @@ class CaptureClient:
                 error=type(error).__name__ if error else None,
                 latency_ms=round(report.latency_s * 1000, 1),
             )
+            tracing.attempted(number, report.status_code)
             for observe in self.observers:
                 observe(report)
             if self.on_attempt is not None:

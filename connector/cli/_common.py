@@ -25,9 +25,12 @@ from rich.table import Table
 from .. import logs
 from ..config_file import DEFAULT_PATH, ENV_CONFIG, LedgerPlace, load_ledger_place
 from ..exit_codes import ExitCode as ExitCode  # the commands take it from here
-from ..exit_codes import exit_code_for
-from ..ledger import Ledger, LedgerError, LedgerLocked
+from ..exit_codes import EXIT_MEANING, exit_code_for
+from ..ledger import LedgerError, LedgerLocked
 from ..problems import ConfigProblem
+from .._run import api_client as api_client  # the commands take these from here
+from .._run import open_ledger as open_ledger
+from .._run import pass_flow_gate as pass_flow_gate
 from ._output import InertConsole
 
 # What only the commands that talk to the API use is imported where it is used, so that `status`
@@ -35,10 +38,6 @@ from ._output import InertConsole
 if TYPE_CHECKING:
     import asyncio
 
-    import httpx
-
-    from ..api import CaptureClient
-    from ..config import Config
     from ..delivery import RunReport
 
 T = TypeVar("T")
@@ -48,23 +47,6 @@ _WIDTH = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 200
 out = InertConsole(highlight=False, width=_WIDTH)
 err = InertConsole(stderr=True, highlight=False, soft_wrap=True)
 
-
-EXIT_MEANING = {  # what a report's non-zero exit code asks the user to do
-    ExitCode.AUTH: (
-        "authentication failed: a 401 does not say whether the key, the secret or the client's active "
-        "state is refused; compare the key and secret where they were read from (named above) with the "
-        "CRM's API client (a rotated secret goes into its file), and check that the client is active"
-    ),
-    ExitCode.UNSETTLED: "work remains unsettled (the API is unavailable?): run `capture-sync replay` later",
-    ExitCode.BLOCKED: (
-        "entries need a person's decision: see `capture-sync ledger list --state blocked` (a 409) and "
-        "`--state unknown` (results that could not be placed); `capture-sync status` says more"
-    ),
-    ExitCode.SOURCE_FAILED: (
-        "a source failed while being read: the records it gave before were kept and delivered, and the "
-        "other sources were read and delivered; fix it and run sync again to continue where it stopped"
-    ),
-}
 
 _CONFIG_OPTION = typer.Option(DEFAULT_PATH, "-c", "--config", envvar=ENV_CONFIG, help="The config file.")
 _VERBOSE_OPTION = typer.Option(False, "-v", "--verbose", help="DEBUG logs, and a traceback on unexpected errors.")
@@ -208,21 +190,6 @@ def _beside_daemon() -> str:
     )
 
 
-def api_client(cfg: Config, transport: httpx.AsyncBaseTransport | None = None) -> CaptureClient:
-    """A 401 re-reads the credentials once (a rotated secret in its file is picked up, verified and
-    used for the request in hand); one that renewal does not cure names where they were read from.
-    `transport` sits in front of the network (the flow keeps every response with one)."""
-    from ..api import CaptureClient
-
-    base_url, creds = cfg.api()
-    return CaptureClient(
-        base_url, creds.api_key, creds.api_secret, timeout_s=cfg.capture.timeout_s,
-        retry_policy=cfg.capture.retry.policy(), allow_insecure_http=cfg.capture.allow_insecure_http,
-        max_connections=max(cfg.capture.concurrency, 1),
-        credentials_from=creds.origins(), reload_credentials=cfg.reload_credentials, transport=transport,
-    )
-
-
 def open_output(path: Path) -> TextIO:
     """An `--output FILE`, 0600 like the ledger (a preview or a report lists people even masked), an
     existing file included; a symlink is refused, not followed (a link planted in a shared folder
@@ -238,28 +205,6 @@ def open_output(path: Path) -> TextIO:
         os.close(fd)
         fail(f"--output {path}: cannot make it private (0600): {exc.strerror}", ExitCode.USAGE)
     return os.fdopen(fd, "w", encoding="utf-8", newline="")
-
-
-def pass_flow_gate(cfg: Config, ledger: Ledger) -> None:
-    """Before a sending command reads or sends anything: while no synthetic test flow has passed
-    against this base URL, warn once, or refuse (`capture.require_flow`, exit 2)."""
-    from ..flow import flow_gate  # the flow loads the delivery engine: only commands that send need it
-
-    base_url, _ = cfg.api()
-    flow_gate(ledger, base_url, required=cfg.capture.require_flow, config=cfg.path)
-
-
-def open_ledger(cfg: Config | LedgerPlace, *, exclusive: bool = False) -> Ledger:
-    """`exclusive` takes the single-process lock: only one process may send from a ledger at a time,
-    or a replay could re-send a batch another process is still waiting on."""
-    ledger = Ledger(cfg.ledger_path, synchronous=cfg.ledger.synchronous)
-    if exclusive:
-        try:
-            ledger.acquire_daemon_lock()
-        except LedgerLocked:
-            ledger.close()
-            raise
-    return ledger
 
 
 def run_until_signal(start: Callable[[asyncio.Event], Awaitable[T]]) -> T:
@@ -321,6 +266,8 @@ def print_report(report: RunReport, title: str, config: Path | None = None) -> N
 def print_outcome(report: RunReport, config: Path | None = None) -> None:
     """What a person should know after a run: rejected records and where to read them, sources not
     read or cut short, an early end, and the exit code's meaning. `config` goes into the commands shown."""
+    from ..delivery import exit_meaning  # a report exists: the engine is loaded
+
     code = report.exit_code
     if report.rejected and report.kind != "dry_run":
         where = f" -c {shlex.quote(str(config))}" if config is not None else ""
@@ -334,15 +281,8 @@ def print_outcome(report: RunReport, config: Path | None = None) -> None:
         err.print(f"source failed: {logs.mask_secrets(failure)}", markup=False)
     if report.halted_by:
         out.print(f"delivery stopped early: {logs.mask_secrets(report.halted_by)}", markup=False)
-    stopped = f"stopped; run {report.kind} again to continue"
     if report.stopped and code is not ExitCode.UNSETTLED:
-        out.print(stopped, markup=False)
-    if code is ExitCode.USAGE:
-        meaning = f"not read: {', '.join(report.unavailable)}; the other sources were read and delivered"
-    elif code is ExitCode.UNSETTLED and report.stopped:
-        meaning = stopped
-    elif code is not ExitCode.OK:
-        meaning = EXIT_MEANING[code]
-    else:
-        return
-    err.print(f"exit {int(code)}: {meaning}", markup=False)
+        out.print(f"stopped; run {report.kind} again to continue", markup=False)
+    meaning = exit_meaning(report)
+    if meaning is not None:
+        err.print(f"exit {int(code)}: {meaning}", markup=False)

@@ -15,7 +15,7 @@ from ..config import Config
 from ..ledger import LedgerLocked
 from ..progress import TerminalProgress, progress_for
 from ._forward import ask_daemon
-from ._output import emit_json, report_dict, report_from_dict
+from ._output import emit_json
 from ._common import (
     ExitCode, api_client, command, fail, open_ledger, open_output, out, pass_flow_gate, print_report,
     run_until_signal,
@@ -69,7 +69,7 @@ def sync(
         with open_ledger(cfg) as ledger, _preview_file(output) as sink:
             report = delivery.preview(ledger, jobs, sink)
         if as_json:
-            emit_json(report_dict(report))
+            emit_json(delivery.report_dict(report))
             return report.exit_code
         for person in report.dry_run_preview or []:
             out.print(json.dumps(person, ensure_ascii=False), markup=False)
@@ -95,7 +95,7 @@ def sync(
                 "stop the daemon (SIGTERM), run this, then start it again"
             ) from None
         answer = ask_daemon(cfg.ledger_path, "sync", {"source": source}, quiet=as_json)
-        return _finish(report_from_dict(answer["report"]), "Sync (by the daemon)", cfg, as_json)
+        return _finish(delivery.report_from_dict(answer["report"]), "Sync (by the daemon)", cfg, as_json)
     with ledger:
         report = run_until_signal(go)
     return _finish(report, "Sync", cfg, as_json)
@@ -129,7 +129,7 @@ def replay(
         ledger = open_ledger(cfg, exclusive=True)
     except LedgerLocked:
         answer = ask_daemon(cfg.ledger_path, "replay", {"include_failed": include_failed or None}, quiet=as_json)
-        return _finish(report_from_dict(answer["report"]), "Replay (by the daemon)", cfg, as_json)
+        return _finish(delivery.report_from_dict(answer["report"]), "Replay (by the daemon)", cfg, as_json)
     with ledger:
         report = run_until_signal(go)
     return _finish(report, "Replay", cfg, as_json)
@@ -142,7 +142,7 @@ def _progress(as_json: bool) -> AbstractContextManager[TerminalProgress | None]:
 
 def _finish(report: delivery.RunReport, title: str, cfg: Config, as_json: bool) -> int:
     if as_json:
-        emit_json(report_dict(report))
+        emit_json(delivery.report_dict(report))
     else:
         print_report(report, title, cfg.path)
         if report.run_id is not None:

@@ -3,11 +3,11 @@ control): one command table (`_commands`), a local Unix socket beside the ledger
 `_place`). On a PostgreSQL ledger the same table is meant to be served from a control table that
 the leading daemon reads; only the socket exists today."""
 
-from ._channel import ControlServer, NoDaemon, Unreachable, ask, daemon_state
+from ._channel import ControlServer, NoDaemon, Refused, Unreachable, ask, daemon_state, forward
 from ._commands import COMMANDS, Answer, BadRequest, Command, DaemonStopping, Steered, check_request, dispatch
 from ._place import find_socket, socket_path
 
 __all__ = [
-    "COMMANDS", "Answer", "BadRequest", "Command", "ControlServer", "DaemonStopping", "NoDaemon", "Steered", "Unreachable", "ask",
-    "check_request", "daemon_state", "dispatch", "find_socket", "socket_path",
+    "COMMANDS", "Answer", "BadRequest", "Command", "ControlServer", "DaemonStopping", "NoDaemon", "Refused", "Steered", "Unreachable", "ask",
+    "check_request", "daemon_state", "dispatch", "forward", "find_socket", "socket_path",
 ]

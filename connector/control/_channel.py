@@ -21,6 +21,7 @@ from typing import Any
 
 import structlog
 
+from ..exit_codes import ExitCode
 from ._commands import Answer, Steered, dispatch
 from ._place import find_socket, pointer_path, private_folder, socket_path
 
@@ -150,6 +151,34 @@ def ask(ledger: Path, command: str, args: dict[str, Any] | None = None, *, timeo
     if not line:
         raise NoDaemon(f"the daemon closed {path} without an answer (it is stopping?)")
     answer: Answer = json.loads(line)
+    return answer
+
+
+class Refused(Exception):
+    """A command meant for the daemon was not run: none takes commands, it may not be asked, or it
+    refused or failed the work. The message says why and what to do; `exit_code` is the code the
+    command ends with."""
+
+    def __init__(self, message: str, exit_code: ExitCode) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def forward(ledger: Path, command: str, args: dict[str, Any]) -> Answer:
+    """The answer of the daemon holding `ledger` to `command` (arguments that are None left out), for
+    a command that found the ledger's daemon lock taken: the CLI's and the Python API's `sync` and
+    `replay`, so both say the same. Raises Refused."""
+    try:
+        answer = ask(ledger, command, {k: v for k, v in args.items() if v is not None})
+    except NoDaemon:
+        raise Refused(
+            f"another capture-sync process holds ledger {ledger}, and it is no daemon that takes commands "
+            "(a sync or replay running by itself): wait for it to finish, then run this again", ExitCode.USAGE,
+        ) from None
+    except Unreachable as exc:
+        raise Refused(str(exc), ExitCode.USAGE) from None
+    if not answer.get("ok"):
+        raise Refused(f"the daemon did not run `{command}`: {answer.get('error')}", ExitCode(answer.get("exit_code", 1)))
     return answer
 
 

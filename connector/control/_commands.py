@@ -53,7 +53,7 @@ class Command:
 
 
 def _report(report: RunReport) -> Answer:
-    from ..cli._output import report_dict  # the same JSON `sync --json` prints
+    from ..delivery.report import report_dict  # the same JSON `sync --json` prints
 
     return {"exit_code": int(report.exit_code), "report": report_dict(report)}
 

@@ -7,11 +7,11 @@ from .job import SourceJob
 from .preflight import Preflight, preflight
 from .ratelimit import AdaptiveRateLimiter
 from .rejects import REJECTS_MAX_BYTES, RejectsFeed
-from .report import RunReport
+from .report import RunReport, exit_meaning, report_dict, report_from_dict
 from .settle import ObjectReading, match_bulk, person_outcome, read_bulk
 
 __all__ = [
     "DeliverySettings", "Progress", "SourceJob", "extract", "preview", "replay", "sync", "to_mapped",
-    "Preflight", "preflight", "AdaptiveRateLimiter", "ExitCode", "RunReport", "exit_code_for", "match_bulk", "person_outcome",
+    "Preflight", "preflight", "AdaptiveRateLimiter", "ExitCode", "RunReport", "exit_meaning", "report_dict", "report_from_dict", "exit_code_for", "match_bulk", "person_outcome",
     "ObjectReading", "read_bulk", "Checker", "Slip", "position", "REJECTS_MAX_BYTES", "RejectsFeed",
 ]

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 
 import structlog
 
+from .. import tracing
 from ..api import CaptureClient, ClientInfo, RateGate
 from ..ledger import Ledger
 from .deliver import LOGGER, Delivery, DeliverySettings, OnInfo, connect
@@ -87,7 +88,9 @@ def _read_all(
         if stop is not None and stop.is_set():
             report.stopped = True
             return
-        if not extract(ledger, job, settings.chunk_size, report, progress, between_chunks, settings.rejects):
+        with tracing.source_read(job.name, report):
+            done = extract(ledger, job, settings.chunk_size, report, progress, between_chunks, settings.rejects)
+        if not done:
             return
 
 
@@ -134,7 +137,7 @@ async def sync(
         return await asyncio.to_thread(preview, ledger, jobs)
     report = RunReport(kind="sync")
     shown = progress or NoProgress()
-    with _recorded(ledger, report):
+    with tracing.run(report), _recorded(ledger, report):
         if gate is not None:
             gate()
         found = await asyncio.to_thread(readable, jobs, report)
@@ -171,7 +174,7 @@ async def replay(
     operator's `replay` sends them, never the daemon's sweep unless told to). `gate` as for `sync`."""
     report = RunReport(kind="replay")
     started = time.time()
-    with _recorded(ledger, report):
+    with tracing.run(report), _recorded(ledger, report):
         if gate is not None:
             gate()
         info = await connect(client, report, on_info)

@@ -7,7 +7,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..exit_codes import ExitCode, exit_code_for
+from .. import logs
+from ..exit_codes import EXIT_MEANING, ExitCode, exit_code_for
 from ..ledger.views import RUN_COUNTS
 
 COUNTS = RUN_COUNTS  # a run's counts, as the ledger's runs table keeps them
@@ -43,6 +44,10 @@ class RunReport:
     rejection_reasons: Counter[str] = field(default_factory=Counter)
     duration_s: float = 0.0
     dry_run_preview: list[dict[str, Any]] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object `sync --json` prints (`report_dict`): for an orchestrator's metadata or XCom."""
+        return report_dict(self)
 
     def counts(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in COUNTS}
@@ -98,3 +103,56 @@ class RunReport:
         if self.unsettled or self.stopped:
             return ExitCode.UNSETTLED
         return ExitCode.OK
+
+
+def exit_meaning(report: RunReport) -> str | None:
+    """What the report's exit code asks of a person, in one line (None for 0): the CLI prints it after
+    `exit N:`, the Python API's exceptions carry it."""
+    code = report.exit_code
+    if code is ExitCode.OK:
+        return None
+    if code is ExitCode.USAGE:
+        return f"not read: {', '.join(report.unavailable)}; the other sources were read and delivered"
+    if code is ExitCode.UNSETTLED and report.stopped:
+        return f"stopped; run {report.kind} again to continue"
+    return EXIT_MEANING.get(code, f"the run ended with exit {int(code)}")
+
+
+def report_dict(report: RunReport) -> dict[str, Any]:
+    """What a sync, replay or dry run did: its counts, what was left, why it stopped, and its exit code.
+    Reasons pass through the same secret masking as the human output."""
+    data: dict[str, Any] = {
+        "kind": report.kind,
+        "run": report.run_id,
+        "exit_code": int(report.exit_code),
+        "counts": {**report.counts(), "unknown": report.unknown},
+        "unsettled": report.unsettled,
+        "blocked_total": report.blocked_total,
+        "stopped": report.stopped,
+        "halted_by": None if report.halted_by is None else logs.mask_secrets(report.halted_by),
+        "unavailable": {k: logs.mask_secrets(v) for k, v in report.unavailable.items()},
+        "source_failures": {k: logs.mask_secrets(v) for k, v in report.source_failures.items()},
+        "sources_read": report.sources_read,
+        "rejection_reasons": dict(report.rejection_reasons.most_common()),
+        "duration_s": round(report.duration_s, 3),
+    }
+    if report.dry_run_preview is not None:
+        data["preview"] = report.dry_run_preview
+    return data
+
+
+def report_from_dict(data: dict[str, Any]) -> RunReport:
+    """The RunReport `report_dict` describes (as a daemon sends it back over the control channel), so
+    a command the daemon ran prints the very summary it would have printed running itself."""
+    report = RunReport(
+        kind=data["kind"], run_id=data["run"], unsettled=data["unsettled"], blocked_total=data["blocked_total"],
+        stopped=data["stopped"], halted_by=data["halted_by"], unavailable=dict(data["unavailable"]),
+        source_failures=dict(data["source_failures"]), sources_read=list(data["sources_read"]),
+        duration_s=data["duration_s"],
+    )
+    for name, value in data["counts"].items():
+        setattr(report, name, value)
+    report.rejection_reasons.update(data["rejection_reasons"])
+    if int(report.exit_code) != data["exit_code"]:  # an error ended it (RunReport.ended_by is not in the dict)
+        report.ended_by = ExitCode(data["exit_code"])
+    return report

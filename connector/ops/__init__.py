@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._address import HttpAddress, parse_address
+from ..loopback import HttpAddress, parse_address
 from ._fds import raise_open_files_limit
 
 if TYPE_CHECKING:

@@ -29,7 +29,8 @@ import structlog
 import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from ._address import HttpAddress, allowed_hosts, host_allowed
+from ..loopback import HttpAddress
+from ._address import allowed_hosts, host_allowed
 from ._fds import endpoint_connections
 from ._guard import Limits, guarded_protocol
 from ._metrics import Metrics

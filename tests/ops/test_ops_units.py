@@ -218,7 +218,7 @@ async def test_serving_beyond_loopback_or_allowing_it_is_a_warning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loopback: bool, public: bool, warned: list[str]
 ) -> None:
     """127.0.0.2 plays a public address (tests listen on loopback only): the check is what is tested."""
-    monkeypatch.setattr("connector.ops._address.is_loopback", lambda host: loopback)
+    monkeypatch.setattr("connector.loopback.is_loopback", lambda host: loopback)
     config = load_config(_config(tmp_path))
     client = SimpleNamespace(observers=[])
     server = OpsServer(parse_address("127.0.0.2:0", public=public), config, DaemonHealth(), client)  # type: ignore[arg-type]

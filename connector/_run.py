@@ -1,0 +1,55 @@
+"""What a command that sends shares with the Python API (`connector.sync`, `replay`): the API client
+built from a config, the ledger opened (and locked, for one sending process at a time), and the
+flow gate. Kept out of `connector.cli` so that the Python API does not load the CLI (typer, its commands)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import tracing
+from .config_file import LedgerPlace
+from .ledger import Ledger, LedgerLocked
+
+if TYPE_CHECKING:
+    import httpx
+
+    from .api import CaptureClient
+    from .config import Config
+
+
+def api_client(cfg: Config, transport: httpx.AsyncBaseTransport | None = None) -> CaptureClient:
+    """A 401 re-reads the credentials once (a rotated secret in its file is picked up, verified and
+    used for the request in hand); one that renewal does not cure names where they were read from.
+    `transport` sits in front of the network (the flow keeps every response with one)."""
+    from .api import CaptureClient
+
+    base_url, creds = cfg.api()
+    tracing.name_integration(cfg.path.stem)  # the spans of what this client does name its config
+    return CaptureClient(
+        base_url, creds.api_key, creds.api_secret, timeout_s=cfg.capture.timeout_s,
+        retry_policy=cfg.capture.retry.policy(), allow_insecure_http=cfg.capture.allow_insecure_http,
+        max_connections=max(cfg.capture.concurrency, 1),
+        credentials_from=creds.origins(), reload_credentials=cfg.reload_credentials, transport=transport,
+    )
+
+
+def pass_flow_gate(cfg: Config, ledger: Ledger) -> None:
+    """Before a sending command reads or sends anything: while no synthetic test flow has passed
+    against this base URL, warn once, or refuse (`capture.require_flow`, exit 2)."""
+    from .flow import flow_gate  # the flow loads the delivery engine: only commands that send need it
+
+    base_url, _ = cfg.api()
+    flow_gate(ledger, base_url, required=cfg.capture.require_flow, config=cfg.path)
+
+
+def open_ledger(cfg: Config | LedgerPlace, *, exclusive: bool = False) -> Ledger:
+    """`exclusive` takes the single-process lock: only one process may send from a ledger at a time,
+    or a replay could re-send a batch another process is still waiting on."""
+    ledger = Ledger(cfg.ledger_path, synchronous=cfg.ledger.synchronous)
+    if exclusive:
+        try:
+            ledger.acquire_daemon_lock()
+        except LedgerLocked:
+            ledger.close()
+            raise
+    return ledger
