@@ -19,8 +19,16 @@
 
 from __future__ import annotations
 
+import glob
 import io
+import itertools
 import logging
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -167,3 +175,83 @@ def debug_logs() -> Iterator[io.StringIO]:
     root.setLevel(saved_level)
     httpx_log.setLevel(saved_httpx)
     structlog.configure(**saved_config)
+
+# --- a real PostgreSQL server the tests start themselves (the SQL source's tests, the ledger's second engine) ---
+
+
+def _pg_bindir() -> str | None:
+    candidates = [os.environ.get("PG_BIN", "")] + sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
+    on_path = shutil.which("initdb")
+    if on_path:
+        candidates.append(os.path.dirname(on_path))
+    return next((d for d in candidates if d and os.access(os.path.join(d, "initdb"), os.X_OK)), None)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A throwaway server on a loopback port; in CI its absence is a failure, never a skip."""
+    bindir = _pg_bindir()
+    if bindir is None:
+        if os.environ.get("CI", "").lower() in ("true", "1"):
+            pytest.fail("PostgreSQL binaries not found (.ci/run installs postgresql-15)")
+        pytest.skip("PostgreSQL binaries not found (set PG_BIN, or install postgresql-15)")
+    home = tempfile.mkdtemp(prefix="capture-sync-pg-")
+    as_user: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses to run as root
+        user = "postgres" if _user_exists("postgres") else "nobody"
+        shutil.chown(home, user)
+        as_user = ["runuser", "-u", user, "--"]
+    data, port = os.path.join(home, "data"), _free_port()
+
+    def run(*args: str) -> None:
+        subprocess.run([*as_user, *args], check=True, capture_output=True, timeout=120)
+
+    run(f"{bindir}/initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
+    options = f"-p {port} -k {home} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off"
+    run(f"{bindir}/pg_ctl", "-D", data, "-o", options, "-l", os.path.join(home, "log"), "-w", "start")
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        run(f"{bindir}/pg_ctl", "-D", data, "-m", "immediate", "-w", "stop")
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _user_exists(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
+
+
+_databases = itertools.count(1)
+
+
+@pytest.fixture
+def postgres_ledger_url(postgres_url: str) -> Iterator[str]:
+    """A fresh, empty database on the session's server for one test: a ledger's URL (no password)."""
+    import psycopg
+
+    server = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+    name = f"ledger_{os.getpid()}_{next(_databases)}"
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name} TEMPLATE template0")
+    yield server.rsplit("/", 1)[0] + "/" + name
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def ledger_target(request: pytest.FixtureRequest, tmp_path: Path) -> str | Path:
+    """Where a ledger test keeps its ledger: a SQLite file, then a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return tmp_path / "ledger.sqlite3"
+    url: str = request.getfixturevalue("postgres_ledger_url")
+    return url
+
