@@ -26,7 +26,7 @@ def open_existing(cfg: Config | LedgerPlace, *, exclusive: bool = False) -> Ledg
     empty ledger, which would hide a wrong path behind "nothing here". A repair takes the lock that
     `sync`, `replay` and `run` hold (`exclusive`): requeuing a batch while a daemon sends it would put
     the same per-person keys into a second batch in flight at the same time."""
-    if not cfg.ledger_path.exists():
+    if cfg.ledger.url is None and not cfg.ledger_path.exists():
         fail(
             f"no ledger at {cfg.ledger_path}: nothing was synced with {cfg.path} yet, or its [ledger] path names "
             "another file (a relative path starts from the config file's folder)",

@@ -165,7 +165,7 @@ class PgStore:
         try:
             yield
         except (self._psycopg.OperationalError, PoolTimeout) as exc:
-            raise LedgerUnreachable(f"ledger database {self.name} cannot be reached: {_first_line(exc)}") from None
+            raise LedgerUnreachable(f"PostgreSQL {self.name} cannot be reached: {_first_line(exc)}") from None
 
     @contextmanager
     def write(self, run_in_hand: int | None) -> Iterator[PgDb]:
@@ -215,7 +215,7 @@ def side_read(target: PgTarget) -> Iterator[PgDb]:
     try:
         conn = psycopg.connect(target.url, autocommit=True, **target.connect_kwargs())
     except psycopg.OperationalError as exc:
-        raise LedgerUnreachable(f"ledger database {target.name} cannot be reached: {_first_line(exc)}") from None
+        raise LedgerUnreachable(f"PostgreSQL {target.name} cannot be reached: {_first_line(exc)}") from None
     try:
         with conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")

@@ -27,6 +27,11 @@ if TYPE_CHECKING:  # `status` opens a ledger without loading the HTTP client
 UNSETTLED = ("pending", "in_flight", "unknown")
 
 
+def pg_name(url: str) -> str:
+    """A PostgreSQL ledger's URL as messages print it: postgresql://USER@HOST:PORT/DB."""
+    return PgTarget.parse(url).name
+
+
 class Ledger:
     """Every idempotency key, batch, attempt and result of this installation, in SQLite (a file) or
     PostgreSQL (a `postgresql://` URL): `target` picks the engine (`_db.Store`); the methods are the
