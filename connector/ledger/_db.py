@@ -27,6 +27,8 @@ class Dialect:
     waiting: str
     # captures counted as merges (`views.status`), from the partial index entries_merged
     merged: str
+    # after rows were copied in with their ids (`ledger copy`): the next id of `{table}` comes after them
+    next_id_after_copy: str
     # the one parameter of `any_of`: a JSON array for SQLite's json_each, a list (an array) for PostgreSQL
     many: Callable[[Iterable[Any]], Any]
 
@@ -34,7 +36,10 @@ class Dialect:
 class Cursor(Protocol):
     @property
     def rowcount(self) -> int: ...
+    @property
+    def description(self) -> Any: ...
     def fetchone(self) -> Any: ...
+    def fetchmany(self, size: int = ..., /) -> list[Any]: ...
     def fetchall(self) -> list[Any]: ...
     def __iter__(self) -> Iterator[Any]: ...
 

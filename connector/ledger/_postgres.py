@@ -48,6 +48,7 @@ DIALECT = Dialect(
     any_of="= ANY(?)",
     waiting=_WAITING,
     merged="SELECT count(*) FROM entries WHERE merged = 1",
+    next_id_after_copy="SELECT setval(pg_get_serial_sequence('{table}', 'id'), coalesce(max(id), 0) + 1, false) FROM {table}",
     many=list,
 )
 

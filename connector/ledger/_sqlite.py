@@ -37,6 +37,7 @@ DIALECT = Dialect(
     any_of="IN (SELECT value FROM json_each(?))",
     waiting=_WAITING,
     merged="SELECT count(*) FROM entries INDEXED BY entries_merged WHERE merged = 1",
+    next_id_after_copy="",  # an INTEGER PRIMARY KEY continues from the largest id by itself
     many=_json_list,
 )
 

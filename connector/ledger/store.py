@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import _batches, _enqueue, _flows, _merges, _operator, _pauses, _runs, _states, views
+from . import _batches, _copy, _enqueue, _flows, _merges, _operator, _pauses, _runs, _states, views
 from ._db import Db, Store
 from ._postgres import PgStore, PgTarget, is_url
 from ._sqlite import SqliteStore
@@ -253,6 +253,17 @@ class Ledger:
             raise ValueError("action is requeue or dismiss")
         with self._write() as db:
             return _operator.resolve(db, key, action, time.time())
+
+    def is_empty(self) -> bool:
+        """Nothing recorded yet: no entry, run, cursor, flow pass or pause."""
+        with self._reading() as db:
+            return _copy.is_empty(db)
+
+    def copy_to(self, target: Ledger) -> dict[str, int]:
+        """Every row of this ledger into `target`, which must be empty (`ledger copy`): one read of this
+        one, one write transaction of the target. Returns the rows copied per table."""
+        with self._reading() as source, target._write() as db:
+            return _copy.copy(source, db, target.name)
 
     # --- the synthetic test flow ---------------------------------------------------------------
 
