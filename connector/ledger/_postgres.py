@@ -195,18 +195,6 @@ class PgStore:
                 raise LedgerLocked(f"another capture-sync daemon is already running on ledger {self.name}")
         self._daemon = conn
 
-    def held_by_daemon(self) -> bool:
-        """Whether some session holds the daemon lock (this one's own does not count)."""
-        if self._daemon is not None:
-            return False
-        with self.read() as db:
-            row = db.execute(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid::bigint = ? "
-                "AND objid::bigint = ? AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-                DAEMON_LOCK,
-            ).fetchone()
-        return bool(row[0])
-
 
 @contextmanager
 def side_read(target: PgTarget) -> Iterator[PgDb]:

@@ -120,21 +120,6 @@ class SqliteStore:
             raise LedgerLocked(f"another capture-sync daemon is already running on ledger {self.path}") from None
         self._lock_fd = fd
 
-    def held_by_daemon(self) -> bool:
-        """Whether another process holds the daemon lock (tried and given back at once)."""
-        if self._lock_fd is not None:
-            return False
-        try:
-            self.acquire_daemon_lock()
-        except LedgerLocked:
-            return True
-        assert self._lock_fd is not None
-        os.close(self._lock_fd)
-        self._lock_fd = None
-        return False
-
-
-
 
 @contextmanager
 def side_read(path: Path) -> Iterator[SqliteDb]:

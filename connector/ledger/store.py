@@ -68,10 +68,6 @@ class Ledger:
         """One daemon per ledger (raises LedgerLocked); held until `close`, and dies with the process."""
         self._store.acquire_daemon_lock()
 
-    def held_by_daemon(self) -> bool:
-        """Whether another process holds this ledger's daemon lock now."""
-        return self._store.held_by_daemon()
-
     def _write(self) -> AbstractContextManager[Db]:
         return self._store.write(self._run_id)
 
