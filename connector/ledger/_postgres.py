@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
 CONNECT_TIMEOUT_S = 5
+# Delivery's workers (capture.concurrency, 4 by default) each hold one while they wait for the write
+# lock; reads (the sweep's counts, the daemon's views) take their own meanwhile.
+POOL_MAX = 8
 
 # The oldest live version of each record is the first in id order; every other pending one waits.
 _WAITING = (
@@ -146,7 +149,7 @@ class PgStore:
             with psycopg.connect(target.url, autocommit=True, **self._kwargs) as conn:
                 migrate(conn, self.name)
         self._pool: psycopg_pool.ConnectionPool[Any] = ConnectionPool(
-            target.url, kwargs={"autocommit": True, **self._kwargs}, min_size=1, max_size=4,
+            target.url, kwargs={"autocommit": True, **self._kwargs}, min_size=1, max_size=POOL_MAX,
             name="capture-sync-ledger", open=True, timeout=CONNECT_TIMEOUT_S,
         )
         self._daemon: psycopg.Connection[Any] | None = None

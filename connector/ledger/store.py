@@ -27,6 +27,12 @@ if TYPE_CHECKING:  # `status` opens a ledger without loading the HTTP client
 UNSETTLED = ("pending", "in_flight", "unknown")
 
 
+def _unsettled(db: Db) -> int:
+    marks = ",".join("?" * len(UNSETTLED))
+    count: int = db.execute(f"SELECT count(*) FROM entries WHERE state IN ({marks})", UNSETTLED).fetchone()[0]
+    return count
+
+
 def pg_name(url: str) -> str:
     """A PostgreSQL ledger's URL as messages print it: postgresql://USER@HOST:PORT/DB."""
     return PgTarget.parse(url).name
@@ -340,14 +346,14 @@ class Ledger:
             return _states.history(db, source, limit)
 
     def unsettled_count(self) -> int:
-        marks = ",".join("?" * len(UNSETTLED))
-        return self._read(f"SELECT count(*) FROM entries WHERE state IN ({marks})", UNSETTLED)[0][0]
+        with self._reading() as db:
+            return _unsettled(db)
 
     def sweepable_count(self) -> int:
         """Unsettled entries the daemon's retry sweep may send: all but the members of stalled batches,
         which a non-retryable answer left for an operator's `replay`."""
         with self._reading() as db:
-            return self.unsettled_count() - views.stalled(db)
+            return _unsettled(db) - views.stalled(db)
 
     def blocked_count(self) -> int:
         """Entries that wait for a person's decision: blocked by a 409, or unknown after being asked alone."""
