@@ -296,8 +296,8 @@ def show(conn: Db, key: str) -> EntryDetail | BatchDetail:
         ).fetchall()
         ids = [b[0] for b in batch_rows]
         attempts = conn.execute(
-            f"SELECT {_ATTEMPT_COLS} FROM attempts WHERE batch_id IN ({','.join('?' * len(ids))}) ORDER BY id",
-            ids,
+            f"SELECT {_ATTEMPT_COLS} FROM attempts WHERE batch_id {conn.dialect.any_of} ORDER BY id",
+            (conn.dialect.many(ids),),
         ).fetchall()
         return EntryDetail(_entry(row[1:]), [b[1] for b in batch_rows], [_attempt(a) for a in attempts])
     return batch_detail(conn, key)
