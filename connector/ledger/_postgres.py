@@ -169,6 +169,11 @@ class PgStore:
         try:
             yield
         except (self._psycopg.OperationalError, PoolTimeout) as exc:
+            if getattr(exc, "sqlstate", None) == "53100":  # disk_full: the server answers, and cannot write
+                raise LedgerError(
+                    f"the disk of PostgreSQL {self.name} is full: the last write was not recorded (nothing it "
+                    f"covered counts as done); free space on the database server ({_first_line(exc)})"
+                ) from None
             raise LedgerUnreachable(f"PostgreSQL {self.name} cannot be reached: {_first_line(exc)}") from None
 
     @contextmanager
