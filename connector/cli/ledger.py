@@ -213,7 +213,7 @@ def copy_(
 
     Entries, batches, keys, attempts, cursors, runs, flow passes and pauses are copied as they are, in
     one transaction, so a sync on the copy sends nothing already settled. The ledger must not be in use
-    (stop the daemon first) and the target must be empty. Then point `[ledger]` at the copy.
+    (stop the daemon first) and the target must be empty. Then point the config's ledger table at the copy.
 
     Example: capture-sync ledger copy -c capture-sync.toml --to postgresql://capture@db.internal:5432/capture
     """
