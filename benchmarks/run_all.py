@@ -25,6 +25,7 @@ from typing import Any
 
 import ledger_bench
 import overhead
+import pg_server
 import rate_limited
 import resume
 import snapshot
@@ -149,9 +150,13 @@ def render_stages(r: dict[str, Any], console: Console) -> None:
     table = Table(title=f"where figure 2's CPU goes (benchmarks/stages.py, {r['records']:,} records)")
     table.add_column("stage")
     table.add_column("us CPU/record", justify="right")
+    table.add_column("us wall/record", justify="right")
+    wall = r.get("wall_us_per_record", {})
     for name, value in r["cpu_us_per_record"].items():
-        table.add_row(name, f"{value:.1f}")
+        table.add_row(name, f"{value:.1f}", f"{wall[name]:.1f}" if name in wall else "")
     console.print(table)
+    if not any("PostgreSQL" in name for name in wall):
+        console.print("[dim]the ledger on PostgreSQL: not measured (no PostgreSQL binaries; set PG_BIN)[/dim]")
 
 
 def timed(name: str, fn: Callable[[], dict[str, Any]], console: Console) -> dict[str, Any]:
@@ -180,7 +185,8 @@ def main() -> None:
     results["overhead"] = timed("overhead and memory", lambda: overhead.run(*sizes["overhead"]), console)
     results["resume"] = timed("resume", lambda: resume.run(sizes["resume"], sizes["resume"] // 100), console)
     results["ledger"] = timed("ledger", lambda: ledger_bench.run(sizes["ledger"], "FULL"), console)
-    results["stages"] = timed("CPU by stage", lambda: stages.run(sizes["stages"]), console)
+    with pg_server.throwaway_database(durable=True) as pg_url:  # None without PostgreSQL: SQLite alone
+        results["stages"] = timed("CPU by stage", lambda: stages.run(sizes["stages"], pg_url), console)
     results["startup"] = timed("start-up", lambda: startup.run(sizes["resume"]), console)  # resume's ledger size
     results["snapshot"] = timed("snapshot mode", lambda: snapshot.run(sizes["snapshot"]), console)
     table_rows = rows(results)

@@ -7,7 +7,7 @@ CPU time (time.process_time: user + sys, so the ledger's fsyncs count) per recor
 CSV (the csv source; the baseline's csv.DictReader), mapping (the whole `Mapping.map`, and inside
 it the e164 phone transform and the PersonInput validation alone), serialising the payload, the
 ledger's enqueue, claim + settle (one transaction per batch of 100, as delivery runs it, with
-synchronous FULL), and matching a bulk response to the batch's members. What is not here is the
+synchronous FULL; with --postgres-url, on PostgreSQL too), and matching a bulk response to the batch's members. What is not here is the
 HTTP exchange, asyncio, logging and start-up: the overhead benchmark's total less these stages.
 """
 
@@ -57,8 +57,35 @@ def _bulk_response(batch_keys: list[str]) -> BulkCaptureResult:
     )
 
 
-def run(records: int = 30_000) -> dict[str, Any]:
+def _ledger_stages(
+    ledger: Ledger, label: str, version: str, mapped: list[Any], per_record: Callable[[str, Callable[[], Any]], Any],
+    batches: list[tuple[Member, ...]], wall: dict[str, float] | None = None,
+) -> None:
+    def enqueue() -> None:
+        for start in range(0, len(mapped), CHUNK):
+            ledger.enqueue("bench", version, mapped[start:start + CHUNK], {"offset": start})
+
+    def claim_and_settle() -> None:
+        # Every member settles "captured" here; matching a response is timed on its own below.
+        work = ledger.claim(Claim(BATCH))
+        while work is not None:
+            batches.append(work.members)
+            outcomes = [Outcome(m.entry_id, "captured", person_id=str(m.entry_id)) for m in work.members]
+            work = ledger.settle(work, outcomes, [], then=Claim(BATCH))
+
+    for name, fn in ((f"{label}: enqueue (chunks of 1,000)", enqueue),
+                     (f"{label}: claim + settle (a transaction per batch)", claim_and_settle)):
+        t0 = time.perf_counter()
+        per_record(name, fn)
+        if wall is not None:
+            wall[name] = (time.perf_counter() - t0) / len(mapped) * 1e6
+
+
+def run(records: int = 30_000, postgres_url: str | None = None) -> dict[str, Any]:
+    """With `postgres_url` (an empty database), the ledger's stages again on PostgreSQL: this
+    process's CPU, and wall time per record apart (the server's own CPU is in its processes)."""
     us: dict[str, float] = {}
+    wall: dict[str, float] = {}
 
     def per_record(name: str, fn: Callable[[], T]) -> T:
         result, seconds = _cpu(fn)
@@ -90,34 +117,26 @@ def run(records: int = 30_000) -> dict[str, Any]:
         per_record("serialise the payload (JSON text)", lambda: [encode_json(p.to_json_dict()) for p in persons])  # type: ignore[union-attr]
         mapped = [to_mapped(mapping, r) for r in read]
 
+        batches: list[tuple[Member, ...]] = []
         with Ledger(folder / "ledger.sqlite3", synchronous="FULL") as ledger:
-            def enqueue() -> None:
-                for start in range(0, records, CHUNK):
-                    ledger.enqueue("bench", mapping.version, mapped[start:start + CHUNK], {"offset": start})
-
-            per_record("ledger: enqueue (chunks of 1,000)", enqueue)
-            batches: list[tuple[Member, ...]] = []
-
-            def claim_and_settle() -> None:
-                # Every member settles "captured" here; matching a response is timed on its own below.
-                work = ledger.claim(Claim(BATCH))
-                while work is not None:
-                    batches.append(work.members)
-                    outcomes = [Outcome(m.entry_id, "captured", person_id=str(m.entry_id)) for m in work.members]
-                    work = ledger.settle(work, outcomes, [], then=Claim(BATCH))
-
-            per_record("ledger: claim + settle (a transaction per batch)", claim_and_settle)
+            _ledger_stages(ledger, "ledger", mapping.version, mapped, per_record, batches, wall)
+        if postgres_url:
+            with Ledger(postgres_url) as ledger:
+                _ledger_stages(ledger, "ledger on PostgreSQL", mapping.version, mapped, per_record, [], wall)
         responses = [(members, _bulk_response([m.key for m in members])) for members in batches]
         per_record("match a bulk response to members", lambda: [match_bulk(m, r) for m, r in responses])
-    return {"records": records, "cpu_us_per_record": us}
+    return {"records": records, "cpu_us_per_record": us, "wall_us_per_record": wall}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=30_000)
+    parser.add_argument("--postgres-url", help="an empty PostgreSQL database: time the ledger's stages there too")
     args = parser.parse_args()
-    r = run(args.records)
+    r = run(args.records, args.postgres_url)
     print_cpu_per_record(f"CPU per record by stage ({r['records']:,} records, one process):", r, 52)
+    for name, us in r["wall_us_per_record"].items():
+        print(f"  wall time, {name}: {us:.1f} us/record")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from .alerts import Alert, parse_alerts
 from .api.client import check_base_url
 from .api.errors import InsecureURLError
 from .api.retry import RetryPolicy
-from .config_file import LedgerSettings, Section, beside, read_toml, section, table
+from .config_file import LedgerLocation, LedgerSettings, Section, beside, read_toml, section, table
 from .delivery import REJECTS_MAX_BYTES, DeliverySettings, RejectsFeed, SourceJob
 from .mapping import Mapping
 from .loopback import parse_address
@@ -126,7 +126,7 @@ class SourceConfig:
 
 
 @dataclass(frozen=True)
-class Config:
+class Config(LedgerLocation):
     path: Path
     capture: CaptureSettings
     ledger: LedgerSettings
@@ -136,15 +136,12 @@ class Config:
     credentials: Credentials | None
     alerts: tuple[Alert, ...] = ()
 
-    @property
-    def ledger_path(self) -> Path:
-        return beside(self.path.parent, self.ledger.path)
-
     def exposed_files(self) -> list[tuple[Path, int]]:
         """The ledger (with its -wal and -shm) and the credential files that exist and that other
         users may read, with their modes: the ledger holds every contact's payload."""
         ledger = self.ledger_path
-        files = [ledger, ledger.with_name(ledger.name + "-wal"), ledger.with_name(ledger.name + "-shm")]
+        files = [] if self.ledger.url else [ledger, ledger.with_name(ledger.name + "-wal"), ledger.with_name(ledger.name + "-shm")]
+        files += [self.ledger_password_file] if self.ledger_password_file else []
         files += [beside(self.path.parent, f) for f in (self.capture.api_key_file, self.capture.api_secret_file) if f]
         exposed = []
         for path in dict.fromkeys(files):

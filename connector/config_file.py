@@ -13,8 +13,9 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from . import env_overrides
 from .problems import ConfigProblem, problems_from
@@ -29,9 +30,66 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+PG_SCHEMES = ("postgresql://", "postgres://")
+
+
 class LedgerSettings(Section):
     path: Path = Path("capture-ledger.sqlite3")
     synchronous: Literal["FULL", "NORMAL"] = "FULL"
+    # postgresql://USER@HOST:PORT/DB: the ledger in a PostgreSQL database instead of the file `path`.
+    # Its password never in the URL: PGPASSWORD, `password_file`, or libpq's ~/.pgpass.
+    url: str | None = None
+    password_file: Path | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _plain_url(cls, url: str | None) -> str | None:
+        """Never echoes the URL: it may carry the password it is refused for."""
+        if url is None:
+            return None
+        if not url.startswith(PG_SCHEMES):
+            raise ValueError("must be a PostgreSQL URL, postgresql://USER@HOST:PORT/DB (a SQLite ledger is `path`)")
+        parts = urlsplit(url)
+        if parts.password is not None or "password=" in parts.query:
+            raise ValueError(
+                "carries a password: remove it from the URL and give it in the PGPASSWORD environment "
+                "variable, `[ledger] password_file`, or libpq's ~/.pgpass"
+            )
+        return url
+
+
+class LedgerLocation:
+    """Where a config's ledger is, for both the full config and `LedgerPlace`: a SQLite file beside the
+    config file, or a PostgreSQL database (`[ledger] url`)."""
+
+    path: Path  # the config file
+    ledger: LedgerSettings
+
+    @property
+    def ledger_target(self) -> str | Path:
+        """What `Ledger(...)` opens: the file's path, or the database's URL."""
+        return self.ledger.url or self.ledger_path
+
+    @property
+    def ledger_password_file(self) -> Path | None:
+        return None if self.ledger.password_file is None else beside(self.path.parent, self.ledger.password_file)
+
+    @property
+    def ledger_name(self) -> str:
+        """The ledger as messages name it: the file, or postgresql://USER@HOST:PORT/DB."""
+        if self.ledger.url is None:
+            return str(self.ledger_path)
+        from .ledger import pg_name  # psycopg parses it: only a config with a PostgreSQL ledger loads it
+
+        return pg_name(self.ledger.url)
+
+    @property
+    def ledger_path(self) -> Path:
+        """The ledger's place on this host: the SQLite file itself; for a PostgreSQL ledger, a name beside
+        the config file (`<config stem>.pgledger`, never created) that the local control socket goes beside."""
+        if self.ledger.url is not None:
+            return self.path.with_name(self.path.stem + ".pgledger")
+        return beside(self.path.parent, self.ledger.path)
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -54,15 +112,11 @@ def beside(folder: Path, path: Path) -> Path:
 
 
 @dataclass(frozen=True)
-class LedgerPlace:
+class LedgerPlace(LedgerLocation):
     """Where a config file's ledger is and how to open it: all a ledger-only command reads."""
 
     path: Path  # the config file
     ledger: LedgerSettings
-
-    @property
-    def ledger_path(self) -> Path:
-        return beside(self.path.parent, self.ledger.path)
 
 
 def load_ledger_place(path: str | Path) -> LedgerPlace:

@@ -40,14 +40,14 @@ def exit_code_for(exc: BaseException) -> ExitCode:
     # Imported here, when something has failed: a command that only reads the ledger (`status`)
     # never loads the HTTP client for this.
     from .api.errors import CaptureError, Unauthorized
-    from .ledger import LedgerLocked
+    from .ledger import LedgerLocked, LedgerUnreachable
     from .problems import ConfigProblem
 
     if isinstance(exc, (ConfigProblem, LedgerLocked)):
         return ExitCode.USAGE
     if isinstance(exc, Unauthorized):
         return ExitCode.AUTH
-    if isinstance(exc, CaptureError):
+    if isinstance(exc, (CaptureError, LedgerUnreachable)):
         return ExitCode.UNSETTLED
     if isinstance(exc, KeyboardInterrupt):
         return ExitCode.INTERRUPTED

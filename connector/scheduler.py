@@ -322,7 +322,7 @@ class Daemon:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGHUP, lambda: self._start(self.check_credentials("SIGHUP")))
         log.info(
-            "daemon started", sources=[s.name for s in self.config.sources], ledger=str(self.config.ledger_path),
+            "daemon started", sources=[s.name for s in self.config.sources], ledger=self.config.ledger_name,
             unavailable=unavailable,  # said now: a source's first tick may be an hour away
             open_files_limit=open_files,
         )

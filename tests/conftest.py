@@ -19,8 +19,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
+import itertools
 import logging
+import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -167,3 +170,54 @@ def debug_logs() -> Iterator[io.StringIO]:
     root.setLevel(saved_level)
     httpx_log.setLevel(saved_httpx)
     structlog.configure(**saved_config)
+
+# --- a real PostgreSQL server the tests start themselves (the SQL source's tests, the ledger's second engine) ---
+
+
+def _load_pg_server() -> Any:
+    """benchmarks/pg_server.py: one throwaway-server starter for the tests and `make bench`."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "pg_server.py"
+    spec = importlib.util.spec_from_file_location("capture_sync_pg_server", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A throwaway server on a loopback port; in CI its absence is a failure, never a skip."""
+    pg_server = _load_pg_server()
+    if pg_server.bindir() is None:
+        if os.environ.get("CI", "").lower() in ("true", "1"):
+            pytest.fail("PostgreSQL binaries not found (.ci/run installs postgresql-15)")
+        pytest.skip("PostgreSQL binaries not found (set PG_BIN, or install postgresql-15)")
+    with pg_server.throwaway_server() as url:
+        yield url
+
+
+_databases = itertools.count(1)
+
+
+@pytest.fixture
+def postgres_ledger_url(postgres_url: str) -> Iterator[str]:
+    """A fresh, empty database on the session's server for one test: a ledger's URL (no password)."""
+    import psycopg
+
+    server = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+    name = f"ledger_{os.getpid()}_{next(_databases)}"
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name} TEMPLATE template0")
+    yield server.rsplit("/", 1)[0] + "/" + name
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def ledger_target(request: pytest.FixtureRequest, tmp_path: Path) -> str | Path:
+    """Where a ledger test keeps its ledger: a SQLite file, then a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return tmp_path / "ledger.sqlite3"
+    url: str = request.getfixturevalue("postgres_ledger_url")
+    return url
+

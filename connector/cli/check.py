@@ -146,7 +146,7 @@ def _flow(cfg: Config, yes: bool, as_json: bool) -> int:
         for line in step.details:
             out.print(f"          - {line}", markup=False, soft_wrap=True)
     if recorded:
-        out.print(f"every step passed; recorded in {cfg.ledger_path} for client {report.client_name!r}", markup=False)
+        out.print(f"every step passed; recorded in {cfg.ledger_name} for client {report.client_name!r}", markup=False)
     else:
         failed = ", ".join(s.name for s in report.steps if not s.passed and s.ran)
         err.print(f"exit {int(code)}: the flow failed at {failed}; nothing was recorded", markup=False)

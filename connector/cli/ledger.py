@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import typer
@@ -27,7 +28,7 @@ def open_existing(cfg: Config | LedgerPlace, *, exclusive: bool = False) -> Ledg
     empty ledger, which would hide a wrong path behind "nothing here". A repair takes the lock that
     `sync`, `replay` and `run` hold (`exclusive`): requeuing a batch while a daemon sends it would put
     the same per-person keys into a second batch in flight at the same time."""
-    if not cfg.ledger_path.exists():
+    if cfg.ledger.url is None and not cfg.ledger_path.exists():
         fail(
             f"no ledger at {cfg.ledger_path}: nothing was synced with {cfg.path} yet, or its [ledger] path names "
             "another file (a relative path starts from the config file's folder)",
@@ -200,4 +201,36 @@ def resolve(
         out.print(f"requeued {changed} entries; `capture-sync replay` (or the daemon's next sweep) sends them")
     else:
         out.print(f"dismissed {changed} entries")
+    return 0
+
+
+@app.command("copy")
+@command(ledger_only=True)
+def copy_(
+    cfg: LedgerPlace,
+    to: str = typer.Option(
+        ..., "--to", help="The new ledger: postgresql://USER@HOST:PORT/DB (password from PGPASSWORD or ~/.pgpass), or a SQLite file's path."
+    ),
+    to_password_file: Path | None = typer.Option(None, "--to-password-file", help="A file holding the target database's password."),
+) -> int:
+    """Copy the ledger into a new, empty one: SQLite to PostgreSQL, or back.
+
+    Entries, batches, keys, attempts, cursors, runs, flow passes and pauses are copied as they are, in
+    one transaction, so a sync on the copy sends nothing already settled. The ledger must not be in use
+    (stop the daemon first) and the target must be empty. Then point the config's ledger table at the copy.
+
+    Example: capture-sync ledger copy -c capture-sync.toml --to postgresql://capture@db.internal:5432/capture
+    """
+    with open_existing(cfg, exclusive=True) as ledger, Ledger(to, password_file=to_password_file) as target:
+        target.acquire_daemon_lock()
+        if not target.is_empty():
+            fail(f"ledger {target.name} is not empty: `ledger copy` fills a new, empty ledger only; name another", ExitCode.USAGE)
+        counts = ledger.copy_to(target)
+    where = f'url = "{target.name}"' if target.path is None else f'path = "{target.path.resolve()}"'
+    out.print(
+        f"copied {counts['entries']} entries, {counts['batches']} batches, {counts['attempts']} attempts, "
+        f"{counts['runs']} runs and {counts['source_state']} cursors from {ledger.name} to {target.name}; "
+        f"to use it, set [ledger] {where} in {cfg.path}",
+        markup=False,
+    )
     return 0

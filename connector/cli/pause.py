@@ -46,7 +46,7 @@ def pause(cfg: Config, source: str | None = _SOURCE) -> int:
     since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(paused[name]))
     out.print(f"paused {what} since {since}", markup=False)
     if not running:
-        out.print(f"no daemon runs on {cfg.ledger_path}: the next `capture-sync run` on it starts paused", markup=False)
+        out.print(f"no daemon runs on {cfg.ledger_name}: the next `capture-sync run` on it starts paused", markup=False)
     out.print(f"lift it: {_resume_command(cfg, source)}", markup=False)
     return 0
 
@@ -72,7 +72,7 @@ def resume(cfg: Config, source: str | None = _SOURCE) -> int:
         out.print(f"source {name} was not paused" if name else "nothing was paused", markup=False)
     else:
         names = ", ".join("everything" if n == ALL else n for n in lifted)
-        then = "the daemon runs a pass of it now" if running else f"no daemon runs on {cfg.ledger_path}: the next `capture-sync run` reads it on schedule"
+        then = "the daemon runs a pass of it now" if running else f"no daemon runs on {cfg.ledger_name}: the next `capture-sync run` reads it on schedule"
         out.print(f"resumed {names}: {then}", markup=False)
     if still:
         held = ", ".join("everything" if n == ALL else n for n in still)

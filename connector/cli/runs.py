@@ -101,7 +101,7 @@ def show_run(
     with open_existing(cfg) as ledger:
         found = ledger.find_run(run)
         if found is None:
-            fail(f"no run {run!r} in ledger {cfg.ledger_path}; `capture-sync runs list` shows the runs", ExitCode.USAGE)
+            fail(f"no run {run!r} in ledger {cfg.ledger_name}; `capture-sync runs list` shows the runs", ExitCode.USAGE)
         entries = ledger.run_entries(found.id, state)
     rows = [_row(found.id, e, _contact_columns(cfg, e.source), show_contact_data) for e in entries]
     if as_json:

@@ -91,7 +91,7 @@ def sync(
     except LedgerLocked:
         if full_refresh:
             raise LedgerLocked(
-                f"a capture-sync daemon holds ledger {cfg.ledger_path}: --full-refresh does not run beside it; "
+                f"a capture-sync daemon holds ledger {cfg.ledger_name}: --full-refresh does not run beside it; "
                 "stop the daemon (SIGTERM), run this, then start it again"
             ) from None
         answer = ask_daemon(cfg.ledger_path, "sync", {"source": source}, quiet=as_json)

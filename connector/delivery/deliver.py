@@ -289,6 +289,10 @@ class Delivery:
         )
         then = self._wanted() if claim_next else None
         elapsed_ms = (time.perf_counter() - t0) * 1000
+        # Sent and answered: counted before the settle, which may fail (a full disk), so that the run
+        # report never says less was sent than the CRM received; unsettled members stay in flight.
+        self.report.sent += size
+        self.progress.advance("sent", size)
         following, merged = await asyncio.to_thread(self._settle, work, outcomes, attempts, then)
         tally: dict[str, int] = defaultdict(int)
         for outcome in outcomes:
@@ -297,8 +301,6 @@ class Delivery:
         if merged:
             tally["merged"] = merged
             self.report.merged += merged
-        self.report.sent += size
-        self.progress.advance("sent", size)
         self.progress.advance("settled", size - tally.get("unknown", 0))
         log.info("batch.settled", operation=work.operation, size=size, key_prefix=work.key[:14], **_timing(attempts, elapsed_ms), **tally)
         return following

@@ -10,11 +10,11 @@ same request key (after a 409 and a requeue, the server then answers with its ea
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Sequence
 
 from ..keys import batch_key, content_hash
+from ._db import Db
 from ._stamp import STAMP_SET
 from ._types import LIVE_MARKS, BatchWork, Claim, Member, Operation
 from .schema import LedgerError
@@ -43,7 +43,7 @@ def build_body(operation: Operation, members: Sequence[Member]) -> bytes:
     return ('{"persons":[' + ",".join(parts) + "]}").encode("utf-8")
 
 
-def claim(db: sqlite3.Connection, want: Claim) -> BatchWork | None:
+def claim(db: Db, want: Claim) -> BatchWork | None:
     """Batches already written (their original key and body), then an unknown entry re-offered in a
     one-person POST /persons/bulk under its own per-person key (so a person the first request did
     capture comes back as a duplicate: keys are only assumed to hold within one operation), then
@@ -67,7 +67,7 @@ def claim(db: sqlite3.Connection, want: Claim) -> BatchWork | None:
     return new_batch(db, "bulk", [m for m in members if offered.get(m.entry_id) != "person"])
 
 
-def _offered(db: sqlite3.Connection, entry_ids: Sequence[int]) -> dict[int, Operation]:
+def _offered(db: Db, entry_ids: Sequence[int]) -> dict[int, Operation]:
     """The operation each entry was first offered in, for those offered before (requeued ones)."""
     marks = ",".join("?" * len(entry_ids))
     rows = db.execute(
@@ -78,7 +78,7 @@ def _offered(db: sqlite3.Connection, entry_ids: Sequence[int]) -> dict[int, Oper
     return dict(rows)  # ordered newest first, so each entry keeps its oldest batch's operation
 
 
-def _person_batch(db: sqlite3.Connection, member: Member) -> BatchWork:
+def _person_batch(db: Db, member: Member) -> BatchWork:
     """POST /person under the person's own key: a new batch, or its earlier one opened again."""
     existing = db.execute("SELECT id FROM batches WHERE key = ?", (member.key,)).fetchone()
     if existing is None:
@@ -93,18 +93,16 @@ def _person_batch(db: sqlite3.Connection, member: Member) -> BatchWork:
 
 
 def new_batch(
-    db: sqlite3.Connection, operation: Operation, members: Sequence[Member], key: str | None = None
+    db: Db, operation: Operation, members: Sequence[Member], key: str | None = None
 ) -> BatchWork:
     body = build_body(operation, members)
     now = time.time()
     key = key or batch_key()
-    cur = db.execute(
+    batch_id: int = db.execute(
         "INSERT INTO batches (key, operation, state, body_hash, size, created_at, updated_at) "
-        "VALUES (?, ?, 'open', ?, ?, ?, ?)",
+        "VALUES (?, ?, 'open', ?, ?, ?, ?) RETURNING id",
         (key, operation, content_hash(body), len(members), now, now),
-    )
-    batch_id = cur.lastrowid
-    assert batch_id is not None
+    ).fetchone()[0]
     db.executemany(
         "INSERT INTO batch_members (batch_id, position, entry_id) VALUES (?, ?, ?)",
         [(batch_id, i, m.entry_id) for i, m in enumerate(members)],
@@ -116,7 +114,7 @@ def new_batch(
     return BatchWork(batch_id, key, operation, tuple(members), body)
 
 
-def load_batch(db: sqlite3.Connection, batch_id: int) -> BatchWork:
+def load_batch(db: Db, batch_id: int) -> BatchWork:
     key, operation, body_hash = db.execute(
         "SELECT key, operation, body_hash FROM batches WHERE id = ?", (batch_id,)
     ).fetchone()

@@ -15,13 +15,13 @@ a restored ledger, an append-only log that holds a record more than once):
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..keys import content_hash, person_key
+from ._db import Db
 from ._types import EnqueueCounts, Mapped, Order
 
 SUPERSEDED = "superseded by a newer version of the record before it was sent"
@@ -79,15 +79,15 @@ def _encode(order: Order | None) -> str | None:
     return None if order is None else json.dumps(order)
 
 
-def _load(db: sqlite3.Connection, source: str, record_ids: list[str]) -> tuple[dict[str, _Known], Counter[tuple[str, str]]]:
+def _load(db: Db, source: str, record_ids: list[str]) -> tuple[dict[str, _Known], Counter[tuple[str, str]]]:
     """The records' newest versions and what the CRM may hold of them, and how often each content
     came before (its revision): a handful of reads whatever the chunk's size."""
     known = {
         rid: _Known(eid, state, digest, False, _decode(order), raw_digest=raw)
         for rid, eid, state, digest, order, raw in db.execute(
             "SELECT r.record_id, e.id, e.state, e.content_hash, r.source_order, r.raw_digest FROM records r "
-            "JOIN entries e ON e.id = r.entry_id WHERE r.source = ? AND r.record_id IN (SELECT value FROM json_each(?))",
-            (source, json.dumps(record_ids)),
+            f"JOIN entries e ON e.id = r.entry_id WHERE r.source = ? AND r.record_id {db.dialect.any_of}",
+            (source, db.dialect.many(record_ids)),
         )
     }
     seen: Counter[tuple[str, str]] = Counter()
@@ -97,30 +97,30 @@ def _load(db: sqlite3.Connection, source: str, record_ids: list[str]) -> tuple[d
     if pending:
         batched = {
             row[0] for row in db.execute(
-                "SELECT DISTINCT entry_id FROM batch_members WHERE entry_id IN (SELECT value FROM json_each(?))",
-                (json.dumps(pending),),
+                f"SELECT DISTINCT entry_id FROM batch_members WHERE entry_id {db.dialect.any_of}",
+                (db.dialect.many(pending),),
             )
         }
         for k in known.values():
             k.batched = k.entry_id in batched
     for rid, digest, n in db.execute(
         "SELECT record_id, content_hash, count(*) FROM entries WHERE source = ? "
-        "AND record_id IN (SELECT value FROM json_each(?)) GROUP BY record_id, content_hash",
-        (source, json.dumps(list(known))),
+        f"AND record_id {db.dialect.any_of} GROUP BY record_id, content_hash",
+        (source, db.dialect.many(known)),
     ):
         seen[(rid, digest)] = n
     for k in known.values():
         if k.may_be_received():
             k.received = (k.entry_id, k.state, k.digest)
     behind = [rid for rid, k in known.items() if k.received is None]
-    if behind:  # the newest version never reached the CRM: which one did, if any (bare columns of max(id))
+    if behind:  # the newest version never reached the CRM: which one did, if any (the newest such per record)
         marks = ",".join(f"'{s}'" for s in RECEIVED)
-        for rid, eid, state, digest, _ in db.execute(
-            "SELECT e.record_id, e.id, e.state, e.content_hash, max(e.id) FROM entries e "
-            "WHERE e.source = ? AND e.record_id IN (SELECT value FROM json_each(?)) "
-            f"AND (e.state IN ({marks}) OR (e.state IN ({_SENT_THEN_SET_ASIDE}) AND EXISTS "
-            "(SELECT 1 FROM batch_members m WHERE m.entry_id = e.id))) GROUP BY e.record_id",
-            (source, json.dumps(behind)),
+        for rid, eid, state, digest in db.execute(
+            "SELECT e.record_id, e.id, e.state, e.content_hash FROM entries e WHERE e.id IN ("
+            f"SELECT max(c.id) FROM entries c WHERE c.source = ? AND c.record_id {db.dialect.any_of} "
+            f"AND (c.state IN ({marks}) OR (c.state IN ({_SENT_THEN_SET_ASIDE}) AND EXISTS "
+            "(SELECT 1 FROM batch_members m WHERE m.entry_id = c.id))) GROUP BY c.record_id)",
+            (source, db.dialect.many(behind)),
         ):
             # A version sent and then set aside by an operator (resolved while blocked or unknown) may
             # be what the CRM holds, or not: its content is not known to be held, so none is.
@@ -128,16 +128,16 @@ def _load(db: sqlite3.Connection, source: str, record_ids: list[str]) -> tuple[d
     return known, seen
 
 
-def raw_digests(db: sqlite3.Connection, source: str, record_ids: list[str]) -> dict[str, str]:
+def raw_digests(db: Db, source: str, record_ids: list[str]) -> dict[str, str]:
     """Record id -> the digest of the source record its newest version was mapped from."""
     return dict(db.execute(
         "SELECT record_id, raw_digest FROM records WHERE source = ? AND raw_digest IS NOT NULL "
-        "AND record_id IN (SELECT value FROM json_each(?))",
-        (source, json.dumps(record_ids)),
+        f"AND record_id {db.dialect.any_of}",
+        (source, db.dialect.many(record_ids)),
     ).fetchall())
 
 
-def is_unchanged(db: sqlite3.Connection, source: str, item: Mapped) -> bool:
+def is_unchanged(db: Db, source: str, item: Mapped) -> bool:
     """Whether enqueueing `item` now would send nothing (unchanged or older), for --dry-run."""
     known, _ = _load(db, source, [item.record_id])
     k = known.get(item.record_id)
@@ -148,7 +148,7 @@ def is_unchanged(db: sqlite3.Connection, source: str, item: Mapped) -> bool:
 
 
 def enqueue_chunk(
-    db: sqlite3.Connection, source: str, mapping_version: str, items: Sequence[Mapped], now: float,
+    db: Db, source: str, mapping_version: str, items: Sequence[Mapped], now: float,
     counts: EnqueueCounts,
 ) -> None:
     """Enqueue a chunk with a handful of statements, whatever its size: `_load`'s reads, then one

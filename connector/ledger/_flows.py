@@ -4,8 +4,9 @@ Nothing here commits: the Ledger method around each function is the transaction.
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Any
+
+from ._db import Db
 
 
 def normal_url(base_url: str) -> str:
@@ -13,7 +14,7 @@ def normal_url(base_url: str) -> str:
     return base_url.strip().rstrip("/")
 
 
-def record_pass(db: sqlite3.Connection, base_url: str, client_name: str, summary: dict[str, Any], now: float) -> None:
+def record_pass(db: Db, base_url: str, client_name: str, summary: dict[str, Any], now: float) -> None:
     db.execute(
         "INSERT INTO flows (base_url, client_name, passed_at, summary) VALUES (?, ?, ?, ?) "
         "ON CONFLICT(base_url, client_name) DO UPDATE SET passed_at = excluded.passed_at, summary = excluded.summary",
@@ -21,7 +22,7 @@ def record_pass(db: sqlite3.Connection, base_url: str, client_name: str, summary
     )
 
 
-def passed_at(db: sqlite3.Connection, base_url: str, client_name: str | None) -> float | None:
+def passed_at(db: Db, base_url: str, client_name: str | None) -> float | None:
     """The last pass against `base_url` as `client_name`, or as any client when it is None."""
     sql, params = "SELECT MAX(passed_at) FROM flows WHERE base_url = ?", [normal_url(base_url)]
     if client_name is not None:

@@ -9,17 +9,16 @@ is counted as a merge. Nothing here commits.
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from collections.abc import Sequence
 
 from ._types import Outcome
+from ._db import Db
 
 # A record is known to be a person once the CRM listed it, as new (captured) or existing (duplicate).
 _HOLDS = "('captured','duplicate')"
 
 
-def merged(db: sqlite3.Connection, outcomes: Sequence[Outcome]) -> set[int]:
+def merged(db: Db, outcomes: Sequence[Outcome]) -> set[int]:
     """The entry ids among `outcomes` captured into a person id that the ledger (or an earlier
     outcome of the same batch) holds for another record and not for this one: a record's new version
     that comes back as the person it already was is no new merge. Read before the outcomes are written, in their transaction (index entries_person)."""
@@ -28,15 +27,15 @@ def merged(db: sqlite3.Connection, outcomes: Sequence[Outcome]) -> set[int]:
         return set()
     records = {
         eid: (source, rid) for eid, source, rid in db.execute(
-            "SELECT id, source, record_id FROM entries WHERE id IN (SELECT value FROM json_each(?))",
-            (json.dumps([o.entry_id for o in captured]),),
+            f"SELECT id, source, record_id FROM entries WHERE id {db.dialect.any_of}",
+            (db.dialect.many(o.entry_id for o in captured),),
         )
     }
     held: dict[str, set[tuple[str, str]]] = {}
     for person, source, rid in db.execute(
-        "SELECT person_id, source, record_id FROM entries WHERE person_id IN (SELECT value FROM json_each(?)) "
+        f"SELECT person_id, source, record_id FROM entries WHERE person_id {db.dialect.any_of} "
         f"AND state IN {_HOLDS}",
-        (json.dumps(sorted({str(o.person_id) for o in captured})),),
+        (db.dialect.many(sorted({str(o.person_id) for o in captured})),),
     ):
         held.setdefault(person, set()).add((source, rid))
     found = set()
@@ -49,9 +48,9 @@ def merged(db: sqlite3.Connection, outcomes: Sequence[Outcome]) -> set[int]:
     return found
 
 
-def count(db: sqlite3.Connection, entry_ids: Sequence[int]) -> int:
+def count(db: Db, entry_ids: Sequence[int]) -> int:
     """How many of these entries were counted as merges."""
     return db.execute(
-        "SELECT count(*) FROM entries WHERE merged = 1 AND id IN (SELECT value FROM json_each(?))",
-        (json.dumps(list(entry_ids)),),
+        f"SELECT count(*) FROM entries WHERE merged = 1 AND id {db.dialect.any_of}",
+        (db.dialect.many(entry_ids),),
     ).fetchone()[0]

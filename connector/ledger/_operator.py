@@ -4,9 +4,9 @@ its record's newest version is never sent again (that would overwrite newer data
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Literal
 
+from ._db import Db
 from ._stamp import STAMP_SET
 from ._types import EntryState
 
@@ -16,7 +16,7 @@ _NEWEST = (
 RESOLVABLE: tuple[EntryState, ...] = ("blocked", "failed", "unknown", "in_flight")
 
 
-def requeue_failed(db: sqlite3.Connection, before: float, now: float) -> int:
+def requeue_failed(db: Db, before: float, now: float) -> int:
     """Failed entries from before `before` that are still their record's newest version."""
     return db.execute(
         f"UPDATE entries SET state = 'pending', batch_id = NULL, updated_at = ?, {STAMP_SET} "
@@ -25,7 +25,7 @@ def requeue_failed(db: sqlite3.Connection, before: float, now: float) -> int:
     ).rowcount
 
 
-def resolve(db: sqlite3.Connection, key: str, action: Literal["requeue", "dismiss"], now: float) -> int:
+def resolve(db: Db, key: str, action: Literal["requeue", "dismiss"], now: float) -> int:
     """Requeue or dismiss a batch's unsettled members (by batch key) or one entry (by its key).
     Raises KeyError for an unknown key and ValueError when nothing there needs resolving."""
     batch = db.execute("SELECT id, state FROM batches WHERE key = ?", (key,)).fetchone()

@@ -4,18 +4,19 @@ the Ledger method around each function is the transaction."""
 
 from __future__ import annotations
 
-import sqlite3
+from ._db import Db
+
 
 ALL = "*"
 
 
-def pause(db: sqlite3.Connection, source: str, now: float) -> float:
+def pause(db: Db, source: str, now: float) -> float:
     """Pause `source` (or ALL) from `now`; one already paused keeps its first time. Returns since when."""
     db.execute("INSERT INTO pauses (source, since) VALUES (?, ?) ON CONFLICT(source) DO NOTHING", (source, now))
     return float(db.execute("SELECT since FROM pauses WHERE source = ?", (source,)).fetchone()[0])
 
 
-def resume(db: sqlite3.Connection, source: str | None) -> list[str]:
+def resume(db: Db, source: str | None) -> list[str]:
     """Lift the pause of `source`, or every pause when None; returns the names that were paused."""
     where, params = ("", ()) if source is None else (" WHERE source = ?", (source,))
     names = [row[0] for row in db.execute(f"SELECT source FROM pauses{where}", params)]
@@ -23,5 +24,5 @@ def resume(db: sqlite3.Connection, source: str | None) -> list[str]:
     return names
 
 
-def paused(db: sqlite3.Connection) -> dict[str, float]:
+def paused(db: Db) -> dict[str, float]:
     return {source: float(since) for source, since in db.execute("SELECT source, since FROM pauses ORDER BY source")}

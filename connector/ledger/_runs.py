@@ -2,7 +2,8 @@
 is the transaction.
 
 Every write that changes an entry's state while a run is in hand stamps the entry with that run:
-the statement itself sets `run_id` from `capture_run_in_hand()`, a function of this connection
+the statement itself sets `run_id` from `capture_run_in_hand()`, a function each engine gives its
+connections (SQLite: a Python function; PostgreSQL: a SQL function over a setting of the transaction)
 (enqueue's insert, and `_stamp.STAMP_SET` in every UPDATE that sets `state`: enqueue's supersede,
 claim, settle, block, stall, keep_open, fail, split, requeue and resolve). Outside a run the
 function returns NULL and nothing is stamped, so an entry keeps the last run that changed it.
@@ -14,27 +15,23 @@ tests/ledger/test_stamp_coverage.py checks that every such statement carries the
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ._db import Db
 from .views import RUN_COLS, RUN_COUNTS, RunView, _ts, run_view
 
 
-def install_stamp(conn: sqlite3.Connection, run_in_hand: Callable[[], int | None]) -> None:
-    """Give this connection `capture_run_in_hand()`, which the writes that change entries stamp them with."""
-    conn.create_function("capture_run_in_hand", 0, run_in_hand)
-
-
-def start(db: sqlite3.Connection, kind: str, now: float, note: str | None) -> int:
-    run_id = db.execute("INSERT INTO runs (kind, started_at, note) VALUES (?, ?, ?)", (kind, now, note)).lastrowid
-    assert run_id is not None  # an INSERT always sets it
+def start(db: Db, kind: str, now: float, note: str | None) -> int:
+    run_id: int = db.execute(
+        "INSERT INTO runs (kind, started_at, note) VALUES (?, ?, ?) RETURNING id", (kind, now, note)
+    ).fetchone()[0]
     return run_id
 
 
 def finish(
-    db: sqlite3.Connection, run_id: int, counts: dict[str, int], duration_s: float, exit_code: int,
+    db: Db, run_id: int, counts: dict[str, int], duration_s: float, exit_code: int,
     sources: Sequence[str] | None, now: float, reason: str | None = None,
 ) -> int:
     """Record how the run ended; an idle pass that repeats the run entry before it folds into that
@@ -87,7 +84,7 @@ def _ending(row: tuple[Any, ...]) -> Ending:
     return Ending(kind, sources, note, exit_code, reason, tuple(c or 0 for c in counts), bool(finished))
 
 
-def _fold(db: sqlite3.Connection, run_id: int) -> int:
+def _fold(db: Db, run_id: int) -> int:
     """Fold run `run_id` into the newest entry of its kind and sources when `folds` says so and every
     entry written after that one is idle too (passes of other sources or the sweep, interleaved): the
     entry counts one more pass and ends when this one did; this row goes, and whatever it stamped
@@ -96,7 +93,7 @@ def _fold(db: sqlite3.Connection, run_id: int) -> int:
     if not this.idle:
         return run_id
     row = db.execute(
-        f"SELECT id, {_ENDING_COLS} FROM runs WHERE id < ? AND kind = ? AND sources IS ? AND note IS NULL "
+        f"SELECT id, {_ENDING_COLS} FROM runs WHERE id < ? AND kind = ? AND sources IS NOT DISTINCT FROM ? AND note IS NULL "
         "ORDER BY id DESC LIMIT 1",
         (run_id, this.kind, this.sources),
     ).fetchone()
@@ -121,12 +118,12 @@ def _fold(db: sqlite3.Connection, run_id: int) -> int:
     return target
 
 
-def recent(db: sqlite3.Connection, limit: int) -> list[RunView]:
+def recent(db: Db, limit: int) -> list[RunView]:
     """The newest runs first."""
     return [run_view(r) for r in db.execute(f"SELECT {RUN_COLS} FROM runs ORDER BY id DESC LIMIT ?", (limit,))]
 
 
-def find(db: sqlite3.Connection, ref: str) -> RunView | None:
+def find(db: Db, ref: str) -> RunView | None:
     """A run by its id, or `last` for the newest one."""
     if ref == "last":
         row = db.execute(f"SELECT {RUN_COLS} FROM runs ORDER BY id DESC LIMIT 1").fetchone()
@@ -152,7 +149,7 @@ class RunEntry:
     payload: dict[str, Any] | None
 
 
-def entries(db: sqlite3.Connection, run_id: int, state: str | None) -> list[RunEntry]:
+def entries(db: Db, run_id: int, state: str | None) -> list[RunEntry]:
     """The entries `run_id` changed last (a later run that changed one again owns it now), oldest first;
     `attempts` counts the requests that carried each entry, in any batch."""
     where, params = ("e.run_id = ? AND e.state = ?", (run_id, state)) if state else ("e.run_id = ?", (run_id,))

@@ -6,10 +6,10 @@ progress. Nothing here commits: the Ledger method around each function is the tr
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from ._db import Db
 from .views import _ts
 
 
@@ -40,13 +40,13 @@ def _load(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
-def current(db: sqlite3.Connection) -> list[SourceState]:
+def current(db: Db) -> list[SourceState]:
     rows = db.execute("SELECT source, state, updated_at FROM source_state ORDER BY source").fetchall()
     return [SourceState(source, _load(state), _ts(updated)) for source, state, updated in rows]
 
 
 def change(
-    db: sqlite3.Connection, source: str, new: Any, action: str, run_id: int | None, now: float
+    db: Db, source: str, new: Any, action: str, run_id: int | None, now: float
 ) -> Any:
     """Replace `source`'s state with `new` (None removes it: the next read starts from the beginning),
     keeping the old one in the history; returns the old one."""
@@ -68,7 +68,7 @@ def change(
     return _load(old_text)
 
 
-def history(db: sqlite3.Connection, source: str | None, limit: int) -> list[StateChange]:
+def history(db: Db, source: str | None, limit: int) -> list[StateChange]:
     """The newest changes first."""
     where, params = ("WHERE source = ?", (source, limit)) if source else ("", (limit,))
     rows = db.execute(

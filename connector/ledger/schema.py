@@ -28,6 +28,15 @@ class LedgerError(Exception):
     """The ledger cannot be used: unreadable, corrupt, read-only, locked, or from a newer version."""
 
 
+class LedgerLocked(LedgerError):
+    """Another daemon already runs on this ledger."""
+
+
+class LedgerUnreachable(LedgerError):
+    """The ledger's database server does not answer (PostgreSQL down, a network between): the work
+    in hand is unsettled, as in an outage of the Capture API, and the next run carries on."""
+
+
 def _v1(db: sqlite_utils.Database) -> None:
     db.table("source_state").create({"source": str, "state": str, "updated_at": float}, pk="source")
     db.table("entries").create(
@@ -184,7 +193,9 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4,
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def connect(path: Path, *, synchronous: str, busy_timeout_s: float) -> sqlite3.Connection:
+def connect(
+    path: Path, *, synchronous: str, busy_timeout_s: float, factory: type[sqlite3.Connection] = sqlite3.Connection
+) -> sqlite3.Connection:
     """Open (creating if needed) and migrate; every failure becomes a LedgerError that says why."""
     if synchronous not in ("FULL", "NORMAL"):
         raise LedgerError(f"ledger synchronous must be FULL or NORMAL, got {synchronous!r}")
@@ -199,7 +210,7 @@ def connect(path: Path, *, synchronous: str, busy_timeout_s: float) -> sqlite3.C
         raise LedgerError(f"ledger {path} cannot be created: {exc.strerror}") from None
     try:
         conn = sqlite3.connect(
-            path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_s
+            path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_s, factory=factory
         )
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
         if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
@@ -213,31 +224,44 @@ def connect(path: Path, *, synchronous: str, busy_timeout_s: float) -> sqlite3.C
 
 
 def _migrate(conn: sqlite3.Connection, path: Path) -> None:
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version > SCHEMA_VERSION:
-        raise LedgerError(
-            f"ledger {path} has schema version {version}; this capture-sync knows up to "
-            f"{SCHEMA_VERSION}. Upgrade capture-sync."
-        )
-    if version == SCHEMA_VERSION:
+    if _checked_version(conn, path) == SCHEMA_VERSION:
         return
     import sqlite_utils
 
+    # Two processes creating a new ledger at once: the second waits here (busy_timeout) for the
+    # first's migration, then reads the version again and finds nothing left to do.
     conn.execute("BEGIN IMMEDIATE")
     try:
+        version = _checked_version(conn, path)
         db = sqlite_utils.Database(conn)
         for migration in MIGRATIONS[version:]:
             migration(db)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
+
+
+def _checked_version(conn: sqlite3.Connection, path: Path) -> int:
+    version: int = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise LedgerError(
+            f"ledger {path} has schema version {version}; this capture-sync knows up to "
+            f"{SCHEMA_VERSION}. Upgrade capture-sync."
+        )
+    return version
 
 
 def describe(exc: sqlite3.DatabaseError, path: Path) -> str:
     """One line for the user: what is wrong with which file, and what to do."""
     text = str(exc)
+    if "disk is full" in text or ("disk I/O error" in text and _disk_full(path)):
+        return (
+            f"the disk holding ledger {path} is full: the last write was not recorded (nothing it covered "
+            "counts as done); free space on that disk and run again"
+        )
     if "locked" in text or "busy" in text:
         return f"ledger {path} is locked by another process (is another capture-sync writing to it?)"
     if "readonly" in text or "read-only" in text or "unable to open" in text:
@@ -245,6 +269,13 @@ def describe(exc: sqlite3.DatabaseError, path: Path) -> str:
     if "not a database" in text or "malformed" in text or "corrupt" in text:
         return f"ledger {path} is not a valid capture-sync ledger (corrupt or another file): {text}"
     return f"ledger {path}: {text}"
+
+
+def _disk_full(path: Path) -> bool:
+    try:
+        return os.statvfs(path.parent).f_bavail == 0
+    except OSError:
+        return False
 
 
 def _unwritable(path: Path) -> str | None:

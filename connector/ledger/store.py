@@ -7,22 +7,19 @@ wholly on disk or not at all.
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import json
-import os
-import sqlite3
-import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import _batches, _enqueue, _flows, _merges, _operator, _pauses, _runs, _states, views
+from . import _batches, _copy, _enqueue, _flows, _merges, _operator, _pauses, _runs, _states, views
+from ._db import Db, Store
+from ._postgres import PgStore, PgTarget, is_url
+from ._sqlite import SqliteStore
 from ._stamp import STAMP_SET
 from ._types import BatchState, BatchWork, Claim, EnqueueCounts, EntryState, Mapped, Outcome
-from .schema import LedgerError, connect, describe
 
 if TYPE_CHECKING:  # `status` opens a ledger without loading the HTTP client
     from ..api.client import Attempt
@@ -30,22 +27,39 @@ if TYPE_CHECKING:  # `status` opens a ledger without loading the HTTP client
 UNSETTLED = ("pending", "in_flight", "unknown")
 
 
-class LedgerLocked(LedgerError):
-    """Another daemon already runs on this ledger."""
+def _unsettled(db: Db) -> int:
+    marks = ",".join("?" * len(UNSETTLED))
+    count: int = db.execute(f"SELECT count(*) FROM entries WHERE state IN ({marks})", UNSETTLED).fetchone()[0]
+    return count
+
+
+def pg_name(url: str) -> str:
+    """A PostgreSQL ledger's URL as messages print it: postgresql://USER@HOST:PORT/DB."""
+    return PgTarget.parse(url).name
 
 
 class Ledger:
-    """The SQLite ledger: every idempotency key, batch, attempt and result of this installation."""
+    """Every idempotency key, batch, attempt and result of this installation, in SQLite (a file) or
+    PostgreSQL (a `postgresql://` URL): `target` picks the engine (`_db.Store`); the methods are the
+    same on both."""
 
     def __init__(
-        self, path: str | Path, *, synchronous: str = "FULL", busy_timeout_s: float = 5.0
+        self, target: str | Path, *, synchronous: str = "FULL", busy_timeout_s: float = 5.0,
+        password_file: Path | None = None,
     ) -> None:
-        self.path = Path(path)
-        self._conn = connect(self.path, synchronous=synchronous, busy_timeout_s=busy_timeout_s)
-        self._lock = threading.RLock()
-        self._lock_fd: int | None = None
+        self._store: Store
+        if is_url(target):
+            self._store = PgStore(PgTarget.parse(str(target), password_file))
+            self.path: Path | None = None
+        else:
+            self.path = Path(target)
+            self._store = SqliteStore(self.path, synchronous=synchronous, busy_timeout_s=busy_timeout_s)
+        self.name = self._store.name  # for messages: the file, or postgresql://USER@HOST:PORT/DB
         self._run_id: int | None = None  # the run in hand: every entry a write changes is stamped with it
-        _runs.install_stamp(self._conn, lambda: self._run_id)
+
+    @property
+    def engine(self) -> str:
+        return "sqlite" if self.path is not None else "postgresql"
 
     def __enter__(self) -> Ledger:
         return self
@@ -54,55 +68,21 @@ class Ledger:
         self.close()
 
     def close(self) -> None:
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
-        self._conn.close()
+        self._store.close()
 
     def acquire_daemon_lock(self) -> None:
-        """One daemon per ledger. flock dies with its process, so a SIGKILL never leaves it stale."""
-        lock_path = self.path.with_name(self.path.name + ".lock")
-        try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-            if os.fstat(fd).st_mode & 0o600 != 0o600:  # created under a umask that took our own rights
-                os.fchmod(fd, 0o600)  # needed so that the next start can open it again
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:  # O_NOFOLLOW: a planted link would lock (and create) another file
-                raise LedgerError(f"ledger lock {lock_path} is a symbolic link: remove it") from None
-            raise LedgerError(
-                f"ledger lock {lock_path} cannot be written: check the file and folder permissions ({exc.strerror})"
-            ) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise LedgerLocked(
-                f"another capture-sync daemon is already running on ledger {self.path}"
-            ) from None
-        self._lock_fd = fd
+        """One daemon per ledger (raises LedgerLocked); held until `close`, and dies with the process."""
+        self._store.acquire_daemon_lock()
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            try:
-                self._conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                raise LedgerError(describe(exc, self.path)) from None
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            try:
-                self._conn.execute("COMMIT")
-            except sqlite3.DatabaseError as exc:
-                self._conn.execute("ROLLBACK")
-                raise LedgerError(describe(exc, self.path)) from None
+    def _write(self) -> AbstractContextManager[Db]:
+        return self._store.write(self._run_id)
 
-    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        with self._lock:
-            cur = self._conn.execute(sql, params)
-            return cur.fetchall()
+    def _reading(self) -> AbstractContextManager[Db]:
+        return self._store.read()
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._store.read() as db:
+            return db.execute(sql, params).fetchall()
 
     # --- extract: records and cursors --------------------------------------------------------
 
@@ -143,21 +123,22 @@ class Ledger:
         """For the records among `record_ids` the ledger holds: the digest of the source record
         (`Mapped.raw_digest`) their newest version was mapped from. A record read again with that
         digest is unchanged without being mapped."""
-        with self._lock:
-            return _enqueue.raw_digests(self._conn, source, record_ids)
+        with self._reading() as db:
+            return _enqueue.raw_digests(db, source, record_ids)
 
     def unseen_records(self, source: str, record_ids: list[str]) -> list[str]:
         """The ids among `record_ids` the ledger holds no version of, in their order."""
-        return [row[0] for row in self._read(
-            "SELECT j.value FROM json_each(?) j WHERE NOT EXISTS "
-            "(SELECT 1 FROM records r WHERE r.source = ? AND r.record_id = j.value)",
-            (json.dumps(record_ids), source),
-        )]
+        with self._reading() as db:
+            held = {row[0] for row in db.execute(
+                f"SELECT record_id FROM records WHERE source = ? AND record_id {db.dialect.any_of}",
+                (source, db.dialect.many(record_ids)),
+            )}
+        return [rid for rid in record_ids if rid not in held]
 
     def is_unchanged(self, source: str, item: Mapped) -> bool:
         """Read-only change detection, for --dry-run."""
-        with self._lock:
-            return _enqueue.is_unchanged(self._conn, source, item)
+        with self._reading() as db:
+            return _enqueue.is_unchanged(db, source, item)
 
     # --- load: write-ahead batches --------------------------------------------------------------
 
@@ -188,8 +169,8 @@ class Ledger:
 
     def merged_in(self, batch: BatchWork) -> int:
         """How many of the batch's members its settle counted as merges."""
-        with self._lock:
-            return _merges.count(self._conn, [m.entry_id for m in batch.members])
+        with self._reading() as db:
+            return _merges.count(db, [m.entry_id for m in batch.members])
 
     def block(self, batch: BatchWork, error: str, attempts: Sequence[Attempt]) -> None:
         """409: the key needs manual recovery; never retried automatically (spec 4.4 rule 3)."""
@@ -234,7 +215,7 @@ class Ledger:
             self._insert_attempts(db, batch, attempts)
 
     def _close_batch(
-        self, db: sqlite3.Connection, batch: BatchWork, state: BatchState, error: str | None,
+        self, db: Db, batch: BatchWork, state: BatchState, error: str | None,
         attempts: Sequence[Attempt], now: float,
     ) -> None:
         db.execute(
@@ -244,7 +225,7 @@ class Ledger:
         self._insert_attempts(db, batch, attempts)
 
     @staticmethod
-    def _insert_attempts(db: sqlite3.Connection, batch: BatchWork, attempts: Sequence[Attempt]) -> None:
+    def _insert_attempts(db: Db, batch: BatchWork, attempts: Sequence[Attempt]) -> None:
         db.executemany(
             "INSERT INTO attempts (batch_id, key, operation, started_at, latency_ms, status_code, "
             "error_name, error_code, retryable, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -275,6 +256,17 @@ class Ledger:
         with self._write() as db:
             return _operator.resolve(db, key, action, time.time())
 
+    def is_empty(self) -> bool:
+        """Nothing recorded yet: no entry, run, cursor, flow pass or pause."""
+        with self._reading() as db:
+            return _copy.is_empty(db)
+
+    def copy_to(self, target: Ledger) -> dict[str, int]:
+        """Every row of this ledger into `target`, which must be empty (`ledger copy`): one read of this
+        one, one write transaction of the target. Returns the rows copied per table."""
+        with self._reading() as source, target._write() as db:
+            return _copy.copy(source, db, target.name)
+
     # --- the synthetic test flow ---------------------------------------------------------------
 
     def record_flow_pass(self, base_url: str, client_name: str, summary: dict[str, Any]) -> None:
@@ -284,8 +276,8 @@ class Ledger:
 
     def flow_passed(self, base_url: str, client_name: str | None = None) -> float | None:
         """When the flow last passed against this base URL as this client (any client: None), or None."""
-        with self._lock:
-            return _flows.passed_at(self._conn, base_url, client_name)
+        with self._reading() as db:
+            return _flows.passed_at(db, base_url, client_name)
 
     # --- an operator's pauses (`capture-sync pause` / `resume`) ------------------------------
 
@@ -301,8 +293,8 @@ class Ledger:
 
     def paused(self) -> dict[str, float]:
         """Each paused source ("*": all) and since when (epoch seconds)."""
-        with self._lock:
-            return _pauses.paused(self._conn)
+        with self._reading() as db:
+            return _pauses.paused(db)
 
     # --- runs and views ----------------------------------------------------------------------
 
@@ -325,17 +317,17 @@ class Ledger:
             return _runs.finish(db, run_id, counts, duration_s, exit_code, sources, time.time(), reason)
 
     def runs(self, limit: int = 20) -> list[views.RunView]:
-        with self._lock:
-            return _runs.recent(self._conn, limit)
+        with self._reading() as db:
+            return _runs.recent(db, limit)
 
     def find_run(self, ref: str) -> views.RunView | None:
         """A run by id, or `last`."""
-        with self._lock:
-            return _runs.find(self._conn, ref)
+        with self._reading() as db:
+            return _runs.find(db, ref)
 
     def run_entries(self, run_id: int, state: str | None = None) -> list[_runs.RunEntry]:
-        with self._lock:
-            return _runs.entries(self._conn, run_id, state)
+        with self._reading() as db:
+            return _runs.entries(db, run_id, state)
 
     # --- cursor control ----------------------------------------------------------------------
 
@@ -346,52 +338,52 @@ class Ledger:
             return _states.change(db, source, state, action, self._run_id, time.time())
 
     def source_states(self) -> list[_states.SourceState]:
-        with self._lock:
-            return _states.current(self._conn)
+        with self._reading() as db:
+            return _states.current(db)
 
     def state_history(self, source: str | None = None, limit: int = 20) -> list[_states.StateChange]:
-        with self._lock:
-            return _states.history(self._conn, source, limit)
+        with self._reading() as db:
+            return _states.history(db, source, limit)
 
     def unsettled_count(self) -> int:
-        marks = ",".join("?" * len(UNSETTLED))
-        return self._read(f"SELECT count(*) FROM entries WHERE state IN ({marks})", UNSETTLED)[0][0]
+        with self._reading() as db:
+            return _unsettled(db)
 
     def sweepable_count(self) -> int:
         """Unsettled entries the daemon's retry sweep may send: all but the members of stalled batches,
         which a non-retryable answer left for an operator's `replay`."""
-        with self._lock:
-            return self.unsettled_count() - views.stalled(self._conn)
+        with self._reading() as db:
+            return _unsettled(db) - views.stalled(db)
 
     def blocked_count(self) -> int:
         """Entries that wait for a person's decision: blocked by a 409, or unknown after being asked alone."""
-        with self._lock:
-            attention = views.attention(self._conn)
+        with self._reading() as db:
+            attention = views.attention(db)
         return attention.blocked + attention.unresolved
 
     def stalls(self) -> views.Stalls:
         """The stalled batches in one figure: entries, batches, since when, the last answer."""
-        with self._lock:
-            return views.stalls(self._conn)
+        with self._reading() as db:
+            return views.stalls(db)
 
     def status(self) -> views.StatusReport:
-        with self._lock:
-            return views.status(self._conn)
+        with self._reading() as db:
+            return views.status(db)
 
     def list_entries(
         self, state: str | None = None, *, source: str | None = None, limit: int = 100
     ) -> list[views.EntryView]:
-        with self._lock:
-            return views.list_entries(self._conn, state, source=source, limit=limit)
+        with self._reading() as db:
+            return views.list_entries(db, state, source=source, limit=limit)
 
     def show(self, key: str) -> views.EntryDetail | views.BatchDetail:
-        with self._lock:
-            return views.show(self._conn, key)
+        with self._reading() as db:
+            return views.show(db, key)
 
     def batch(self, key: str) -> views.BatchDetail:
-        with self._lock:
-            return views.batch_detail(self._conn, key)
+        with self._reading() as db:
+            return views.batch_detail(db, key)
 
     def versions(self, source: str, record_id: str) -> list[views.EntryDetail]:
-        with self._lock:
-            return views.versions(self._conn, source, record_id)
+        with self._reading() as db:
+            return views.versions(db, source, record_id)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ._types import LIVE, LIVE_MARKS
+from ._db import Db
+from ._types import LIVE
 
 STATES = (
     "pending", "in_flight", "captured", "duplicate", "failed", "rejected", "blocked", "unknown",
@@ -179,20 +179,13 @@ def _attempt(row: tuple) -> AttemptView:
 # - the oldest unsettled entry: the first id of each live state, from entries(state, id), four seeks
 #   (ids grow with created_at: entries are only ever appended);
 # - waiting versions: one pass over the partial index entries_live_record, which holds the live entries
-#   only, grouped by record. In a record with several live versions every pending one but the oldest
-#   live waits; `min(id)` makes SQLite take the bare `state` from that oldest row.
+#   only, grouped by record (the engine's `Dialect.waiting`).
 _OLDEST_LIVE = "SELECT min(created_at) FROM entries WHERE id IN (" + " UNION ALL ".join(
     f"SELECT min(id) FROM entries WHERE state = '{s}'" for s in LIVE
 ) + ")"
-_WAITING = (
-    "SELECT coalesce(sum(pending - (state = 'pending')), 0) FROM ("
-    "SELECT min(id), state, count(*) AS live, sum(state = 'pending') AS pending "
-    f"FROM entries INDEXED BY entries_live_record WHERE state IN ({LIVE_MARKS}) GROUP BY source, record_id"
-    ") WHERE live > 1"
-)
 
 
-def status(conn: sqlite3.Connection, runs: int = 10) -> StatusReport:
+def status(conn: Db, runs: int = 10) -> StatusReport:
     by_state = {s: 0 for s in STATES}
     by_source: dict[str, dict[str, int]] = {}
     for source, state, n in conn.execute(
@@ -210,11 +203,11 @@ def status(conn: sqlite3.Connection, runs: int = 10) -> StatusReport:
         oldest_unsettled=_ts(oldest),
         batches_by_state=batches,
         attention=attention(conn),
-        merged=conn.execute("SELECT count(*) FROM entries INDEXED BY entries_merged WHERE merged = 1").fetchone()[0],
+        merged=conn.execute(conn.dialect.merged).fetchone()[0],
     )
 
 
-def stalled(conn: sqlite3.Connection) -> int:
+def stalled(conn: Db) -> int:
     """Entries of batches stopped by a non-retryable answer: they wait for an operator's `replay`."""
     return conn.execute(
         "SELECT count(*) FROM batch_members m JOIN batches b ON b.id = m.batch_id "
@@ -239,7 +232,7 @@ def answer_reason(status_code: int | None, name: str | None, code: str | None) -
     return f"HTTP {status_code}" + (f" {what}" if what else "") if status_code else "no response"
 
 
-def stalls(conn: sqlite3.Connection) -> Stalls:
+def stalls(conn: Db) -> Stalls:
     entries, batches, since = conn.execute(
         "SELECT count(*), count(DISTINCT b.id), min(b.updated_at) FROM batch_members m JOIN batches b ON b.id = m.batch_id "
         "JOIN entries e ON e.id = m.entry_id WHERE b.state = 'stalled' AND e.state = 'in_flight'"
@@ -253,12 +246,12 @@ def stalls(conn: sqlite3.Connection) -> Stalls:
     return Stalls(entries, batches, since, answer_reason(*last) if last else None)
 
 
-def attention(conn: sqlite3.Connection) -> Attention:
+def attention(conn: Db) -> Attention:
     stalled_ = stalled(conn)
     unresolved = conn.execute(
         "SELECT count(*) FROM entries e JOIN batches b ON b.id = e.batch_id WHERE e.state = 'unknown' AND b.size = 1"
     ).fetchone()[0]
-    waiting = conn.execute(_WAITING).fetchone()[0]
+    waiting = conn.execute(conn.dialect.waiting).fetchone()[0]
     blocked, unknown = (
         conn.execute(f"SELECT count(*) FROM entries WHERE state = '{state}'").fetchone()[0] for state in ("blocked", "unknown")
     )
@@ -266,7 +259,7 @@ def attention(conn: sqlite3.Connection) -> Attention:
 
 
 def list_entries(
-    conn: sqlite3.Connection, state: str | None, *, source: str | None, limit: int
+    conn: Db, state: str | None, *, source: str | None, limit: int
 ) -> list[EntryView]:
     clauses, params = [], []
     if state:
@@ -284,7 +277,7 @@ def list_entries(
     return [_entry(r) for r in rows]
 
 
-def versions(conn: sqlite3.Connection, source: str, record_id: str) -> list[EntryDetail]:
+def versions(conn: Db, source: str, record_id: str) -> list[EntryDetail]:
     """Every version of one record, oldest first."""
     keys = conn.execute(
         "SELECT key FROM entries WHERE source = ? AND record_id = ? ORDER BY id", (source, record_id)
@@ -292,7 +285,7 @@ def versions(conn: sqlite3.Connection, source: str, record_id: str) -> list[Entr
     return [detail for (key,) in keys if isinstance(detail := show(conn, key), EntryDetail)]
 
 
-def show(conn: sqlite3.Connection, key: str) -> EntryDetail | BatchDetail:
+def show(conn: Db, key: str) -> EntryDetail | BatchDetail:
     """A per-person key gives the entry and every batch and attempt it was part of; a batch key the batch."""
     row = conn.execute(f"SELECT id, {_ENTRY_COLS} FROM entries WHERE key = ?", (key,)).fetchone()
     if row is not None:
@@ -303,14 +296,14 @@ def show(conn: sqlite3.Connection, key: str) -> EntryDetail | BatchDetail:
         ).fetchall()
         ids = [b[0] for b in batch_rows]
         attempts = conn.execute(
-            f"SELECT {_ATTEMPT_COLS} FROM attempts WHERE batch_id IN ({','.join('?' * len(ids))}) ORDER BY id",
-            ids,
+            f"SELECT {_ATTEMPT_COLS} FROM attempts WHERE batch_id {conn.dialect.any_of} ORDER BY id",
+            (conn.dialect.many(ids),),
         ).fetchall()
         return EntryDetail(_entry(row[1:]), [b[1] for b in batch_rows], [_attempt(a) for a in attempts])
     return batch_detail(conn, key)
 
 
-def batch_detail(conn: sqlite3.Connection, key: str) -> BatchDetail:
+def batch_detail(conn: Db, key: str) -> BatchDetail:
     """A batch by its key (a POST /person batch has its person's key, so `show` finds the entry first)."""
     batch = conn.execute(
         "SELECT id, key, operation, state, last_error FROM batches WHERE key = ?", (key,)
@@ -328,3 +321,36 @@ def batch_detail(conn: sqlite3.Connection, key: str) -> BatchDetail:
     return BatchDetail(
         batch[1], batch[2], batch[3], batch[4], [_entry(m) for m in members], [_attempt(a) for a in attempts]
     )
+
+
+def settled_between(conn: Db, states: tuple[str, ...], after: float, until: float) -> list[tuple[str, str, int]]:
+    """(source, state, count) of the entries that reached one of `states` in (after, until], and
+    (source, "merged", count) of the merges among them (partial index entries_merged)."""
+    marks = ",".join("?" * len(states))
+    rows = conn.execute(
+        f"SELECT source, state, count(*) FROM entries WHERE state IN ({marks}) AND updated_at > ? "
+        "AND updated_at <= ? GROUP BY source, state",
+        (*states, after, until),
+    ).fetchall()
+    merged = conn.execute(
+        "SELECT source, 'merged', count(*) FROM entries WHERE merged = 1 AND updated_at > ? AND updated_at <= ? GROUP BY source",
+        (after, until),
+    ).fetchall()
+    return [tuple(r) for r in (*rows, *merged)]  # type: ignore[misc]
+
+
+def blocked_batch_keys(conn: Db) -> list[str]:
+    """The keys of the batches holding blocked entries, oldest first."""
+    return [key for _, key in conn.execute(
+        "SELECT DISTINCT b.id, b.key FROM entries e JOIN batches b ON b.id = e.batch_id "
+        "WHERE e.state = 'blocked' ORDER BY b.id"
+    )]
+
+
+def unknown_entries(conn: Db, limit: int) -> list[tuple[EntryView, bool]]:
+    """The first unknown entries, each with whether its own one-person request could not place it either."""
+    alone = [bool(r[0]) for r in conn.execute(
+        "SELECT CASE WHEN b.size = 1 THEN 1 ELSE 0 END FROM entries e LEFT JOIN batches b ON b.id = e.batch_id "
+        "WHERE e.state = 'unknown' ORDER BY e.id LIMIT ?", (limit,),
+    )]
+    return list(zip(list_entries(conn, "unknown", source=None, limit=limit), alone, strict=True))

@@ -74,7 +74,7 @@ class OpsServer:
         self.address, self.config, self.health, self.control = address, config, health, control
         self.token = config.control_token() if control is not None else None  # ConfigProblem when unusable
         self.sources = [PageSource(s.name, s.schedule) for s in config.sources]
-        self.reader = LedgerReader(config.ledger_path)
+        self.reader = LedgerReader(config.ledger_target, config.ledger_password_file)
         self.metrics = Metrics(health, client, [s.name for s in self.sources], config.capture.rate_window_s or 60.0)
         self.tally = SettledTally(counted_until=health.started_at)
         self.metrics.state.tally = self.tally

@@ -29,8 +29,9 @@ def person(i: int, company: str = "Acme", email: str | None = None) -> Mapped:
 
 
 @pytest.fixture
-def ledger(tmp_path):
-    with Ledger(tmp_path / "ledger.sqlite3", synchronous="NORMAL") as led:
+def ledger(ledger_target):
+    """Each integrity promise on SQLite, then on PostgreSQL."""
+    with Ledger(ledger_target, synchronous="NORMAL") as led:
         yield led
 
 
@@ -84,13 +85,13 @@ async def test_every_result_shape_settles_each_member_truthfully_and_captures_no
     assert all(states[m.key] == "duplicate" for m in batch.members[:5])
 
 
-async def test_an_ambiguous_member_is_never_sent_with_post_person_even_when_keys_are_shared(sandbox_factory, ledger):
+async def test_an_ambiguous_member_is_never_sent_with_post_person_even_when_keys_are_shared(sandbox_factory, tmp_path):
     """Under a server that shares keys between operations the old re-send happened to be harmless;
     under one that does not (the default) it captured every such person twice. Now neither sees it."""
     for scope in ("operation", "shared"):
         box = sandbox_factory(behaviour=Behaviour(bulk_result_shape="bare", idempotency_scope=scope))
         key, secret = box.create_client(rate_limit=10_000)
-        with Ledger(ledger.path.with_name(f"{scope}.sqlite3")) as led:
+        with Ledger(tmp_path / f"{scope}.sqlite3") as led:
             bad = Mapped("bad", payload=json.dumps({"name": "Bad", "email": "nope"}))
             led.enqueue("src", "v1", [person(1), bad, person(2)], None)
             async with client_for(box, key, secret) as client:

@@ -98,9 +98,8 @@ async def test_include_failed_resends_failed_entries_under_their_own_keys(setup,
         await sync(ledger, client, [job(path)], SETTINGS)
     # Pretend the CRM had refused two of them (e.g. a CRM-side rule fixed since).
     failed = ledger.list_entries("captured")[:2]
-    ledger._conn.execute(
-        "UPDATE entries SET state = 'failed' WHERE key IN (?, ?)", (failed[0].key, failed[1].key)
-    )
+    with ledger._write() as db:  # a test reaching into the ledger
+        db.execute("UPDATE entries SET state = 'failed' WHERE key IN (?, ?)", (failed[0].key, failed[1].key))
     async with connect() as again:
         plain = await replay(ledger, again, SETTINGS)
         assert plain.sent == 0, "failed entries wait for --include-failed"

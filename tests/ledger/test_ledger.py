@@ -17,8 +17,9 @@ def person(i: int, **extra) -> Mapped:
 
 
 @pytest.fixture
-def ledger(tmp_path):
-    with Ledger(tmp_path / "ledger.sqlite3") as led:
+def ledger(ledger_target):
+    """On SQLite, then on PostgreSQL: every promise holds on both engines."""
+    with Ledger(ledger_target) as led:
         yield led
 
 

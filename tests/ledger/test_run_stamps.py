@@ -16,8 +16,8 @@ def person(n: int) -> Mapped:
     return Mapped(str(n), payload=f'{{"name":"P{n}","email":"p{n}@example.org"}}')
 
 
-def test_each_ledger_verb_stamps_the_entries_it_changes_with_the_run_in_hand(tmp_path: Path) -> None:
-    with Ledger(tmp_path / "ledger.sqlite3") as ledger:
+def test_each_ledger_verb_stamps_the_entries_it_changes_with_the_run_in_hand(ledger_target: str | Path) -> None:
+    with Ledger(ledger_target) as ledger:
         ledger.enqueue("crm", "m", [person(0)], None)  # outside a run: nothing is stamped
         sync = ledger.start_run("sync")
         ledger.enqueue("crm", "m", [person(1), person(2), person(3), Mapped("4", raw={}, reasons=("bad",))], {"n": 4})

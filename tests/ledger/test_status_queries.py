@@ -84,7 +84,7 @@ def ledger_ts(value: float) -> str:
 
 
 def test_the_status_queries_use_the_v5_indexes(tmp_path: Path) -> None:
-    from connector.ledger.views import _WAITING
+    from connector.ledger._sqlite import DIALECT
 
     path = tmp_path / "ledger.sqlite3"
     Ledger(path).close()
@@ -93,7 +93,7 @@ def test_the_status_queries_use_the_v5_indexes(tmp_path: Path) -> None:
             "by source": conn.execute(
                 "EXPLAIN QUERY PLAN SELECT source, state, count(*) FROM entries GROUP BY source, state ORDER BY source"
             ).fetchall(),
-            "waiting": conn.execute(f"EXPLAIN QUERY PLAN {_WAITING}").fetchall(),
+            "waiting": conn.execute(f"EXPLAIN QUERY PLAN {DIALECT.waiting}").fetchall(),
         }
         (partial,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'entries_live_record'").fetchone()
     assert "COVERING INDEX entries_source_state" in str(plans["by source"])

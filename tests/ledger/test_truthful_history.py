@@ -3,7 +3,6 @@ with a count and a span, and a capture answered with a person another record hol
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -47,8 +46,8 @@ def _pass(ledger: Ledger, kind: str = "sync", sources: list[str] | None = None, 
     return ledger.finish_run(run, counts or {}, 0.5, exit_code, ["crm"] if sources is None else sources, reason)
 
 
-def test_idle_passes_fold_into_one_entry_with_a_count_and_a_span(tmp_path: Path) -> None:
-    with Ledger(tmp_path / "ledger.sqlite3") as ledger:
+def test_idle_passes_fold_into_one_entry_with_a_count_and_a_span(ledger_target: str | Path) -> None:
+    with Ledger(ledger_target) as ledger:
         busy = _pass(ledger, counts={"read": 3, "enqueued": 3})
         first = _pass(ledger)
         assert first != busy
@@ -63,8 +62,8 @@ def test_idle_passes_fold_into_one_entry_with_a_count_and_a_span(tmp_path: Path)
     assert folded.took().startswith("×6 over ") and runs[2].took() == "0.5"
 
 
-def test_a_pass_that_reads_sends_or_ends_otherwise_starts_a_new_entry(tmp_path: Path) -> None:
-    with Ledger(tmp_path / "ledger.sqlite3") as ledger:
+def test_a_pass_that_reads_sends_or_ends_otherwise_starts_a_new_entry(ledger_target: str | Path) -> None:
+    with Ledger(ledger_target) as ledger:
         a = _pass(ledger)
         assert _pass(ledger) == a
         b = _pass(ledger, counts={"sent": 2, "captured": 2}, exit_code=0, reason=None)  # the API is back
@@ -78,8 +77,8 @@ def test_a_pass_that_reads_sends_or_ends_otherwise_starts_a_new_entry(tmp_path: 
         assert [r.passes for r in ledger.runs()] == [1, 1, 1, 2, 1, 2]
 
 
-def test_what_a_folded_pass_stamped_belongs_to_the_entry_it_joined(tmp_path: Path) -> None:
-    with Ledger(tmp_path / "ledger.sqlite3") as ledger:
+def test_what_a_folded_pass_stamped_belongs_to_the_entry_it_joined(ledger_target: str | Path) -> None:
+    with Ledger(ledger_target) as ledger:
         ledger.enqueue("crm", "m", [person(1)], None)
         first = _pass(ledger, kind="replay", sources=[])
         run = ledger.start_run("replay")
@@ -104,8 +103,8 @@ def _settle_all(ledger: Ledger, person_ids: dict[str, str | None], named: bool =
     return merged
 
 
-def test_a_capture_answered_with_a_person_another_record_holds_is_a_merge(tmp_path: Path) -> None:
-    with Ledger(tmp_path / "ledger.sqlite3") as ledger:
+def test_a_capture_answered_with_a_person_another_record_holds_is_a_merge(ledger_target: str | Path) -> None:
+    with Ledger(ledger_target) as ledger:
         ledger.enqueue("crm", "m", [person(1, "same@example.org"), person(2, "same@example.org"), person(3)], None)
         assert _settle_all(ledger, {"1": "p-a", "2": "p-a", "3": "p-c"}) == 1  # the second of the same person
         ledger.enqueue("crm", "m", [person(1, "new@example.org"), person(4)], None)  # a new version of 1, and 4
@@ -115,11 +114,10 @@ def test_a_capture_answered_with_a_person_another_record_holds_is_a_merge(tmp_pa
 
 
 @pytest.mark.parametrize("ids", ["none", "a bare id"])
-def test_without_a_person_id_in_the_answer_nothing_is_a_merge(tmp_path: Path, ids: str) -> None:
-    with Ledger(tmp_path / "ledger.sqlite3") as ledger:
+def test_without_a_person_id_in_the_answer_nothing_is_a_merge(ledger_target: str | Path, ids: str) -> None:
+    with Ledger(ledger_target) as ledger:
         ledger.enqueue("crm", "m", [person(1, "same@example.org"), person(2, "same@example.org")], None)
         answered = {"1": None, "2": None} if ids == "none" else {"1": "row-1", "2": "row-1"}
         assert _settle_all(ledger, answered, named=False) == 0
         assert ledger.status().merged == 0
-    with sqlite3.connect(tmp_path / "ledger.sqlite3") as db:
-        assert db.execute("SELECT count(*) FROM entries WHERE state = 'captured'").fetchone()[0] == 2
+        assert ledger.status().by_state["captured"] == 2

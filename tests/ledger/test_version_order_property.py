@@ -333,8 +333,8 @@ def deliver_all(ledger: Ledger) -> list[str]:
     return sent
 
 
-def test_a_lookback_that_reads_an_older_row_again_sends_nothing():
-    with tempfile.TemporaryDirectory() as tmp, Ledger(Path(tmp) / "ledger.sqlite3") as ledger:
+def test_a_lookback_that_reads_an_older_row_again_sends_nothing(ledger_target):
+    with Ledger(ledger_target) as ledger:
         ledger.enqueue(SOURCE, "m", [row_version("A", 1.0), row_version("B", 2.0)], None)
         assert deliver_all(ledger) == ["B"]
         counts = ledger.enqueue(SOURCE, "m", [row_version("A", 1.0), row_version("B", 2.0)], None)
@@ -342,8 +342,8 @@ def test_a_lookback_that_reads_an_older_row_again_sends_nothing():
         assert deliver_all(ledger) == []
 
 
-def test_a_revert_past_a_version_never_sent_spends_no_key():
-    with tempfile.TemporaryDirectory() as tmp, Ledger(Path(tmp) / "ledger.sqlite3") as ledger:
+def test_a_revert_past_a_version_never_sent_spends_no_key(ledger_target):
+    with Ledger(ledger_target) as ledger:
         ledger.enqueue(SOURCE, "m", [row_version("A", 1.0)], None)
         assert deliver_all(ledger) == ["A"]
         ledger.enqueue(SOURCE, "m", [row_version("B", 2.0)], None)  # superseded before it is sent
@@ -353,8 +353,8 @@ def test_a_revert_past_a_version_never_sent_spends_no_key():
         assert deliver_all(ledger) == []
 
 
-def test_rows_with_equal_cursor_values_take_the_order_of_arrival():
-    with tempfile.TemporaryDirectory() as tmp, Ledger(Path(tmp) / "ledger.sqlite3") as ledger:
+def test_rows_with_equal_cursor_values_take_the_order_of_arrival(ledger_target):
+    with Ledger(ledger_target) as ledger:
         ledger.enqueue(SOURCE, "m", [row_version("A", 1.0), row_version("B", 1.0)], None)
         assert deliver_all(ledger) == ["B"]
         ledger.enqueue(SOURCE, "m", [row_version("B", 1.0)], None)
@@ -362,13 +362,13 @@ def test_rows_with_equal_cursor_values_take_the_order_of_arrival():
 
 
 @pytest.mark.parametrize("park", ["block", "unknown"])
-def test_a_sent_version_resolved_while_a_newer_one_waits_still_counts_as_what_the_crm_may_hold(park):
+def test_a_sent_version_resolved_while_a_newer_one_waits_still_counts_as_what_the_crm_may_hold(park, ledger_target):
     """B reached the CRM (a 409: the request is in hand; or an unplaceable result), C waits for it;
     `ledger resolve --requeue` supersedes B since C is newer; A comes back before C is sent. Found by
     the property: the ledger took A for what the CRM holds (the captured first version) and never
     sent it, so the CRM kept B although the source says A. A version sent and then set aside is now
     content the CRM may or may not hold, so A goes again."""
-    with tempfile.TemporaryDirectory() as tmp, Ledger(Path(tmp) / "ledger.sqlite3") as ledger:
+    with Ledger(ledger_target) as ledger:
         ledger.enqueue(SOURCE, "m", [row_version("A", 1.0)], None)
         assert deliver_all(ledger) == ["A"]
         ledger.enqueue(SOURCE, "m", [row_version("B", 2.0)], None)

@@ -21,8 +21,9 @@ def version(rid: int, company: str | None = None) -> Mapped:
 
 
 @pytest.fixture
-def ledger(tmp_path):
-    with Ledger(tmp_path / "ledger.sqlite3") as led:
+def ledger(ledger_target):
+    """On SQLite, then on PostgreSQL: every promise holds on both engines."""
+    with Ledger(ledger_target) as led:
         yield led
 
 

@@ -97,6 +97,7 @@ def write_config(
     folder: Path, base_url: str, contacts: Path, *, batch_size: int = 20, concurrency: int = 3,
     timeout_s: float = 5, rate_window_s: float = 60.0, max_attempts: int = 12, max_elapsed_s: float = 60,
     ledger: str = "ledger.sqlite3", mapping: dict[str, str] = CONTACT_MAPPING, cursor: str | None = None,
+    ledger_url: str | None = None,
 ) -> Path:
     """A config with one csv source `contacts` (`mapping`: person field -> column; `cursor`: a number
     column to read changed rows by); credentials come from the environment."""
@@ -118,7 +119,7 @@ initial_backoff_s = 0.01
 max_backoff_s = 0.2
 
 [ledger]
-path = "{ledger}"
+{f'url = "{ledger_url}"' if ledger_url else f'path = "{ledger}"'}
 
 [[sources]]
 name = "contacts"
@@ -150,17 +151,33 @@ def without_root_powers() -> list[str]:
     return prefix
 
 
-def count(ledger: Path, sql: str) -> int:
-    """A `SELECT count(*)` on a ledger another process is writing; 0 before its schema exists."""
-    if not ledger.exists():
-        return 0
+Where = Path | str  # a ledger: a SQLite file, or a PostgreSQL URL
+
+
+def rows(ledger: Where, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """A query on a ledger another process is writing, on either engine (`?` placeholders)."""
+    if isinstance(ledger, str):
+        import psycopg
+
+        with psycopg.connect(ledger, autocommit=True) as conn:
+            return conn.execute(sql.replace("?", "%s"), params).fetchall()
     db = sqlite3.connect(ledger, timeout=5)
     try:
-        return db.execute(sql).fetchone()[0]
-    except sqlite3.OperationalError:  # schema not created yet
-        return 0
+        return db.execute(sql, params).fetchall()
     finally:
         db.close()
+
+
+def count(ledger: Where, sql: str) -> int:
+    """A `SELECT count(*)` on a ledger another process is writing; 0 before its schema exists."""
+    if isinstance(ledger, Path) and not ledger.exists():
+        return 0
+    try:
+        return rows(ledger, sql)[0][0]
+    except Exception as exc:  # sqlite3.OperationalError, psycopg.errors.UndefinedTable: no schema yet
+        if "no such table" in str(exc) or "does not exist" in str(exc):
+            return 0
+        raise
 
 
 # The work a run has done, in its ledger writes: batches written, requests recorded (at settle).
@@ -182,7 +199,7 @@ class Churn(Protocol):
 
 
 def kill_during_work(
-    proc: subprocess.Popen[bytes], ledger: Path, rng: random.Random, max_work: int, jitter_s: float
+    proc: subprocess.Popen[bytes], ledger: Where, rng: random.Random, max_work: int, jitter_s: float
 ) -> None:
     """SIGKILL `proc` after 0 to `max_work` more ledger writes and up to `jitter_s` more, unless it ends first."""
     target = count(ledger, WORK_DONE) + rng.randint(0, max_work)
@@ -194,17 +211,11 @@ def kill_during_work(
         proc.send_signal(signal.SIGKILL)
 
 
-def recorded_exit(ledger: Path, runs_before: int, killed: int) -> int:
+def recorded_exit(ledger: Where, runs_before: int, killed: int) -> int:
     """The exit code the run after the first `runs_before` recorded at its end; `killed` when it
     never got there (the kill cut it short)."""
-    db = sqlite3.connect(ledger, timeout=5)
-    try:
-        row = db.execute(
-            "SELECT finished_at IS NOT NULL, exit_code FROM runs ORDER BY id LIMIT 1 OFFSET ?", (runs_before,)
-        ).fetchone()
-    finally:
-        db.close()
-    return row[1] if row is not None and row[0] else killed
+    found = rows(ledger, "SELECT finished_at IS NOT NULL, exit_code FROM runs ORDER BY id LIMIT 1 OFFSET ?", (runs_before,))
+    return found[0][1] if found and found[0][0] else killed
 
 
 def running_claims(sandbox_db: Path) -> int:
@@ -215,12 +226,8 @@ def running_claims(sandbox_db: Path) -> int:
         db.close()
 
 
-def ledger_states(ledger: Path) -> dict[str, int]:
-    db = sqlite3.connect(ledger)
-    try:
-        return dict(db.execute("SELECT state, count(*) FROM entries GROUP BY state").fetchall())
-    finally:
-        db.close()
+def ledger_states(ledger: Where) -> dict[str, int]:
+    return dict(rows(ledger, "SELECT state, count(*) FROM entries GROUP BY state"))
 
 
 def figures(store: Any, population: Population) -> Figures:
@@ -237,7 +244,7 @@ def figures(store: Any, population: Population) -> Figures:
     )
 
 
-def assert_effectively_once(store: Any, population: Population, ledger: Path) -> Figures:
+def assert_effectively_once(store: Any, population: Population, ledger: Where) -> Figures:
     """The CRM holds every valid record once; the ledger says the same (captured or duplicate),
     holds every invalid record as `rejected` with its reasons, and nothing else."""
     result = figures(store, population)
@@ -246,12 +253,8 @@ def assert_effectively_once(store: Any, population: Population, ledger: Path) ->
     states = ledger_states(ledger)
     assert states.get("captured", 0) + states.get("duplicate", 0) == population.valid, states
     assert states.get("rejected") == population.invalid and set(states) <= {"captured", "duplicate", "rejected"}
-    db = sqlite3.connect(ledger)
-    try:
-        reasons = [r for (r,) in db.execute("SELECT last_error FROM entries WHERE state = 'rejected'")]
-        ledger_ids = {r for (r,) in db.execute("SELECT person_id FROM entries WHERE state = 'captured'")}
-    finally:
-        db.close()
+    reasons = [r for (r,) in rows(ledger, "SELECT last_error FROM entries WHERE state = 'rejected'")]
+    ledger_ids = {r for (r,) in rows(ledger, "SELECT person_id FROM entries WHERE state = 'captured'")}
     assert all(r and "email" in r for r in reasons)
     assert ledger_ids <= {p["id"] for p in store.persons()}
     return result
@@ -325,6 +328,7 @@ class ReliabilityKit:
         self, config: Path, env: dict[str, str], rng: random.Random, *, kills: int,
         failpoints: tuple[str, ...] = (), max_hit: int = 3, sandbox_db: Path | None = None,
         churn: Churn | None = None, max_work: int = 4, jitter_s: float = 0.1, log_level: str = "WARNING",
+        ledger: Where | None = None,
     ) -> Survived:
         """Alternate `sync` and `replay`, killing `kills` runs, until a replay exits 0 after a sync
         has read the source whole since it last changed.
@@ -340,7 +344,7 @@ class ReliabilityKit:
         finds them finished. `churn` changes the world before and during each run until the kills
         and the churn are done. Exit 5 fails the test: the engine left entries blocked, or unknown
         after asking alone, that it could not settle by itself."""
-        ledger = self.tmp / "ledger.sqlite3"
+        ledger = self.tmp / "ledger.sqlite3" if ledger is None else ledger
         survived = Survived()
         synced = False  # a sync has read the source to its end since the last churn
         with (self.tmp / "runs.log").open("ab") as log:

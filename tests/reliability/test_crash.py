@@ -30,3 +30,20 @@ def test_sigkill_at_random_moments_loses_nothing_and_doubles_nothing(rel, sandbo
     rel.assert_effectively_once(box.store, population, tmp_path / "ledger.sqlite3")
     # Every kill cut a run short (not a process already past the end of its run).
     assert rel.count(tmp_path / "ledger.sqlite3", "SELECT count(*) FROM runs WHERE finished_at IS NULL") >= KILLS
+
+
+def test_sigkill_on_a_postgresql_ledger_loses_nothing_and_doubles_nothing(rel, sandbox_factory, tmp_path, postgres_ledger_url):
+    """The same, shorter, with the ledger in PostgreSQL: a killed process's transaction is rolled back
+    by the server, its daemon lock released with its session, and the next run resumes its batches."""
+    rng = random.Random(20261127)
+    box = sandbox_factory(faults=Faults(p_retryable_503=0.1, p_commit_drop=0.1, latency_s=0.05, seed=8))
+    env = rel.client(box.store, rate_limit=100_000)
+    population = rel.contacts(tmp_path / "contacts.csv", RECORDS // 4, rng)
+    config = rel.config(tmp_path, box.base_url, population.path, ledger_url=postgres_ledger_url)
+
+    survived = rel.until_settled(config, env, rng, kills=KILLS // 2, sandbox_db=box.store.db_path, ledger=postgres_ledger_url)
+
+    assert survived.timer_kills >= KILLS // 2
+    rel.assert_effectively_once(box.store, population, postgres_ledger_url)
+    assert rel.count(postgres_ledger_url, "SELECT count(*) FROM runs WHERE finished_at IS NULL") >= KILLS // 2
+    assert not (tmp_path / "ledger.sqlite3").exists()

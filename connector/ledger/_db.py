@@ -1,0 +1,70 @@
+"""The storage interface between the ledger and its engines (SQLite, PostgreSQL).
+
+Like SQLAlchemy's dialects or dlt's destination clients, small: an engine (`Store`) opens
+connections, runs one write transaction at a time (`write()`), hands out read connections
+(`read()`) and holds the one-daemon-per-ledger lock. A connection (`Db`) runs the SQL the ledger's
+private modules (`_enqueue`, `_batches`, ...) write once for both engines, with `?` placeholders;
+what differs per engine is in its `Dialect`, a handful of fragments kept in `_sqlite.py` and
+`_postgres.py`. Nothing above `ledger/` sees any of this: it calls `Ledger` methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """The SQL that is not the same on both engines."""
+
+    engine: str  # "sqlite" or "postgresql"
+    # `column {any_of}` with one parameter, `db.dialect.many(values)`: the column is one of the values
+    any_of: str
+    # pending versions waiting behind an older live version of their record (`views.attention`)
+    waiting: str
+    # captures counted as merges (`views.status`), from the partial index entries_merged
+    merged: str
+    # after rows were copied in with their ids (`ledger copy`): the next id of `{table}` comes after them
+    next_id_after_copy: str
+    # the one parameter of `any_of`: a JSON array for SQLite's json_each, a list (an array) for PostgreSQL
+    many: Callable[[Iterable[Any]], Any]
+
+
+class Cursor(Protocol):
+    @property
+    def rowcount(self) -> int: ...
+    @property
+    def description(self) -> Any: ...
+    def fetchone(self) -> Any: ...
+    def fetchmany(self, size: int = ..., /) -> list[Any]: ...
+    def fetchall(self) -> list[Any]: ...
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Db(Protocol):
+    """A connection as the ledger's SQL modules use it: `?` placeholders on both engines."""
+
+    @property
+    def dialect(self) -> Dialect: ...
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Cursor: ...
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Any: ...
+
+
+class Store(Protocol):
+    """One engine holding one ledger.
+
+    `write()` is the one place every write goes through: one transaction, and on both engines one
+    writer at a time (SQLite's `BEGIN IMMEDIATE`, PostgreSQL's transaction-scoped advisory lock), so
+    every read-then-write of the ledger's modules (claim's "which batch is next", enqueue's "what is
+    new work", settle) sees no other writer between its read and its write. A lease's fencing token
+    is to be checked there, in the same transaction as the write it guards."""
+
+    name: str  # for messages: a path, or postgresql://USER@HOST:PORT/DB (never a password)
+
+    def write(self, run_in_hand: int | None) -> AbstractContextManager[Db]: ...
+    def read(self) -> AbstractContextManager[Db]: ...
+    def acquire_daemon_lock(self) -> None: ...
+    def close(self) -> None: ...

@@ -1,0 +1,46 @@
+"""`run --http` on a PostgreSQL ledger: the daemon sends, its /metrics, /readyz and status page read
+the same ledger `status` reads, a second daemon on the same database is refused (an advisory lock),
+a pause reaches it through its local control socket, and SIGTERM stops it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+CONTACTS = 30
+
+
+def test_the_daemon_serves_metrics_and_the_status_page_from_a_postgresql_ledger(
+    kit, sandbox, start_daemon, tmp_path: Path, postgres_ledger_url: str,
+) -> None:
+    key, secret = sandbox.create_client(rate_limit=100_000)
+    kit.credentials(tmp_path, key, secret)
+    contacts = tmp_path / "contacts.csv"
+    kit.contacts(contacts, [kit.contact(n) for n in range(CONTACTS)] + [kit.contact(99, Email="bad@@example.org")])
+    config = kit.config(tmp_path, sandbox.base_url, contacts, schedule="every 1s")
+    config.write_text(config.read_text().replace('[ledger]\npath = "ledger.sqlite3"', f"[ledger]\nurl = {json.dumps(postgres_ledger_url)}"))
+
+    daemon = start_daemon(config)
+    scrape = daemon.poll(
+        lambda: (m := daemon.metrics())("capture_sync_persons_captured_total", source="signups") == CONTACTS and m,
+        "every contact to be captured",
+    )
+    status = json.loads(kit.run("status", "-c", str(config), "--json").stdout)
+    assert status["by_state"]["captured"] == CONTACTS and status["by_state"]["rejected"] == 1
+    for state, n in status["by_state"].items():
+        assert scrape("capture_sync_entries", source="signups", state=state) == (n or None), state
+    assert daemon.get("/readyz").status_code == 200
+    page = daemon.get("/")
+    assert page.status_code == 200 and "signups" in page.text
+    assert not (tmp_path / "ledger.sqlite3").exists()
+
+    second = kit.run("run", "-c", str(config))
+    assert second.code == 2 and "already running" in second.stderr, second.stderr
+    paused = kit.run("pause", "-c", str(config), "--source", "signups")
+    assert paused.code == 0 and "no daemon runs" not in paused.stdout, paused.stdout + paused.stderr
+    assert "paused" in kit.run("status", "-c", str(config)).stdout  # asked of the running daemon
+    resumed = kit.run("resume", "-c", str(config), "--source", "signups")
+    assert resumed.code == 0 and "no daemon runs" not in resumed.stdout, resumed.stdout + resumed.stderr
+
+    assert daemon.stop() == 0, daemon.log.read_text()
+    assert len(sandbox.store.captures()) == CONTACTS

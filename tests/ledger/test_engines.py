@@ -1,0 +1,110 @@
+"""What every engine must give the ledger, run on SQLite and on PostgreSQL: one writer at a time (a
+claim is exclusive, however many processes claim at once), one daemon per ledger, the smaller
+tables (cursors and their history, flow passes, pauses), and a copy between engines that a later
+sync finds settled."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from connector.ledger import Claim, Ledger, LedgerLocked, Mapped, Outcome
+
+
+def person(i: int) -> Mapped:
+    return Mapped(str(i), payload=json.dumps({"name": f"Person {i}", "email": f"p{i}@example.com"}))
+
+
+def test_concurrent_claims_from_several_ledgers_never_put_an_entry_in_two_batches(ledger_target: str | Path) -> None:
+    """Four connections claim at once. A batch written ahead is offered again to whoever claims (that is
+    how a run resumes one after a crash; one sender per ledger is the daemon lock's job), but a pending
+    entry goes into one new batch only: no two batches, under two keys, ever hold the same person."""
+    with Ledger(ledger_target) as setup:
+        setup.enqueue("crm", "m", [person(i) for i in range(300)], None)
+    seen: dict[int, tuple[int, ...]] = {}  # batch id -> its members, as every claimer saw it
+    errors: list[BaseException] = []
+    go = threading.Barrier(4)
+
+    def claimer() -> None:
+        mine: set[int] = set()
+        try:
+            with Ledger(ledger_target) as ledger:  # a connection each, as separate processes would have
+                go.wait()
+                while (batch := ledger.claim(Claim(7, skip=frozenset(mine)))) is not None:
+                    mine.add(batch.id)
+                    members = tuple(m.entry_id for m in batch.members)
+                    assert seen.setdefault(batch.id, members) == members
+        except BaseException as exc:  # noqa: BLE001 - reported by the assert below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=claimer) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    ids = [i for members in seen.values() for i in members]
+    assert len(ids) == len(set(ids)) == 300, "each entry in exactly one batch"
+    with Ledger(ledger_target) as ledger:
+        assert ledger.status().by_state["in_flight"] == 300
+
+
+def test_one_daemon_per_ledger_and_the_lock_dies_with_its_holder(ledger_target: str | Path) -> None:
+    with Ledger(ledger_target) as first, Ledger(ledger_target) as second:
+        first.acquire_daemon_lock()
+        with pytest.raises(LedgerLocked, match="already running"):
+            second.acquire_daemon_lock()
+        first.close()
+        second.acquire_daemon_lock()
+
+
+def test_cursors_history_flow_passes_and_pauses(ledger_target: str | Path) -> None:
+    with Ledger(ledger_target) as ledger:
+        ledger.enqueue("crm", "m", [person(1)], {"offset": 1})
+        run = ledger.start_run("state")
+        assert ledger.change_source_state("crm", {"offset": 0}, "set") == {"offset": 1}
+        ledger.finish_run(run, {}, 0.0, 0)
+        assert ledger.source_state("crm") == {"offset": 0}
+        [change] = ledger.state_history("crm")
+        assert (change.old, change.new, change.action, change.run_id) == ({"offset": 1}, {"offset": 0}, "set", run)
+        assert ledger.change_source_state("crm", None, "reset") == {"offset": 0}
+        assert ledger.source_state("crm") is None and [s.source for s in ledger.source_states()] == []
+
+        assert ledger.flow_passed("http://crm/capture/") is None
+        ledger.record_flow_pass("http://crm/capture/", "client-a", {"steps": 9})
+        assert ledger.flow_passed("http://crm/capture", "client-a") is not None
+        assert ledger.flow_passed("http://crm/capture", "client-b") is None
+
+        since = ledger.pause("crm")
+        assert ledger.pause("crm") == since and ledger.paused() == {"crm": since}
+        assert ledger.resume() == ["crm"] and ledger.paused() == {}
+        assert ledger.unseen_records("crm", ["1", "2", "2"]) == ["2", "2"]
+
+
+def test_a_copy_to_the_other_engine_holds_everything_and_sends_nothing_again(
+    tmp_path: Path, postgres_ledger_url: str,
+) -> None:
+    with Ledger(tmp_path / "a.sqlite3") as source:
+        source.enqueue("crm", "m", [person(i) for i in range(20)], {"offset": 20})
+        run = source.start_run("sync")
+        batch = source.claim(Claim(8))
+        assert batch is not None
+        source.settle(batch, [Outcome(m.entry_id, "captured", person_id=f"p{m.entry_id}") for m in batch.members], [])
+        open_batch = source.claim(Claim(5))  # written ahead, never answered: resent under its key after the copy
+        assert open_batch is not None
+        source.finish_run(run, {"sent": 8}, 0.1, 4, ["crm"])
+        source.pause("crm")
+        with Ledger(postgres_ledger_url) as pg:
+            assert source.copy_to(pg)["entries"] == 20
+            with Ledger(tmp_path / "b.sqlite3") as back:
+                pg.copy_to(back)
+                for ledger in (pg, back):
+                    assert ledger.status().by_state == source.status().by_state
+                    assert ledger.runs() == source.runs() and ledger.paused() == source.paused()
+                    assert ledger.source_state("crm") == {"offset": 20}
+                    again = ledger.claim(Claim(100))
+                    assert again is not None and (again.key, again.body) == (open_batch.key, open_batch.body)
+                    assert ledger.start_run("sync") == run + 1, "ids continue after the copied ones"

@@ -1,0 +1,49 @@
+"""Two processes that open a ledger nobody has created yet, at the same moment (a cron `sync` and a
+daemon started together): the second waits for the first's create-and-migrate, then uses the same
+ledger. It used to fail with `table "source_state" already exists`. On both engines."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+OPENER = """
+import sys
+from connector.ledger import Ledger, Mapped
+sys.stdin.readline()  # the go: every opener starts at once
+with Ledger(sys.argv[1]) as ledger:
+    ledger.enqueue("crm", "m", [Mapped(sys.argv[2], payload='{"name":"P"}')], None)
+print("ok")
+"""
+
+
+def _open_together(target: str, n: int) -> list[subprocess.CompletedProcess[str]]:
+    procs = [
+        subprocess.Popen([sys.executable, "-c", OPENER, target, f"r{i}"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for i in range(n)
+    ]
+    for proc in procs:  # each waits on its stdin; all are running (interpreter loaded) before any opens
+        assert proc.stdin is not None
+    for proc in procs:
+        proc.stdin.write("go\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=60)
+        results.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    return results
+
+
+def test_processes_creating_a_new_ledger_at_once_all_succeed(ledger_target: str | Path, tmp_path: Path) -> None:
+    from connector.ledger import Ledger
+
+    for attempt in range(3):
+        target = ledger_target if attempt == 0 or not isinstance(ledger_target, Path) else tmp_path / f"l{attempt}.sqlite3"
+        if attempt and not isinstance(ledger_target, Path):
+            break  # one fresh database per test on PostgreSQL
+        results = _open_together(str(target), 4)
+        assert [(r.returncode, r.stdout.strip()) for r in results] == [(0, "ok")] * 4, [r.stderr for r in results]
+        with Ledger(target) as ledger:
+            assert ledger.status().by_state["pending"] == 4
