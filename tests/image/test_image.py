@@ -1,0 +1,168 @@
+"""The container image: built from the working tree on a Debian base made here (tools/image.py), then
+its filesystem is unpacked and `capture-sync` run in it by chroot, as the image's own user with the
+image's own environment (running containers may be refused on these machines; chroot is not).
+
+Marked `image` and left out of a plain `pytest` (pyproject.toml): the build takes minutes and root.
+`make image-test` runs it; CI runs that after `make test`, where a missing tool is a failure.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+pytestmark = pytest.mark.image
+
+ROOT = Path(__file__).resolve().parents[2]
+TAG = "localhost/capture-sync:image-test"
+SAMPLE = ROOT / "connector" / "cli" / "sample-contacts.csv"
+
+# Run inside the image: its marker environment (as packaging computes it) and each installed
+# distribution with its requirements, so the closure of capture-sync's own can be computed here.
+INVENTORY = """
+import importlib.metadata as m, json, os, platform, sys
+v = sys.implementation.version
+env = dict(
+    implementation_name=sys.implementation.name, os_name=os.name, sys_platform=sys.platform,
+    implementation_version=f"{v.major}.{v.minor}.{v.micro}" + ("" if v.releaselevel == "final" else v.releaselevel[0] + str(v.serial)),
+    platform_machine=platform.machine(), platform_release=platform.release(), platform_system=platform.system(),
+    platform_version=platform.version(), python_full_version=platform.python_version(),
+    platform_python_implementation=platform.python_implementation(),
+    python_version=".".join(platform.python_version_tuple()[:2]),
+)
+print(json.dumps({"env": env, "dists": {d.metadata["Name"]: d.requires or [] for d in m.distributions()}}))
+"""
+
+
+@dataclass(frozen=True)
+class Image:
+    name: str
+    config: dict[str, Any]  # the image's config: User, Env, Cmd, Labels, Healthcheck, ...
+    rootfs: Path
+
+    def run(self, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """`argv` inside the image's filesystem, as its user, in its working directory, with its env only."""
+        user = self.config["User"]
+        cwd = self.config.get("WorkingDir") or "/"
+        return subprocess.run(
+            ["chroot", f"--userspec={user}", "--groups=", str(self.rootfs),
+             "/usr/bin/env", "-i", "-C", cwd, *self.config["Env"], *argv],
+            capture_output=True, text=True, timeout=timeout,
+        )
+
+
+def _fail_or_skip(why: str) -> None:
+    if os.environ.get("CI", "").lower() in ("true", "1"):
+        pytest.fail(f"{why} (in CI the image test must run: .ci/run installs podman, buildah and debootstrap)")
+    pytest.skip(why)
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
+    missing = [tool for tool in ("podman", "buildah", "debootstrap", "chroot") if shutil.which(tool) is None]
+    if missing:
+        _fail_or_skip(f"missing {', '.join(missing)}: apt-get install -y podman buildah debootstrap")
+    if os.geteuid() != 0:
+        _fail_or_skip("building on a debootstrapped base and chroot need root")
+    subprocess.run([sys.executable, str(ROOT / "tools" / "image.py"), "build", "--local-base", "--tag", TAG], check=True)
+    inspected = json.loads(subprocess.run(
+        ["buildah", "inspect", "--type", "image", TAG], check=True, capture_output=True, text=True,
+    ).stdout)
+    config = json.loads(inspected["Config"])["config"]  # the image's config, as docker and Kubernetes read it
+    rootfs = tmp_path_factory.mktemp("image") / "rootfs"
+    rootfs.mkdir()
+    container = subprocess.run(["podman", "create", TAG], check=True, capture_output=True, text=True).stdout.strip()
+    try:  # a created container is never started: export gives its filesystem, flattened
+        export = subprocess.Popen(["podman", "export", container], stdout=subprocess.PIPE)
+        subprocess.run(["tar", "-x", "--numeric-owner", "-C", str(rootfs)], stdin=export.stdout, check=True)
+        assert export.wait() == 0
+    finally:
+        subprocess.run(["podman", "rm", container], check=True, capture_output=True)
+    yield Image(TAG, config, rootfs)
+    shutil.rmtree(rootfs, ignore_errors=True)
+
+
+def _version() -> str:
+    return str(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"])
+
+
+def test_the_image_runs_as_a_non_root_user(image: Image) -> None:
+    uid, _, gid = image.config["User"].partition(":")
+    assert uid.isdigit() and int(uid) != 0, "a numeric user, so Kubernetes' runAsNonRoot can check it"
+    assert gid.isdigit() and int(gid) != 0
+    who = image.run("id", "-u")
+    assert who.returncode == 0, who.stderr
+    assert who.stdout.strip() == uid
+
+
+def test_the_image_says_its_version_and_checks_its_health(image: Image) -> None:
+    labels = image.config["Labels"]
+    assert labels["org.opencontainers.image.version"] == _version()
+    assert labels["org.opencontainers.image.title"] == "capture-sync"
+    check = image.config["Healthcheck"]
+    assert check and "/healthz" in " ".join(check["Test"]), image.config
+    assert image.config["Entrypoint"] == ["capture-sync"]
+    assert image.config["Cmd"][0] == "run" and "--http" in image.config["Cmd"]
+    assert any(e.startswith("CAPTURE_SYNC_CONFIG=/etc/capture-sync/") for e in image.config["Env"])
+
+
+def test_help_runs_inside_the_image(image: Image) -> None:
+    done = image.run("capture-sync", "--help")
+    assert done.returncode == 0, done.stderr
+    for command in ("run", "sync", "demo", "status"):
+        assert re.search(rf"\b{command}\b", done.stdout), done.stdout
+
+
+def test_the_demo_inside_the_image_prints_its_summary(image: Image) -> None:
+    done = image.run("capture-sync", "demo")
+    assert done.returncode == 0, done.stdout + done.stderr
+    with SAMPLE.open(encoding="utf-8") as fh:
+        rows = sum(1 for _ in csv.DictReader(fh))
+    assert f"Demo summary: {rows} contacts read" in done.stdout, done.stdout
+    captured = re.search(r"^\W*captured\W+(\d+)\b", done.stdout, re.MULTILINE)
+    failed = re.search(r"^\W*failed\W+(\d+)\b", done.stdout, re.MULTILINE)
+    assert captured and int(captured.group(1)) > 0, done.stdout
+    assert failed and int(failed.group(1)) == 0, done.stdout
+
+
+def test_the_image_holds_only_the_runtime_dependencies(image: Image) -> None:
+    assert image.run("python", "-c", "import pytest").returncode != 0, "pytest (a dev dependency) is in the image"
+    done = image.run("python", "-c", INVENTORY)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    requires: dict[str, list[str]] = {canonicalize_name(name): reqs for name, reqs in found["dists"].items()}
+    needed = _closure("capture-sync", requires, found["env"])
+    assert set(requires) - needed == set(), "installed in the image, yet no runtime dependency of capture-sync"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    dev_only = {canonicalize_name(Requirement(r).name) for r in project["optional-dependencies"]["dev"]} - needed
+    assert dev_only & set(requires) == set(), "a dev dependency is in the image"
+
+
+def _closure(root: str, requires: dict[str, list[str]], env: dict[str, str]) -> set[str]:
+    """The distributions `root` needs (no extras), following each requirement whose marker holds."""
+    seen: set[tuple[str, str]] = set()
+    todo = [(canonicalize_name(root), "")]
+    while todo:
+        name, extra = todo.pop()
+        if (name, extra) in seen:
+            continue
+        seen.add((name, extra))
+        for text in requires.get(name, []):
+            req = Requirement(text)
+            if req.marker is None or req.marker.evaluate({**env, "extra": extra}):
+                todo += [(canonicalize_name(req.name), e) for e in ("", *req.extras)]
+    return {name for name, _ in seen}
