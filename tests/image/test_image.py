@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -54,15 +55,16 @@ class Image:
     config: dict[str, Any]  # the image's config: User, Env, Cmd, Labels, Healthcheck, ...
     rootfs: Path
 
-    def run(self, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def command(self, *argv: str) -> list[str]:
         """`argv` inside the image's filesystem, as its user, in its working directory, with its env only."""
-        user = self.config["User"]
         cwd = self.config.get("WorkingDir") or "/"
-        return subprocess.run(
-            ["chroot", f"--userspec={user}", "--groups=", str(self.rootfs),
-             "/usr/bin/env", "-i", "-C", cwd, *self.config["Env"], *argv],
-            capture_output=True, text=True, timeout=timeout,
-        )
+        return [
+            "chroot", f"--userspec={self.config['User']}", "--groups=", str(self.rootfs),
+            "/usr/bin/env", "-i", "-C", cwd, *self.config["Env"], *argv,
+        ]
+
+    def run(self, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(self.command(*argv), capture_output=True, text=True, timeout=timeout)
 
 
 def _fail_or_skip(why: str) -> None:
@@ -73,9 +75,9 @@ def _fail_or_skip(why: str) -> None:
 
 @pytest.fixture(scope="module")
 def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
-    missing = [tool for tool in ("podman", "buildah", "debootstrap", "chroot") if shutil.which(tool) is None]
+    missing = [t for t in ("podman", "buildah", "debootstrap", "chroot", "unshare", "nsenter", "ip") if not shutil.which(t)]
     if missing:
-        _fail_or_skip(f"missing {', '.join(missing)}: apt-get install -y podman buildah debootstrap")
+        _fail_or_skip(f"missing {', '.join(missing)}: apt-get install -y podman buildah debootstrap iproute2")
     if os.geteuid() != 0:
         _fail_or_skip("building on a debootstrapped base and chroot need root")
     subprocess.run([sys.executable, str(ROOT / "tools" / "image.py"), "build", "--local-base", "--tag", TAG], check=True)
@@ -137,6 +139,71 @@ def test_the_demo_inside_the_image_prints_its_summary(image: Image) -> None:
     failed = re.search(r"^\W*failed\W+(\d+)\b", done.stdout, re.MULTILINE)
     assert captured and int(captured.group(1)) > 0, done.stdout
     assert failed and int(failed.group(1)) == 0, done.stdout
+
+
+# A deployment as docs/container.md describes it: the config and the credential files mounted under
+# /etc/capture-sync, the ledger in the image's volume. The API is unreachable: /healthz says the
+# daemon is alive, which is all the health check asks.
+CONFIG = """\
+[capture]
+base_url = "http://127.0.0.1:9/api/v1/capture"
+api_key_file = "credentials/api_key"
+api_secret_file = "credentials/api_secret"
+
+[ledger]
+path = "/var/lib/capture-sync/capture-ledger.sqlite3"
+
+[[sources]]
+name = "people"
+type = "csv"
+schedule = "every 5m"
+path = "people.csv"
+primary_key = "id"
+
+[sources.mapping]
+first_name = "First"
+email = "Email"
+"""
+
+
+def test_the_default_command_passes_the_images_health_check(image: Image, tmp_path: Path) -> None:
+    """The image's own CMD and HEALTHCHECK, as written, in a network namespace of their own (so the
+    fixed port 9464 is free): the health check, polled, passes once the daemon serves."""
+    etc = image.rootfs / "etc" / "capture-sync"
+    (etc / "credentials").mkdir(parents=True)
+    (etc / "capture-sync.toml").write_text(CONFIG, encoding="utf-8")
+    (etc / "people.csv").write_text("id,First,Email\n1,Ada,ada@example.com\n", encoding="utf-8")
+    uid, _, gid = image.config["User"].partition(":")
+    for name in ("api_key", "api_secret"):  # as a mounted secret: the image's user alone reads it
+        secret = etc / "credentials" / name
+        secret.write_text(f"test-{name}\n", encoding="utf-8")
+        os.chown(secret, int(uid), int(gid))
+        secret.chmod(0o400)
+    check = image.config["Healthcheck"]["Test"]
+    assert check[0] == "CMD", check
+    log = (tmp_path / "daemon.log").open("w+", encoding="utf-8")
+    daemon = subprocess.Popen(
+        ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh",
+         *image.command(*image.config["Entrypoint"], *image.config["Cmd"])],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    try:
+        probe = ["nsenter", "-t", str(daemon.pid), "-n", *image.command(*check[1:])]
+        deadline = time.monotonic() + 60
+        while subprocess.run(probe, capture_output=True).returncode != 0:
+            assert daemon.poll() is None, f"the daemon exited {daemon.returncode}:\n{_read(log)}"
+            assert time.monotonic() < deadline, f"no healthy answer within 60 s:\n{_read(log)}"
+            time.sleep(0.2)  # the poll's pace
+    finally:
+        daemon.terminate()
+        code = daemon.wait(timeout=30)
+    assert code == 0, _read(log)
+    assert '"event": "ops.serving"' in _read(log)
+
+
+def _read(log: Any) -> str:
+    log.seek(0)
+    return str(log.read())
 
 
 def test_the_image_holds_only_the_runtime_dependencies(image: Image) -> None:
