@@ -134,9 +134,10 @@ def build(base: str | None, tag: str | None = None) -> str:
     args = ["--build-arg", f"VERSION={version()}"] + (["--build-arg", f"BASE={base}"] if base else [])
     if CA_BUNDLE.is_file():  # pip in the build trusts what this machine's pip trusts (a TLS-inspecting proxy's CA)
         args += ["--secret", f"id=ca,src={CA_BUNDLE}"]
-    # --format docker: the OCI image format has no HEALTHCHECK; Docker's keeps it.
+    # --format docker: the OCI image format has no HEALTHCHECK; Docker's keeps it. --force-rm: a failed
+    # build leaves no working container behind.
     _run(
-        "buildah", "bud", "--isolation", "chroot", "--format", "docker", "--layers", *args,
+        "buildah", "bud", "--isolation", "chroot", "--format", "docker", "--layers", "--force-rm", *args,
         "-f", str(ROOT / "Containerfile"), "-t", name, str(ROOT),
     )
     return name

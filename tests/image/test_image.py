@@ -31,6 +31,7 @@ pytestmark = pytest.mark.image
 ROOT = Path(__file__).resolve().parents[2]
 TAG = "localhost/capture-sync:image-test"
 SAMPLE = ROOT / "connector" / "cli" / "sample-contacts.csv"
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 
 # Run inside the image: its marker environment (as packaging computes it) and each installed
 # distribution with its requirements, so the closure of capture-sync's own can be computed here.
@@ -98,10 +99,6 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
     shutil.rmtree(rootfs, ignore_errors=True)
 
 
-def _version() -> str:
-    return str(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"])
-
-
 def test_the_image_runs_as_a_non_root_user(image: Image) -> None:
     uid, _, gid = image.config["User"].partition(":")
     assert uid.isdigit() and int(uid) != 0, "a numeric user, so Kubernetes' runAsNonRoot can check it"
@@ -113,7 +110,7 @@ def test_the_image_runs_as_a_non_root_user(image: Image) -> None:
 
 def test_the_image_says_its_version_and_checks_its_health(image: Image) -> None:
     labels = image.config["Labels"]
-    assert labels["org.opencontainers.image.version"] == _version()
+    assert labels["org.opencontainers.image.version"] == PROJECT["version"]
     assert labels["org.opencontainers.image.title"] == "capture-sync"
     check = image.config["Healthcheck"]
     assert check and "/healthz" in " ".join(check["Test"]), image.config
@@ -214,8 +211,7 @@ def test_the_image_holds_only_the_runtime_dependencies(image: Image) -> None:
     requires: dict[str, list[str]] = {canonicalize_name(name): reqs for name, reqs in found["dists"].items()}
     needed = _closure("capture-sync", requires, found["env"])
     assert set(requires) - needed == set(), "installed in the image, yet no runtime dependency of capture-sync"
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    dev_only = {canonicalize_name(Requirement(r).name) for r in project["optional-dependencies"]["dev"]} - needed
+    dev_only = {canonicalize_name(Requirement(r).name) for r in PROJECT["optional-dependencies"]["dev"]} - needed
     assert dev_only & set(requires) == set(), "a dev dependency is in the image"
 
 
