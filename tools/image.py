@@ -14,8 +14,8 @@ where there is one) is lent to the build as the secret `ca`, never stored in a l
 
 The root is made once and kept as a tarball under .cache/image/ (gitignored), named by the recipe
 (suite, packages, mirror), so a second build skips debootstrap; the imported image is reused while
-its tag matches, and buildah's layer cache keeps the dependency install while pyproject.toml and the
-sources are unchanged. Runs as root (debootstrap, chroot builds); needs podman, buildah and
+its tag matches, and buildah's layer cache keeps the dependency install while pyproject.toml is
+unchanged (a change to the sources rebuilds only the project's own wheel). Runs as root (debootstrap, chroot builds); needs podman, buildah and
 debootstrap (.ci/run installs them).
 """
 
