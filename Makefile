@@ -45,9 +45,11 @@ CONTAINER ?= $(shell command -v podman || command -v docker)
 VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 # podman writes OCI images by default, which have no HEALTHCHECK; docker's format keeps it
 IMAGE_FORMAT = $(if $(findstring podman,$(CONTAINER)),--format docker)
+# more build options, e.g. IMAGE_ARGS="--build-arg EXTRAS=postgres" (docs/container.md lists them)
+IMAGE_ARGS ?=
 
 image:
-	$(CONTAINER) build $(IMAGE_FORMAT) --build-arg VERSION=$(VERSION) -f Containerfile -t capture-sync:$(VERSION) .
+	$(CONTAINER) build $(IMAGE_FORMAT) --build-arg VERSION=$(VERSION) $(IMAGE_ARGS) -f Containerfile -t capture-sync:$(VERSION) .
 
 image-test: $(STAMP)
 	$(BIN)/python -m pytest -m image tests/image
