@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 RUN_STAMP := $(VENV)/.installed-run
 
-.PHONY: demo test docs audit bench bench-peers soak install install-dev clean
+.PHONY: demo test docs audit bench bench-peers soak install install-dev clean image image-test
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,23 @@ test: $(STAMP)
 # out of the nav, is an error. `make test` runs the same build (tests/docs/test_site.py).
 docs: $(STAMP)
 	$(BIN)/python -m mkdocs build --strict --site-dir site
+
+# The container image (Containerfile, docs/container.md). `make image`: FROM python:3.12-slim, as a
+# user builds it (docker or podman, a registry to pull from). `make image-test`: FROM a Debian base
+# made here by debootstrap (no registry needed; root, podman, buildah, debootstrap), then
+# tests/image runs `capture-sync --help` and `demo` inside it. CI runs it after `make test`.
+CONTAINER ?= $(shell command -v podman || command -v docker)
+VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+# podman writes OCI images by default, which have no HEALTHCHECK; docker's format keeps it
+IMAGE_FORMAT = $(if $(findstring podman,$(CONTAINER)),--format docker)
+# more build options, e.g. IMAGE_ARGS="--build-arg EXTRAS=postgres" (docs/container.md lists them)
+IMAGE_ARGS ?=
+
+image:
+	$(CONTAINER) build $(IMAGE_FORMAT) --build-arg VERSION=$(VERSION) $(IMAGE_ARGS) -f Containerfile -t capture-sync:$(VERSION) .
+
+image-test: $(STAMP)
+	$(BIN)/python -m pytest -m image tests/image
 
 # Known vulnerabilities in the installed packages: pip-audit against PyPI's advisory data. Offline,
 # or behind a mirror without that data, pip-audit would report "no known vulnerabilities" having

@@ -1,4 +1,5 @@
-"""Generate config/sample-contacts.csv, the demo's input: about 1,000 realistic, seeded contacts.
+"""Generate connector/cli/sample-contacts.csv, the demo's input (package data): about 1,000 realistic,
+seeded contacts.
 
 Run once (`python config/make_sample.py`); the output is committed so the demo and its test read
 the same file. Besides clean rows it holds the cases a real export has: the same email again in
@@ -104,7 +105,7 @@ def generate(rng: random.Random) -> list[dict[str, str]]:
 
 
 def main() -> None:
-    out = Path(__file__).with_name("sample-contacts.csv")
+    out = Path(__file__).resolve().parents[1] / "connector" / "cli" / "sample-contacts.csv"
     rows = generate(random.Random(SEED))
     with out.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))

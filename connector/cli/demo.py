@@ -23,7 +23,8 @@ from .status import print_status
 if TYPE_CHECKING:
     from ..sandbox import SandboxStore
 
-SAMPLE = Path(__file__).resolve().parents[2] / "config" / "sample-contacts.csv"
+# Package data (pyproject.toml), so the demo runs from an installed wheel and in the container image too.
+SAMPLE = Path(__file__).with_name("sample-contacts.csv")
 CLIENT_NAME = "capture-sync demo"
 
 _CONFIG = """\

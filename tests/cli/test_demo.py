@@ -9,7 +9,7 @@ from pathlib import Path
 
 from connector.sandbox import SandboxStore
 
-SAMPLE = Path(__file__).resolve().parents[2] / "config" / "sample-contacts.csv"
+SAMPLE = Path(__file__).resolve().parents[2] / "connector" / "cli" / "sample-contacts.csv"
 # Deliberately simpler than the mapper's validator: one @, no spaces or commas, a dot in the domain.
 PLAIN_EMAIL = re.compile(r"^[^@\s,]+@[^@\s,]+\.[^@\s,]+$")
 

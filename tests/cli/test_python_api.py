@@ -14,7 +14,7 @@ import connector
 from connector import AuthenticationFailed, ConfigError, ExitCode, NeedsAttention, Unsettled, replay, status, sync
 from connector.sandbox import Faults
 
-SAMPLE = Path(__file__).resolve().parents[2] / "config" / "sample-contacts.csv"
+SAMPLE = Path(__file__).resolve().parents[2] / "connector" / "cli" / "sample-contacts.csv"
 
 
 def _setup(kit, box, folder: Path, csv: Path = SAMPLE) -> Path:
