@@ -60,6 +60,14 @@ class RunningSandbox:
         return out
 
 
+
+@pytest.fixture(autouse=True)
+def _secrets_registered_by_this_test_only() -> Iterator[None]:
+    """The log masking's secrets are process-wide (a CLI run in-process registers its config's). One
+    test's secret (`secret`, say) would mask that word in every later test's messages: forget them."""
+    yield
+    logs._secrets.clear()
+
 @pytest.fixture
 def sandbox_factory(tmp_path: Path) -> Iterator[Callable[..., RunningSandbox]]:
     """Start in-process sandboxes: factory(db_path=None, faults=None, rate_window_s=60.0, behaviour=None)."""
