@@ -1,4 +1,13 @@
-"""Client-side rate limiting that finds the server's ceiling by itself.
+"""Client-side rate limiting that finds the server's ceiling by itself, in one of two shapes.
+
+`[capture] rate_shape` chooses how requests are let go within the limit:
+- **burst** (the default, `_burst.py`): what the window still allows goes at once, then each request
+  as an old one leaves the window (a sliding log of sends). A backlog finishes at the best
+  schedule the limit allows, whatever the window (1 s to a daily budget).
+- **smooth** (`_ceiling.py`, described below): requests evenly spaced at the ceiling, for
+  operators who prefer a steady load on the server to the shortest run.
+
+What follows is the smooth shape's story; the burst shape's is in `_burst.py`.
 
 The spec gives `rate_limit` (GET /info) and a 429 when it is exceeded, but neither the window it
 counts over nor its unit (spec 8: "not shown"). A server may count 12 requests per second, or
@@ -61,22 +70,30 @@ from __future__ import annotations
 
 import asyncio
 import math
+from typing import Literal
 
+from ._burst import BurstFinder
 from ._ceiling import CeilingFinder, Unit
 
-__all__ = ["AdaptiveRateLimiter", "Unit"]
+__all__ = ["AdaptiveRateLimiter", "RateShape", "Unit"]
+
+RateShape = Literal["burst", "smooth"]
 
 
 class AdaptiveRateLimiter:
-    """Implements connector.api.RateGate over a CeilingFinder, on the running loop's clock."""
+    """Implements connector.api.RateGate over a BurstFinder or a CeilingFinder (the `shape`), on the
+    running loop's clock."""
 
-    def __init__(self, rate_limit: int, window_s: float | None = None) -> None:
-        self.core = CeilingFinder(rate_limit, window_s)
+    def __init__(self, rate_limit: int, window_s: float | None = None, shape: RateShape = "burst") -> None:
+        self.shape = shape
+        self.core: BurstFinder | CeilingFinder = (
+            BurstFinder(rate_limit, window_s) if shape == "burst" else CeilingFinder(rate_limit, window_s)
+        )
 
     @property
     def rate(self) -> float:
-        """The pace held now, in the learned unit per second (inf before the first 429 when no
-        window was configured)."""
+        """The pace held now (smooth) or on average over a window (burst), in the learned unit per
+        second; inf before the first 429 when no window was configured."""
         return self.core.rate if self.core.rate is not None else math.inf
 
     @property
