@@ -18,18 +18,23 @@ Learning, when no window is configured (`capture.rate_window_s` unset):
   send of the full window leaves it when the server frees a slot, `Retry-After` seconds from now,
   so window <= now + Retry-After - that send (and, Retry-After being whole seconds rounded up,
   > that bound - 1).
-- **Narrowing at the cost of one more 429.** The bound may be up to a second long. While the log
-  is full, one request at a time (a *probe*) goes as soon as a window 1 % shorter would let it; an
-  answer makes that the window and the next probe tries 1 % shorter again; the first 429 a probe
-  draws ends the narrowing on the last window that held. Probes ride on requests that would have
+- **Narrowing at the cost of one more 429 at most.** The bound may be up to a second long. While
+  the log is full, one request at a time (a *probe*) goes as soon as a shorter window would let
+  it: first the whole second within the bounds (servers are configured in whole seconds; if it
+  holds, that is the window), else 1 % shorter than the last window that held, again and again;
+  the first 429 a probe draws ends the narrowing on the last window that held. Probes ride on requests that would have
   gone a little later anyway, so narrowing costs no time, and exactly one 429.
 - **Without Retry-After** the window is measured by waiting it out: single probes, each further
   from the oldest counted send by `SEARCH_GROWTH`; the first one let through bounds the window
   (one 429 per probe refused: about log1.4(window / time to fill it)).
 - **A 429 the log does not explain** (the window had room by our count): arrivals bunched beyond
-  the margin, another process using the same client, or a window longer than learned. The jitter
-  margin doubles (up to 5 % of the window), a learned window grows to what Retry-After says, and
-  429s of requests sent before that change are the same episode. A configured window is trusted.
+  the margin, another process using the same client, a window longer than learned, or a server
+  that does not count by window at all (a token bucket refills at limit / window per second, and
+  its first Retry-After says how soon one token comes back, not how long the window is). Nothing
+  goes until Retry-After has passed, then one request alone until one is let through; the jitter
+  margin doubles (up to 5 % of the window); a learned window grows by 2 % or to what Retry-After
+  says, once per window at most. 429s of requests sent before that change are the same episode.
+  A configured window is trusted (only the margin grows).
 """
 
 from __future__ import annotations
@@ -48,7 +53,8 @@ JITTER_MAX_SHARE = 0.05  # the margin never grows past this share of the window
 TRIAL_STEP = 0.01        # a probe tries a window this much shorter than the last one that held
 SEARCH_GROWTH = 1.4      # without Retry-After: each probe waits this much longer (from the oldest send)
 PLAUSIBLE = 0.75         # requests are the unit if the 429 came after this share of rate_limit requests
-LENGTHEN = 1.05          # an unexplained 429 without Retry-After lengthens a learned window this much
+LENGTHEN = 1.02          # an unexplained 429 lengthens a learned window at least this much
+SOLO_POLL_S = 0.01       # while one request tests the room after such a 429, the others look this often
 
 
 @dataclass
@@ -80,6 +86,8 @@ class BurstFinder:
         self._search_from: float | None = None  # searching the window: the oldest send it counts
         self._search_span = 0.0
         self._changed_at = -math.inf           # when a 429 last changed the model
+        self._unexplained_at = -math.inf       # when the log last had room the server had not
+        self._solo_since: float | None = None  # one request at a time tests the room since then
         self._first_at: float | None = None
 
     @property
@@ -111,6 +119,8 @@ class BurstFinder:
             self._first_at = now
         if now < self.paused_until:
             return self.paused_until - now
+        if self._solo_since is not None and self._pending and self._pending[-1].at >= self._solo_since:
+            return SOLO_POLL_S  # after a 429 the log did not explain, one request tests the room first
         if self.window_s is None:  # slow start, or one probe of the search at a time
             if self._search_from is not None:
                 self._search_span *= SEARCH_GROWTH
@@ -161,9 +171,13 @@ class BurstFinder:
         keep = self.span(self.window_s) if self.window_s is not None else MAX_WINDOW_S
         while self._pending and self._pending[0].at < now - keep:  # never answered (a lost connection)
             self._pending.popleft()
-        if sent.at == self._probe_at and self._trial is not None:  # the shorter window held
+        if self._probe_at is not None and sent.at >= self._probe_at and self._trial is not None:
+            # The probe, or a send after it, was answered: a 429 comes faster than an answer, so the
+            # probe was let through: the shorter window held.
             self.window_s, self._probe_at = self._trial, None
             self._trial = self._next_trial()
+        if self._solo_since is not None and sent.at >= self._solo_since:
+            self._solo_since = None
         if self._search_from is not None and sent.at >= self._changed_at:
             # The first request let through after the 429: the oldest counted send had left the
             # window when it arrived, so the window is at most this long (the probe before, not).
@@ -177,7 +191,7 @@ class BurstFinder:
         self.rate_limited += 1
         sent = self._take(cost, now, refused=True)
         self._log.unbook(sent.at, cost)
-        if sent.at == self._probe_at:  # the shorter window was too short: narrowing ends here
+        if self._probe_at is not None and sent.at >= self._probe_at:  # too short: narrowing ends
             self._lo, self._trial, self._probe_at = self._trial or self._lo, None, None
             return
         if sent.at < self._changed_at:
@@ -202,25 +216,32 @@ class BurstFinder:
                 self._search_span = max(now - self._search_from, 0.05)
                 self.paused_until = self._search_from + self._search_span * SEARCH_GROWTH
             return
-        # The log had room, the server had none.
+        # The log had room, the server had none: nothing more goes until it says there is room.
+        if retry_after is not None:
+            self.paused_until = max(self.paused_until, now + retry_after)
+        self._solo_since = now
+        if now < self._unexplained_at + self.window_s:
+            return  # the last change has not had a window to show (a bucket drained below zero refills first)
+        self._unexplained_at = now
         self.jitter_s = min(2 * self.jitter_s, JITTER_MAX_SHARE * self.window_s)
         if self.hint is not None:
             return
         self._trial = self._probe_at = None
-        if retry_after is not None and oldest is not None:
-            bound = now + retry_after - oldest
-            if bound > self.window_s:
-                self.window_s = min(bound, MAX_WINDOW_S)
-        else:
-            self.window_s = min(self.window_s * LENGTHEN, MAX_WINDOW_S)
+        bound = now + retry_after - oldest if retry_after is not None and oldest is not None else 0.0
+        self.window_s = min(max(bound, self.window_s * LENGTHEN), MAX_WINDOW_S)
 
     def _learn(self, window_s: float, lower: float) -> None:
         self.window_s = min(max(window_s, 1e-3), MAX_WINDOW_S)
         self._lo = min(max(lower, 0.0), self.window_s)
-        self._trial = self._next_trial()
+        # Servers are configured in whole seconds: the whole second inside the bounds is tried
+        # first, and holding it ends the narrowing; else each probe tries 1 % shorter.
+        whole = float(math.floor(self.window_s))
+        self._trial = whole if self._lo < whole < self.window_s else self._next_trial()
 
     def _next_trial(self) -> float | None:
         assert self.window_s is not None
+        if self.window_s == int(self.window_s):
+            return None  # a whole second held: that is the window
         trial = self.window_s * (1 - TRIAL_STEP)
         return trial if trial > self._lo else None
 

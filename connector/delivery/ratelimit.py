@@ -72,12 +72,16 @@ import asyncio
 import math
 from typing import Literal
 
+import structlog
+
 from ._burst import BurstFinder
 from ._ceiling import CeilingFinder, Unit
+from .extract import LOGGER
 
 __all__ = ["AdaptiveRateLimiter", "RateShape", "Unit"]
 
 RateShape = Literal["burst", "smooth"]
+log = structlog.get_logger(LOGGER)
 
 
 class AdaptiveRateLimiter:
@@ -126,7 +130,23 @@ class AdaptiveRateLimiter:
             await asyncio.sleep(wait)
 
     def on_answered(self, cost: int = 1) -> None:
+        window = self.core.window_s
         self.core.on_answered(cost, self._now())
+        if self.core.window_s != window:
+            self._learned("a probe let through")
 
     def on_rate_limited(self, retry_after: float | None, cost: int = 1) -> None:
+        before = self.core.unit, self.core.window_s
         self.core.on_rate_limited(retry_after, cost, self._now())
+        if (self.core.unit, self.core.window_s) != before:
+            self._learned("a 429")
+
+    def _learned(self, why: str) -> None:
+        """What the operator sees of the limiter: one event each time what it holds changes."""
+        window = self.core.window_s
+        log.info(
+            "ratelimit.learned", unit=self.core.unit, window_s=round(window, 3) if window is not None else None,
+            rate_limit=self.core.limit, shape=self.shape, configured=self.core.hint is not None,
+            detail=f"after {why}: rate_limit counts {self.core.unit or 'an unknown unit'} per "
+            f"{f'{window:g} s' if window is not None else 'an unknown window'}",
+        )
