@@ -33,8 +33,9 @@ Learning, when no window is configured (`capture.rate_window_s` unset):
   its first Retry-After says how soon one token comes back, not how long the window is). Nothing
   goes until Retry-After has passed, then one request alone until one is let through; the jitter
   margin doubles (up to 5 % of the window); a learned window grows by 2 % or to what Retry-After
-  says, once per window at most. 429s of requests sent before that change are the same episode.
-  A configured window is trusted (only the margin grows).
+  says, once per window at most (a configured window too: it is where the limiter starts, and
+  the server's answers overrule it). 429s of requests sent before that change are the same
+  episode.
 """
 
 from __future__ import annotations
@@ -224,8 +225,6 @@ class BurstFinder:
             return  # the last change has not had a window to show (a bucket drained below zero refills first)
         self._unexplained_at = now
         self.jitter_s = min(2 * self.jitter_s, JITTER_MAX_SHARE * self.window_s)
-        if self.hint is not None:
-            return
         self._trial = self._probe_at = None
         bound = now + retry_after - oldest if retry_after is not None and oldest is not None else 0.0
         self.window_s = min(max(bound, self.window_s * LENGTHEN), MAX_WINDOW_S)

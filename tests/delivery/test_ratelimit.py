@@ -21,8 +21,10 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from connector.api import CaptureClient, RetryPolicy
+from connector.config import CaptureSettings
 from connector.delivery import AdaptiveRateLimiter, DeliverySettings, replay
 from connector.delivery._burst import BurstFinder
 from connector.delivery._ceiling import CeilingFinder
@@ -136,6 +138,17 @@ def test_any_arrival_pattern_goes_at_the_earliest_moment_the_log_allows(counting
         assert server.admit(1, now) is None
         limiter.on_answered(1, now)
         sent.append(now)
+
+
+def test_the_shape_is_a_setting_checked_when_the_config_is_read() -> None:
+    assert CaptureSettings.model_validate({}).rate_shape == "burst"
+    assert CaptureSettings.model_validate({"rate_shape": "smooth"}).rate_shape == "smooth"
+    with pytest.raises(ValidationError, match="rate_shape"):
+        CaptureSettings.model_validate({"rate_shape": "bursty"})
+    with pytest.raises(ValidationError, match="rate_window_s"):
+        CaptureSettings.model_validate({"rate_window_s": 2 * 86_400})
+    assert isinstance(AdaptiveRateLimiter(12, 1.0, "smooth").core, CeilingFinder)
+    assert isinstance(AdaptiveRateLimiter(12, 1.0).core, BurstFinder)
 
 
 # --- the smooth shape, on a simulated clock --------------------------------------------------------
