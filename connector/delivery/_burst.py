@@ -19,23 +19,23 @@ Learning, when no window is configured (`capture.rate_window_s` unset):
   so window <= now + Retry-After - that send (and, Retry-After being whole seconds rounded up,
   > that bound - 1).
 - **Narrowing at the cost of one more 429 at most.** The bound may be up to a second long. While
-  the log is full, one request at a time (a *probe*) goes as soon as a shorter window would let
-  it: first the whole second within the bounds (servers are configured in whole seconds; if it
-  holds, that is the window), else 1 % shorter than the last window that held, again and again;
-  the first 429 a probe draws ends the narrowing on the last window that held. Probes ride on requests that would have
-  gone a little later anyway, so narrowing costs no time, and exactly one 429.
+  the log is full, one request at a time (a *probe*) goes as soon as a shorter window would let it:
+  first the whole second within the bounds (servers are configured in whole seconds; if it holds,
+  that is the window), else 1 % shorter than the last window that held, again and again; the first
+  429 a probe draws ends the narrowing on the last window that held. Probes ride on requests that
+  would have gone a little later anyway, so narrowing costs no time, and one 429 at most.
 - **Without Retry-After** the window is measured by waiting it out: single probes, each further
-  from the oldest counted send by `SEARCH_GROWTH`; the first one let through bounds the window
-  (one 429 per probe refused: about log1.4(window / time to fill it)).
+  from the oldest counted send by `SEARCH_GROWTH`; the first one let through bounds the window (one
+  429 per probe refused: about log1.4(window / time to fill it)).
 - **A 429 the log does not explain** (the window had room by our count): arrivals bunched beyond
-  the margin, another process using the same client, a window longer than learned, or a server
-  that does not count by window at all (a token bucket refills at limit / window per second, and
-  its first Retry-After says how soon one token comes back, not how long the window is). Nothing
-  goes until Retry-After has passed, then one request alone until one is let through; the jitter
-  margin doubles (up to 5 % of the window); a learned window grows by 2 % or to what Retry-After
-  says, once per window at most (a configured window too: it is where the limiter starts, and
-  the server's answers overrule it). 429s of requests sent before that change are the same
-  episode.
+  the margin, another process using the same client, a window longer than learned, or a server that
+  does not count by window at all (a token bucket refills at limit / window per second, and its
+  first Retry-After says how soon one token comes back, not how long the window is). Nothing goes
+  until Retry-After has passed, then one request alone until one is let through; the jitter margin
+  doubles (up to 5 % of the window), and once it can grow no more the window grows by 2 %; to what
+  Retry-After says at once if that is longer. Once per window at most (a configured window too: it
+  is where the limiter starts, and the server's answers overrule it). 429s of requests sent before
+  that change are the same episode.
 """
 
 from __future__ import annotations
@@ -224,10 +224,12 @@ class BurstFinder:
         if now < self._unexplained_at + self.window_s:
             return  # the last change has not had a window to show (a bucket drained below zero refills first)
         self._unexplained_at = now
-        self.jitter_s = min(2 * self.jitter_s, JITTER_MAX_SHARE * self.window_s)
+        cap = JITTER_MAX_SHARE * self.window_s
+        margin_grew = self.jitter_s < cap  # jitter first; the window grows once the margin is spent
+        self.jitter_s = min(2 * self.jitter_s, cap)
         self._trial = self._probe_at = None
         bound = now + retry_after - oldest if retry_after is not None and oldest is not None else 0.0
-        self.window_s = min(max(bound, self.window_s * LENGTHEN), MAX_WINDOW_S)
+        self.window_s = min(max(bound, self.window_s if margin_grew else self.window_s * LENGTHEN), MAX_WINDOW_S)
 
     def _learn(self, window_s: float, lower: float) -> None:
         self.window_s = min(max(window_s, 1e-3), MAX_WINDOW_S)

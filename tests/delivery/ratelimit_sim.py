@@ -77,12 +77,15 @@ def simulate(
     server: SimServer, limiter: BurstFinder | CeilingFinder, *, records: int, batch: int = 100, concurrency: int = 4,
     one_way_s: float = 0.002, service_s: float = 0.05, seed: int = 1,
     at: tuple[float, Callable[[], None]] | None = None, late_s: float = 0.0, trickle: tuple[int, float] = (0, 0.0),
+    arrival_jitter_s: float = 0.0,
 ) -> SimResult:
     """Deliver `records` in batches of `batch` with `concurrency` workers; returns what happened.
     `at` = (time, action) runs the action once at that simulated time (a limit raised mid-run).
     `late_s`: a worker told to wait wakes up to this much later (a busy event loop, a thread
     holding the GIL), uniformly at random. `trickle` = (n, every_s): the first n batches come one
-    per `every_s` (a source slower than the ceiling), the rest all at once after them."""
+    per `every_s` (a source slower than the ceiling), the rest all at once after them.
+    `arrival_jitter_s`: each request takes up to this much longer to reach the server, uniformly
+    at random (a loaded machine): the server counts arrivals, the limiter knows sends."""
     rng = random.Random(seed)
     queue: list[tuple[float, int, Callable[[float], None]]] = []
     seq = itertools.count()
@@ -98,7 +101,7 @@ def simulate(
             if wait > 0:
                 schedule(now + wait + rng.uniform(0, late_s), go)
                 return
-            verdict = server.admit(cost, now + one_way_s)
+            verdict = server.admit(cost, now + one_way_s + rng.uniform(0, arrival_jitter_s))
             if verdict is None:
                 result.sent.append((now, False))
                 # Answers take the service time give or take a fifth, so the workers drift apart

@@ -80,14 +80,31 @@ def test_the_burst_fills_the_window_at_once_and_never_overfills_it(window_s, per
         # a fixed window would take twice the limit around a reset: the log never sends it
         assert server.most_in_any_window() <= server.limit or counting == "bucket"
         assert result.finished_at <= 1.05 * best
-        # configured: none (persons: the one that shows the unit); unset: the one that fills the
-        # window, and at most one more to narrow the window learned from Retry-After
-        assert refused <= (1 if configured else 2)
+        # configured: none, or (persons) the one that shows the unit was guessed wrong and one
+        # more where that guess overdrew a bucket; unset: the one that fills the window, and at
+        # most one more to narrow the window learned from Retry-After
+        assert refused <= (0 if configured and unit == "requests" else 2)
     else:  # a bucket refills faster than any window: learning it unaware costs 429s, not time
         assert result.finished_at <= 1.05 * best
         # A daily bucket refills one token per 12 minutes, each tested by a request alone, and the
         # next one refused: about one 429 per request sent after the first burst (see the docs).
         assert refused <= (0.1 if window_s <= 60 else 1.0) * len(result.sent)
+
+
+@pytest.mark.parametrize("configured", [True, False], ids=["configured", "unset"])
+@pytest.mark.parametrize(("window_s", "per_window", "slower"), [(1.0, 12, 1.10), (10.0, 120, 1.05)], ids=["1s", "10s"])
+def test_arrivals_that_bunch_widen_the_margin_not_the_429s(window_s, per_window, slower, configured) -> None:
+    """Each request reaches the server up to 50 ms late, at random (a loaded machine): the server
+    sees an old request later than it was sent, so its slot frees later than the log says. The
+    429s that follow widen the margin (then the window): under 0.5 % of 100,000 records' requests
+    are refused, and the run stays near the best schedule (50 ms is 5 % of a 1 s window)."""
+    server = SimServer(per_window, window_s)
+    result = simulate(server, BurstFinder(per_window, window_s if configured else None), records=100_000,
+                      arrival_jitter_s=0.05)
+    best = best_finish(1001, 1, per_window, window_s, "sliding", concurrency=4, service_s=SERVICE_S + 0.05)
+    assert result.persons_between(0, result.finished_at + 1) == 100_000
+    assert sum(limited for _, limited in result.sent) < 0.005 * len(result.sent)
+    assert result.finished_at <= slower * best
 
 
 def test_a_daily_budget_far_from_spent_is_sent_at_once() -> None:
