@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -29,7 +30,7 @@ from connector.delivery import AdaptiveRateLimiter, DeliverySettings, replay
 from connector.delivery._burst import BurstFinder
 from connector.delivery._ceiling import CeilingFinder
 from connector.ledger import Ledger, Mapped
-from connector.sandbox import Behaviour
+from connector.sandbox import Behaviour, SandboxStore, spawn_sandbox
 from connector.sandbox.ratelimit import FixedWindow, SlidingWindow, TokenBucket, best_finish
 
 from .ratelimit_sim import SimServer, simulate
@@ -348,3 +349,23 @@ async def test_a_client_keeps_what_its_limiter_learned_from_run_to_run(sandbox_f
     assert windows[0] is None and windows[1] == pytest.approx(1.0, rel=0.25), windows
     # no slow start: at most the start collision and a bunched arrival or two
     assert limited[1] <= 3, f"429s drawn by each run: {limited}"
+
+
+@pytest.mark.parametrize(("counting", "says"), [
+    ("sliding", "in 60 s (sliding window)"), ("fixed", "in 60 s (fixed window)"), ("bucket", "at once, refilled over 60 s"),
+])
+def test_sandbox_serve_counts_as_told(tmp_path, counting, says) -> None:
+    """`sandbox serve --rate-counting`: the third request of a limit of 2 is refused, saying how
+    the server counts, with a Retry-After."""
+    db = tmp_path / "sandbox.sqlite3"
+    with SandboxStore(db) as store:
+        key, secret = store.create_client("t", rate_limit=2)
+    process = spawn_sandbox(db, tmp_path / "sandbox.log", rate_window=60, rate_counting=counting)
+    try:
+        headers = {"X-API-Key": key, "X-API-Secret": secret}
+        answers = [httpx.get(process.base_url + "/info", headers=headers) for _ in range(3)]
+    finally:
+        process.stop()
+    assert [a.status_code for a in answers] == [200, 200, 429]
+    assert says in answers[2].json()["error"]["message"]
+    assert int(answers[2].headers["Retry-After"]) >= 1
