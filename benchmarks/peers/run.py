@@ -163,7 +163,8 @@ def rate_table(result: dict[str, Any]) -> Table | None:
         cells = []
         for name in names:
             r = summary_[name]["rate_limited"][scenario]
-            cells.append(f"{r['wall_s']:.1f} / {r['best_s']:.1f} = {r['wall_s'] / r['best_s']:.2f}, "
+            ratio = f"{r['wall_s'] / r['best_s']:.2f}" if r["best_s"] > 0 else "- (the limit never binds)"
+            cells.append(f"{r['wall_s']:.1f} / {r['best_s']:.1f} = {ratio}, "
                          f"{r['answered_429']:,.0f} x 429" + ("" if r["doubled"] == 0 else f", {r['doubled']} doubled"))
         t.add_row(scenario, *cells)
     return t
