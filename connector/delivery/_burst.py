@@ -226,7 +226,7 @@ class BurstFinder:
         self._unexplained_at = now
         cap = JITTER_MAX_SHARE * self.window_s
         margin_grew = self.jitter_s < cap  # jitter first; the window grows once the margin is spent
-        self.jitter_s = min(2 * self.jitter_s, cap)
+        self.jitter_s = max(self.jitter_s, min(2 * self.jitter_s, cap))
         self._trial = self._probe_at = None
         bound = now + retry_after - oldest if retry_after is not None and oldest is not None else 0.0
         self.window_s = min(max(bound, self.window_s if margin_grew else self.window_s * LENGTHEN), MAX_WINDOW_S)
