@@ -13,7 +13,7 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
@@ -62,7 +62,9 @@ class CaptureSettings(Section):
     concurrency: int = Field(4, ge=1, le=64)
     timeout_s: float = Field(30.0, gt=0)
     allow_insecure_http: bool = False
-    rate_window_s: float | None = Field(None, gt=0)  # a hint; unset, the limiter learns the window
+    rate_window_s: float | None = Field(None, gt=0, le=86_400)  # a hint; unset, the limiter learns the window
+    # burst: what the window allows at once, then one as an old one leaves it; smooth: evenly spaced
+    rate_shape: Literal["burst", "smooth"] = "burst"
     retry: RetrySettings = RetrySettings.model_validate({})
     require_flow: bool = False  # sync and run refuse a base URL and client no `check --flow` has passed against
 
@@ -171,7 +173,7 @@ class Config(LedgerLocation):
     def delivery_settings(self) -> DeliverySettings:
         return DeliverySettings(
             batch_size=self.capture.batch_size, concurrency=self.capture.concurrency,
-            rate_window_s=self.capture.rate_window_s, rejects=self._rejects_feed(),
+            rate_window_s=self.capture.rate_window_s, rate_shape=self.capture.rate_shape, rejects=self._rejects_feed(),
         )
 
     def _rejects_feed(self) -> RejectsFeed | None:

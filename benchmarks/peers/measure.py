@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from connector.sandbox import SandboxServer
+from connector.sandbox import Behaviour, SandboxServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
 import harness  # noqa: E402
@@ -59,11 +59,13 @@ class Api(harness.Api):
 
 
 @contextmanager
-def sandbox(folder: Path, *, rate_limit: int, rate_window_s: float) -> Iterator[Api]:
-    """A fresh in-process sandbox on 127.0.0.1 (free port, own database) with one client."""
+def sandbox(folder: Path, *, rate_limit: int, rate_window_s: float, rate_counting: str = "sliding") -> Iterator[Api]:
+    """A fresh in-process sandbox on 127.0.0.1 (free port, own database) with one client, its rate
+    limit counted by sliding window, fixed window or token bucket."""
     folder.mkdir(parents=True, exist_ok=True)
     db = folder / "sandbox.sqlite3"
-    server = SandboxServer(db, port=0, rate_window_s=rate_window_s)
+    behaviour = Behaviour(rate_counting=rate_counting)  # type: ignore[arg-type]  # checked by Behaviour
+    server = SandboxServer(db, port=0, rate_window_s=rate_window_s, behaviour=behaviour)
     counter = _BulkStatuses(server.app)
     server.app = counter  # type: ignore[assignment]  # start() serves whatever ASGI app this is
     key, secret = server.store.create_client("peers", rate_limit=rate_limit)

@@ -22,7 +22,9 @@ from rich.markup import escape
 
 from ..sandbox import Behaviour, SandboxStore, UnknownClient
 from ..sandbox.admin_access import TOKEN_LINE, TokenFileError, default_token_file, new_token, remove_token, write_token
-from ..sandbox.behaviour import BulkResultShape, IdempotencyScope, InvalidPerson, PersonKeyScope, RateLimitUnit
+from ..sandbox.behaviour import (
+    BulkResultShape, IdempotencyScope, InvalidPerson, PersonKeyScope, RateCounting, RateLimitUnit,
+)
 from ..sandbox.store import DEFAULT_RATE_LIMIT
 from ..sandbox.process import LISTENING
 from ..secret_files import CredentialFilesExist, config_lines, refuse_existing, write_credentials
@@ -75,6 +77,11 @@ def serve(
         help="What a client's rate_limit counts per window (spec 8): requests, or persons (a bulk request of "
         "100 costs 100).",
     ),
+    rate_counting: RateCounting = typer.Option(
+        "sliding", "--rate-counting",
+        help="How the window counts (spec 8 does not say): sliding (any --rate-window seconds), fixed (reset at "
+        "each multiple of the window), or bucket (a token bucket of rate_limit refilled over the window).",
+    ),
     retry_after: Literal["yes", "no"] = typer.Option(
         "yes", "--retry-after",
         help="Send Retry-After on a 429 (yes), or no rate-limit header at all (no).",
@@ -120,13 +127,16 @@ def serve(
     A database that cannot be opened for writing, or a port in use, is one line on stderr and exit 2.
 
     Example: capture-sync sandbox serve --port 8765 --db sandbox.sqlite3
+
+    Example (a token bucket of 120 requests refilled over 10 s): capture-sync sandbox serve --rate-window 10 --rate-counting bucket
     """
     # FastAPI and uvicorn load only for the command that serves.
     from ..sandbox.server import SandboxServer, ServeError
 
     settings = fault_settings(faults)
     behaviour = Behaviour(
-        bulk_result_shape, invalid_person, idempotency_scope, person_key_scope, rate_limit_unit, retry_after == "yes"
+        bulk_result_shape, invalid_person, idempotency_scope, person_key_scope, rate_limit_unit, retry_after == "yes",
+        rate_counting,
     )
     stop_signals = {signal.SIGINT, signal.SIGTERM}
     # Blocked before the server thread exists, so it inherits the mask and this thread takes them.

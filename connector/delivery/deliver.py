@@ -36,6 +36,7 @@ from ..api import (
 )
 from ..ledger import BatchWork, Claim, Ledger, Outcome
 from .extract import LOGGER, Progress
+from .ratelimit import RateShape
 from .rejects import RejectsFeed
 from .report import RunReport
 from .settle import match_bulk, person_outcome
@@ -52,6 +53,7 @@ class DeliverySettings:
     batch_size: int = 100
     concurrency: int = 4
     rate_window_s: float | None = None  # the rate limit's window when known; None: the limiter finds it
+    rate_shape: RateShape = "burst"  # burst: the window's room at once; smooth: evenly spaced (ratelimit.py)
     chunk_size: int = 1000  # records per enqueue transaction: after a crash at most this many are read again
     stop_grace_s: float = 8.0
     rejects: RejectsFeed | None = None  # `[daemon] rejects_file`: each rejected record appended as a JSON line

@@ -40,10 +40,10 @@ def _rate_gate(client: CaptureClient, info: ClientInfo, settings: DeliverySettin
     if info.rate_limit < 1:
         return None
     kept = client.rate_gate
-    if isinstance(kept, AdaptiveRateLimiter) and kept.hint == settings.rate_window_s:
+    if isinstance(kept, AdaptiveRateLimiter) and (kept.hint, kept.shape) == (settings.rate_window_s, settings.rate_shape):
         kept.reseed(info.rate_limit)  # that GET /info went through it: it is in its send log
         return kept
-    limiter = AdaptiveRateLimiter(info.rate_limit, settings.rate_window_s)
+    limiter = AdaptiveRateLimiter(info.rate_limit, settings.rate_window_s, settings.rate_shape)
     limiter.counted(1)  # the GET /info just answered, which the server counted too
     return limiter
 

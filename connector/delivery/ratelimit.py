@@ -1,4 +1,13 @@
-"""Client-side rate limiting that finds the server's ceiling by itself.
+"""Client-side rate limiting that finds the server's ceiling by itself, in one of two shapes.
+
+`[capture] rate_shape` chooses how requests are let go within the limit:
+- **burst** (the default, `_burst.py`): what the window still allows goes at once, then each request
+  as an old one leaves the window (a sliding log of sends). A backlog finishes at the best
+  schedule the limit allows, whatever the window (1 s to a daily budget).
+- **smooth** (`_ceiling.py`, described below): requests evenly spaced at the ceiling, for
+  operators who prefer a steady load on the server to the shortest run.
+
+What follows is the smooth shape's story; the burst shape's is in `_burst.py`.
 
 The spec gives `rate_limit` (GET /info) and a 429 when it is exceeded, but neither the window it
 counts over nor its unit (spec 8: "not shown"). A server may count 12 requests per second, or
@@ -61,22 +70,34 @@ from __future__ import annotations
 
 import asyncio
 import math
+from typing import Literal
 
+import structlog
+
+from ._burst import BurstFinder
 from ._ceiling import CeilingFinder, Unit
+from .extract import LOGGER
 
-__all__ = ["AdaptiveRateLimiter", "Unit"]
+__all__ = ["AdaptiveRateLimiter", "RateShape", "Unit"]
+
+RateShape = Literal["burst", "smooth"]
+log = structlog.get_logger(LOGGER)
 
 
 class AdaptiveRateLimiter:
-    """Implements connector.api.RateGate over a CeilingFinder, on the running loop's clock."""
+    """Implements connector.api.RateGate over a BurstFinder or a CeilingFinder (the `shape`), on the
+    running loop's clock."""
 
-    def __init__(self, rate_limit: int, window_s: float | None = None) -> None:
-        self.core = CeilingFinder(rate_limit, window_s)
+    def __init__(self, rate_limit: int, window_s: float | None = None, shape: RateShape = "burst") -> None:
+        self.shape = shape
+        self.core: BurstFinder | CeilingFinder = (
+            BurstFinder(rate_limit, window_s) if shape == "burst" else CeilingFinder(rate_limit, window_s)
+        )
 
     @property
     def rate(self) -> float:
-        """The pace held now, in the learned unit per second (inf before the first 429 when no
-        window was configured)."""
+        """The pace held now (smooth) or on average over a window (burst), in the learned unit per
+        second; inf before the first 429 when no window was configured."""
         return self.core.rate if self.core.rate is not None else math.inf
 
     @property
@@ -109,7 +130,23 @@ class AdaptiveRateLimiter:
             await asyncio.sleep(wait)
 
     def on_answered(self, cost: int = 1) -> None:
+        window = self.core.window_s
         self.core.on_answered(cost, self._now())
+        if self.core.window_s != window:
+            self._learned("a probe let through")
 
     def on_rate_limited(self, retry_after: float | None, cost: int = 1) -> None:
+        before = self.core.unit, self.core.window_s
         self.core.on_rate_limited(retry_after, cost, self._now())
+        if (self.core.unit, self.core.window_s) != before:
+            self._learned("a 429")
+
+    def _learned(self, why: str) -> None:
+        """What the operator sees of the limiter: one event each time what it holds changes."""
+        window = self.core.window_s
+        log.info(
+            "ratelimit.learned", unit=self.core.unit, window_s=round(window, 3) if window is not None else None,
+            rate_limit=self.core.limit, shape=self.shape, configured=self.core.hint is not None,
+            detail=f"after {why}: rate_limit counts {self.core.unit or 'an unknown unit'} per "
+            f"{f'{window:g} s' if window is not None else 'an unknown window'}",
+        )

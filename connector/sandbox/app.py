@@ -40,7 +40,7 @@ from .behaviour import Behaviour, BulkResultShape
 from .envelope import ApiError, error_envelope, error_response, json_response, parse_json, success
 from .faults import Faults
 from .openapi import PREFIX, openapi_document
-from .ratelimit import SlidingWindow
+from .ratelimit import rate_counter
 from .results import PersonOutcome, bulk_result
 from .store import Captured, CaptureSession, Client, Operation, SandboxStore
 
@@ -236,7 +236,7 @@ def create_app(
     reject_invalid = behaviour.invalid_person == "reject-request"
     shared_keys = behaviour.idempotency_scope == "shared"
     request_scoped = behaviour.person_key_scope == "request"
-    window = SlidingWindow(rate_window_s)
+    window = rate_counter(behaviour.rate_counting, rate_window_s)
     store.release_all_running()
     # Dropped commits may be switched on at any time (admin.py); adding the filter twice is a no-op.
     logging.getLogger("uvicorn.error").addFilter(_QUIET_DROPS)
@@ -258,9 +258,11 @@ def create_app(
             raise _WRONG_CREDENTIALS
         wait = window.admit(client.api_key, client.rate_limit, cost=persons if by_persons else 1)
         if wait is not None:
+            counted = f"{client.rate_limit} {behaviour.rate_limit_unit}"
             raise ApiError(
                 429, "rate_limited",
-                f"more than {client.rate_limit} {behaviour.rate_limit_unit} in {window.window_s:g} s",
+                f"more than {counted} at once, refilled over {window.window_s:g} s" if behaviour.rate_counting == "bucket"
+                else f"more than {counted} in {window.window_s:g} s ({behaviour.rate_counting} window)",
                 headers={"Retry-After": str(wait)} if behaviour.retry_after else None,
             )
         refusal = _injected(faults)

@@ -38,6 +38,11 @@ anything reasonable, and the connector must stay correct against all of it; each
   `rate_limit` counts over the window (`serve --rate-window`, the other open point): `requests`
   (default) counts every request alike; `persons` counts the persons a request carries (a bulk
   request of 100 costs 100; GET /info, POST /person and an unreadable bulk body cost 1).
+- `rate_counting` (spec 8 again: how the window counts is not shown either): `sliding` (default)
+  admits at most `rate_limit` units in any window of `serve --rate-window`; `fixed` resets the
+  count at each multiple of the window on the server's clock (up to twice the limit passes around
+  a reset); `bucket` is a token bucket of `rate_limit` units refilled over the window (the whole
+  limit at once, then the sustained rate). See `ratelimit.py`.
 - `retry_after` (spec 8: "any rate-limit response headers: not shown"): True (default) sends
   `Retry-After` on a 429, the whole seconds until enough of the window frees; False sends none,
   so a client must find the window from the 429s alone.
@@ -55,6 +60,7 @@ InvalidPerson = Literal["failed", "reject-request"]
 IdempotencyScope = Literal["operation", "shared"]
 PersonKeyScope = Literal["client", "request"]
 RateLimitUnit = Literal["requests", "persons"]
+RateCounting = Literal["sliding", "fixed", "bucket"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,12 +73,13 @@ class Behaviour:
     person_key_scope: PersonKeyScope = "client"
     rate_limit_unit: RateLimitUnit = "requests"
     retry_after: bool = True
+    rate_counting: RateCounting = "sliding"
 
     def __post_init__(self) -> None:
         for name, kind in (
             ("bulk_result_shape", BulkResultShape), ("invalid_person", InvalidPerson),
             ("idempotency_scope", IdempotencyScope), ("person_key_scope", PersonKeyScope),
-            ("rate_limit_unit", RateLimitUnit),
+            ("rate_limit_unit", RateLimitUnit), ("rate_counting", RateCounting),
         ):
             if getattr(self, name) not in get_args(kind):
                 raise ValueError(f"{name} must be one of {', '.join(get_args(kind))}")

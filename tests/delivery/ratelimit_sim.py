@@ -2,9 +2,9 @@
 rate-limited server, on a simulated clock: the limiter's core (connector/delivery/_ceiling.py)
 decides when each request may go, exactly as AdaptiveRateLimiter does under asyncio.
 
-The server is the sandbox's policy (connector/sandbox/ratelimit.py): a sliding window of
-`window_s` holding at most `limit` units (requests, or persons), 429s not counted, Retry-After
-the whole seconds until the oldest counted hit leaves (or no Retry-After at all).
+The server is the sandbox's policy (connector/sandbox/ratelimit.py): at most `limit` units
+(requests, or persons) per `window_s`, counted by a sliding window, a fixed one or a token bucket,
+429s not counted, Retry-After the whole seconds until there is room (or no Retry-After at all).
 """
 
 from __future__ import annotations
@@ -17,31 +17,46 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from connector.delivery._burst import BurstFinder
 from connector.delivery._ceiling import CeilingFinder
+from connector.sandbox.behaviour import RateCounting
+from connector.sandbox.ratelimit import rate_counter
 
 
 @dataclass
 class SimServer:
+    """The sandbox's counting (sliding, fixed or bucket) behind a simulated network; it keeps what
+    it admitted, by arrival, for the oracle that no window of its counting ever held more."""
+
     limit: int
     window_s: float
     unit: str = "requests"
     retry_after: bool = True
-    hits: deque[tuple[float, int]] = field(default_factory=deque)
-    used: int = 0
+    counting: RateCounting = "sliding"
+    admitted: list[tuple[float, int]] = field(default_factory=list)  # (arrived at, units)
+
+    def __post_init__(self) -> None:
+        self.counter = rate_counter(self.counting, self.window_s)
 
     def admit(self, cost: int, now: float) -> float | None:
         """None when admitted; else the Retry-After to send (math.nan: none sent)."""
         units = cost if self.unit == "persons" else 1
-        while self.hits and self.hits[0][0] <= now - self.window_s:
-            self.used -= self.hits.popleft()[1]
-        if self.used + units > self.limit:
-            if not self.retry_after:
-                return math.nan
-            oldest = self.hits[0][0] if self.hits else now
-            return float(max(1, math.ceil(oldest + self.window_s - now)))
-        self.hits.append((now, units))
-        self.used += units
-        return None
+        wait = self.counter.admit("c", self.limit, now, units)
+        if wait is None:
+            self.admitted.append((now, units))
+            return None
+        return float(wait) if self.retry_after else math.nan
+
+    def most_in_any_window(self) -> int:
+        """The most units admitted in any window of the server's length (sliding, over arrivals)."""
+        most, start, inside = 0, 0, 0
+        for at, units in self.admitted:
+            inside += units
+            while self.admitted[start][0] <= at - self.window_s:
+                inside -= self.admitted[start][1]
+                start += 1
+            most = max(most, inside)
+        return most
 
 
 @dataclass
@@ -59,15 +74,18 @@ class SimResult:
 
 
 def simulate(
-    server: SimServer, limiter: CeilingFinder, *, records: int, batch: int = 100, concurrency: int = 4,
+    server: SimServer, limiter: BurstFinder | CeilingFinder, *, records: int, batch: int = 100, concurrency: int = 4,
     one_way_s: float = 0.002, service_s: float = 0.05, seed: int = 1,
     at: tuple[float, Callable[[], None]] | None = None, late_s: float = 0.0, trickle: tuple[int, float] = (0, 0.0),
+    arrival_jitter_s: float = 0.0,
 ) -> SimResult:
     """Deliver `records` in batches of `batch` with `concurrency` workers; returns what happened.
     `at` = (time, action) runs the action once at that simulated time (a limit raised mid-run).
     `late_s`: a worker told to wait wakes up to this much later (a busy event loop, a thread
     holding the GIL), uniformly at random. `trickle` = (n, every_s): the first n batches come one
-    per `every_s` (a source slower than the ceiling), the rest all at once after them."""
+    per `every_s` (a source slower than the ceiling), the rest all at once after them.
+    `arrival_jitter_s`: each request takes up to this much longer to reach the server, uniformly
+    at random (a loaded machine): the server counts arrivals, the limiter knows sends."""
     rng = random.Random(seed)
     queue: list[tuple[float, int, Callable[[float], None]]] = []
     seq = itertools.count()
@@ -83,7 +101,7 @@ def simulate(
             if wait > 0:
                 schedule(now + wait + rng.uniform(0, late_s), go)
                 return
-            verdict = server.admit(cost, now + one_way_s)
+            verdict = server.admit(cost, now + one_way_s + rng.uniform(0, arrival_jitter_s))
             if verdict is None:
                 result.sent.append((now, False))
                 # Answers take the service time give or take a fifth, so the workers drift apart

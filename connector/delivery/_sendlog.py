@@ -1,0 +1,92 @@
+"""The burst limiter's log of sends the server counted: when each left (or will leave) its window.
+
+A sliding log holds one timestamp per request; at a daily budget of a million requests that is a
+million floats. Sends closer together than `width` share an entry, stamped with the latest of
+them (so they are taken to leave the window together, when the last of them does: never early),
+and the log holds at most about window / width entries whatever the limit: the limiter asks for a
+width of window / BUCKETS. Each entry counts requests and persons apart, so the unit the server
+counts in can be learned after the sends were booked.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+BUCKETS = 4096  # entries per window at most; a send is held up to window / BUCKETS longer than needed
+
+
+@dataclass
+class _Entry:
+    at: float
+    requests: int
+    persons: int
+
+
+class SendLog:
+    """Sends the server counted, oldest first, in requests and persons."""
+
+    def __init__(self) -> None:
+        self._log: deque[_Entry] = deque()
+        self.requests = 0
+        self.persons = 0
+
+    def __len__(self) -> int:
+        return len(self._log)
+
+    def used(self, persons: bool) -> int:
+        return self.persons if persons else self.requests
+
+    def book(self, at: float, cost: int, width: float) -> None:
+        """A request carrying `cost` persons went at `at`."""
+        last = self._log[-1] if self._log else None
+        if last is not None and at - width <= last.at <= at:
+            last.at, last.requests, last.persons = at, last.requests + 1, last.persons + cost
+        else:
+            self._log.append(_Entry(at, 1, cost))
+        self.requests += 1
+        self.persons += cost
+
+    def unbook(self, at: float, cost: int) -> None:
+        """The request sent at `at` was refused (a 429 is not counted): it no longer holds a slot.
+        It sits in the oldest entry stamped at or after its send."""
+        found: _Entry | None = None
+        for entry in reversed(self._log):
+            if entry.at < at:
+                break
+            found = entry
+        if found is None or found.requests < 1:
+            return
+        found.requests -= 1
+        took = min(cost, found.persons)
+        found.persons -= took
+        self.requests -= 1
+        self.persons -= took
+
+    def prune(self, before: float) -> None:
+        """Forget sends at or before `before`: they have left the window."""
+        log = self._log
+        while log and log[0].at <= before:
+            gone = log.popleft()
+            self.requests -= gone.requests
+            self.persons -= gone.persons
+
+    def frees(self, need: int, persons: bool) -> float | None:
+        """When `need` units will have left, counting from the oldest: the stamp of the entry whose
+        leaving frees the last of them (the window still to be added). None: the log holds fewer."""
+        freed = 0
+        for entry in self._log:
+            freed += entry.persons if persons else entry.requests
+            if freed >= need:
+                return entry.at
+        return None
+
+    def oldest_of_last(self, units: int, persons: bool) -> float | None:
+        """The stamp of the oldest send among the newest ones that hold more than `units` units:
+        in a full window, the send whose leaving frees the next slot. None: the log holds fewer."""
+        total = 0
+        for entry in reversed(self._log):
+            total += entry.persons if persons else entry.requests
+            if total > units:
+                return entry.at
+        return None
