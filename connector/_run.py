@@ -45,7 +45,10 @@ def pass_flow_gate(cfg: Config, ledger: Ledger) -> None:
 def open_ledger(cfg: Config | LedgerPlace, *, exclusive: bool = False) -> Ledger:
     """`exclusive` takes the single-process lock: only one process may send from a ledger at a time,
     or a replay could re-send a batch another process is still waiting on."""
-    ledger = Ledger(cfg.ledger_target, synchronous=cfg.ledger.synchronous, password_file=cfg.ledger_password_file)
+    ledger = Ledger(
+        cfg.ledger_target, synchronous=cfg.ledger.synchronous, password_file=cfg.ledger_password_file,
+        integration=cfg.integration_name,
+    )
     if exclusive:
         try:
             ledger.acquire_daemon_lock()

@@ -5,6 +5,7 @@ keyed by the version it brings the ledger to; both engines then stand at the sam
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -69,11 +70,17 @@ TABLES = (
 )
 
 
-def migrate(conn: Any, name: str) -> None:
-    """Create or bring forward the schema in one transaction; `lock` (an advisory lock held for the
+def migrate(conn: Any, name: str, schema: str) -> None:
+    """Create or bring forward the ledger in `schema` (created here when missing: the connection's
+    search_path names it) in one transaction; `MIGRATE_LOCK` (an advisory lock held for the
     transaction) makes a second process starting at the same moment wait, then find it done."""
+    from psycopg import sql
+
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", MIGRATE_LOCK)
+        # Only when missing: CREATE SCHEMA wants the database's CREATE privilege even with IF NOT EXISTS.
+        if conn.execute("SELECT to_regnamespace(%s) IS NULL", (sql.Identifier(schema).as_string(conn),)).fetchone()[0]:
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
         found = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()[0]
         if not found:
             for statement in CREATE:
@@ -92,9 +99,18 @@ def migrate(conn: Any, name: str) -> None:
             conn.execute("UPDATE schema_version SET version = %s", (SCHEMA_VERSION,))
 
 
-# Advisory lock keys (two int4): one class for capture-sync, one object per purpose. Per-integration
-# locks and leases (issue 23, later) take their own objects in the same class.
+# Advisory lock keys (two int4). The database-wide one (creating schemas) is (LOCK_CLASS, 0); an
+# integration's own locks are (LOCK_CLASS + purpose, a hash of its schema), so integrations sharing a
+# database neither wait for each other's writes nor hold each other's daemon lock.
 LOCK_CLASS = 0x43535943  # "CSYC"
 MIGRATE_LOCK = (LOCK_CLASS, 0)
-WRITE_LOCK = (LOCK_CLASS, 1)
-DAEMON_LOCK = (LOCK_CLASS, 2)
+WRITE = 1
+DAEMON = 2
+
+
+def lock_key(purpose: int, schema: str) -> tuple[int, int]:
+    """The advisory lock of `purpose` (WRITE, DAEMON) for the integration in `schema`. Two names with
+    one hash would share a lock: writes would take turns and one daemon would wait for the other,
+    never a lost guarantee."""
+    digest = zlib.crc32(schema.encode("utf-8"))
+    return LOCK_CLASS + purpose, digest - (1 << 32) if digest >= 1 << 31 else digest

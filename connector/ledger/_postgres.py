@@ -1,7 +1,7 @@
 """The PostgreSQL engine: a pool of psycopg 3 connections to one database.
 
 Writes keep SQLite's model, one writer at a time: every write transaction first takes a
-transaction-scoped advisory lock (`WRITE_LOCK`), which PostgreSQL releases at COMMIT or ROLLBACK,
+transaction-scoped advisory lock (`lock_key(WRITE, schema)`), which PostgreSQL releases at COMMIT or ROLLBACK,
 even when the client dies. Under READ COMMITTED each statement after it sees every write committed
 before, so claim, enqueue and settle read and write as they do under SQLite's `BEGIN IMMEDIATE`:
 one live version per record, a claim nobody else makes, a settle wholly in or not at all. (SERIALIZABLE
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._db import Cursor, Dialect
-from ._pg_schema import DAEMON_LOCK, WRITE_LOCK, migrate
+from ._pg_schema import DAEMON, WRITE, lock_key, migrate
 from ._types import LIVE_MARKS
 from .schema import LedgerError, LedgerLocked, LedgerUnreachable
 
@@ -62,14 +62,16 @@ def is_url(target: str | Path) -> bool:
 
 @dataclass(frozen=True)
 class PgTarget:
-    """A PostgreSQL ledger: the URL as given (no password in it) and where the password comes from."""
+    """A PostgreSQL ledger: the URL as given (no password in it), where the password comes from, and
+    the schema holding this integration's tables (every connection's search_path)."""
 
     url: str
     password_file: Path | None = None
     params: dict[str, str] = field(default_factory=dict, compare=False)
+    schema: str = "public"
 
     @classmethod
-    def parse(cls, url: str, password_file: Path | None = None) -> PgTarget:
+    def parse(cls, url: str, password_file: Path | None = None, schema: str | None = None) -> PgTarget:
         """Refuses a URL that carries a password: it would be printed wherever the URL is."""
         from psycopg.conninfo import conninfo_to_dict
 
@@ -83,7 +85,7 @@ class PgTarget:
                 "ledger url carries a password: remove it from the URL and give it in the PGPASSWORD "
                 "environment variable, a `[ledger] password_file`, or libpq's ~/.pgpass"
             )
-        return cls(plain, password_file, params)
+        return cls(plain, password_file, params, schema or "public")
 
     @property
     def name(self) -> str:
@@ -94,7 +96,11 @@ class PgTarget:
         return f"postgresql://{user}{p.get('host', '')}{port}/{p.get('dbname', '')}"
 
     def connect_kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT_S, "application_name": "capture-sync"}
+        # The schema's name is checked (`config_file.INTEGRATION_NAME`: no space, no quote), and quoted.
+        kwargs: dict[str, Any] = {
+            "connect_timeout": CONNECT_TIMEOUT_S, "application_name": "capture-sync",
+            "options": f'{self.params.get("options", "")} -c search_path="{self.schema}"'.strip(),
+        }
         if self.password_file is not None:
             try:
                 kwargs["password"] = self.password_file.read_text(encoding="utf-8").strip()
@@ -147,7 +153,7 @@ class PgStore:
         self._kwargs = target.connect_kwargs()
         with self._errors():
             with psycopg.connect(target.url, autocommit=True, **self._kwargs) as conn:
-                migrate(conn, self.name)
+                migrate(conn, self.name, target.schema)
         self._pool: psycopg_pool.ConnectionPool[Any] = ConnectionPool(
             target.url, kwargs={"autocommit": True, **self._kwargs}, min_size=1, max_size=POOL_MAX,
             name="capture-sync-ledger", open=True, timeout=CONNECT_TIMEOUT_S,
@@ -181,7 +187,7 @@ class PgStore:
         with self._errors(), self._pool.connection() as conn, conn.transaction():
             conn.execute(
                 "SELECT pg_advisory_xact_lock(%s, %s), set_config('capture_sync.run', %s, true)",
-                (*WRITE_LOCK, "" if run_in_hand is None else str(run_in_hand)),
+                (*lock_key(WRITE, self.target.schema), "" if run_in_hand is None else str(run_in_hand)),
             )
             # A lease's fencing token (issue 23, next step) is checked here, in the write's own transaction.
             yield PgDb(conn)
@@ -198,7 +204,8 @@ class PgStore:
         """One daemon per ledger: a session advisory lock on a connection held until `close`."""
         with self._errors():
             conn = self._psycopg.connect(self.target.url, autocommit=True, **self._kwargs)
-            if not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", DAEMON_LOCK).fetchone()[0]:  # type: ignore[index]
+            held = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", lock_key(DAEMON, self.target.schema)).fetchone()
+            if not held[0]:  # type: ignore[index]
                 conn.close()
                 raise LedgerLocked(f"another capture-sync daemon is already running on ledger {self.name}")
         self._daemon = conn

@@ -45,11 +45,13 @@ class Ledger:
 
     def __init__(
         self, target: str | Path, *, synchronous: str = "FULL", busy_timeout_s: float = 5.0,
-        password_file: Path | None = None,
+        password_file: Path | None = None, integration: str | None = None,
     ) -> None:
+        """`integration` names the PostgreSQL schema holding this integration's tables (created on
+        first open; `public` when None); a SQLite file holds one integration and ignores it."""
         self._store: Store
         if is_url(target):
-            self._store = PgStore(PgTarget.parse(str(target), password_file))
+            self._store = PgStore(PgTarget.parse(str(target), password_file, integration))
             self.path: Path | None = None
         else:
             self.path = Path(target)

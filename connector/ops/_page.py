@@ -45,13 +45,16 @@ class PageSource:
 def render(
     snapshot: Snapshot, health: DaemonHealth, sources: list[PageSource], config_path: Path,
     *, ready: bool, reasons: list[str], contact_data: bool, paused: Mapping[str, float] | None = None,
+    integration: str = "", ledger: str = "",
 ) -> str:
-    """`paused`: what the daemon holds back (source name or "*" -> since when), as `capture-sync pause` left it."""
+    """`paused`: what the daemon holds back (source name or "*" -> since when), as `capture-sync pause` left it.
+    `integration` and `ledger`: the integration this page is about (`[integration] name`) and where its ledger is."""
     report = snapshot.report
     paused = paused or {}
     live = {"paused": dict(paused), "health": health.describe(time.time())}
     parts = [
         _header(health, ready, reasons, snapshot, paused),
+        _integrations(integration, ledger),
         _sources(sources, health, report, paused),
         _states(report),
         _advice(report, live, config_path),
@@ -105,6 +108,14 @@ def _header(health: DaemonHealth, ready: bool, reasons: list[str], snapshot: Sna
         f'<p class=muted>daemon up since {_when(health.started_at)} · ledger read {_when(snapshot.taken_at)} · '
         "refreshes every 30 s</p>"
     )
+
+
+def _integrations(integration: str, ledger: str) -> str:
+    if not integration:
+        return ""
+    return "<h2>Integrations</h2>" + _table(["integration", "ledger", "this daemon"], [[
+        f"<code>{escape(integration)}</code>", f"<code>{escape(ledger)}</code>", "leads it",
+    ]])
 
 
 def _meaning(exit_code: int) -> str:

@@ -23,7 +23,10 @@ STOP_BOUND_S = 10
 
 
 class Scrape(dict[tuple[str, frozenset[tuple[str, str]]], float]):
-    """One /metrics answer parsed by prometheus-client's own text parser."""
+    """One /metrics answer parsed by prometheus-client's own text parser, keyed by each series' labels
+    but `integration` (which every series carries: `integrations` holds the names seen)."""
+
+    integrations: set[str]
 
     def __call__(self, name: str, **labels: str) -> float | None:
         return self.get((name, frozenset(labels.items())))
@@ -58,10 +61,12 @@ class Daemon:
     def metrics(self) -> Scrape:
         response = self.get("/metrics")
         assert response.status_code == 200, response.text
-        return Scrape(
-            ((s.name, frozenset(s.labels.items())), s.value)
-            for family in text_string_to_metric_families(response.text) for s in family.samples
+        samples = [s for family in text_string_to_metric_families(response.text) for s in family.samples]
+        scrape = Scrape(
+            ((s.name, frozenset((k, v) for k, v in s.labels.items() if k != "integration")), s.value) for s in samples
         )
+        scrape.integrations = {s.labels.get("integration", "") for s in samples}
+        return scrape
 
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGTERM)

@@ -32,6 +32,8 @@ def test_the_daemon_serves_metrics_and_the_status_page_from_a_postgresql_ledger(
     assert daemon.get("/readyz").status_code == 200
     page = daemon.get("/")
     assert page.status_code == 200 and "signups" in page.text
+    assert scrape.integrations == {"capture-sync"}  # every series names the integration: the config's stem
+    assert "<h2>Integrations</h2>" in page.text and "<code>capture-sync</code>" in page.text
     assert not (tmp_path / "ledger.sqlite3").exists()
 
     second = kit.run("run", "-c", str(config))
