@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import _lease
 from ._db import Cursor, Dialect
 from ._pg_schema import DAEMON, WRITE, lock_key, migrate
 from ._types import LIVE_MARKS
@@ -160,6 +161,8 @@ class PgStore:
         )
         self._daemon: psycopg.Connection[Any] | None = None
         self._lock = threading.Lock()
+        # A daemon's lease (`lease()`): every write checks it (`_lease.check`); None for one-shot commands.
+        self.fence: _lease.Fence | None = None
 
     def close(self) -> None:
         if self._daemon is not None:
@@ -189,7 +192,8 @@ class PgStore:
                 "SELECT pg_advisory_xact_lock(%s, %s), set_config('capture_sync.run', %s, true)",
                 (*lock_key(WRITE, self.target.schema), "" if run_in_hand is None else str(run_in_hand)),
             )
-            # A lease's fencing token (issue 23, next step) is checked here, in the write's own transaction.
+            if self.fence is not None:  # a leading daemon's lease, checked in the write's own transaction
+                _lease.check(conn, self.fence)
             yield PgDb(conn)
 
     @contextmanager
@@ -208,7 +212,24 @@ class PgStore:
             if not held[0]:  # type: ignore[index]
                 conn.close()
                 raise LedgerLocked(f"another capture-sync daemon is already running on ledger {self.name}")
+            leader = _lease.live_holder(conn, self.target.schema)
+            if leader is not None:
+                conn.close()
+                raise LedgerLocked(
+                    f"another capture-sync daemon is already running on ledger {self.name}: {leader} leads "
+                    f"integration {self.target.schema}"
+                )
         self._daemon = conn
+
+    def lease(self, holder: str, lease_s: float) -> _lease.Lease:
+        """This integration's lease, for a daemon that leads it while it holds it (`run`)."""
+        return _lease.Lease(self, holder, lease_s)
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection (autocommit) for the lease's own statements."""
+        with self._errors(), self._pool.connection() as conn:
+            yield conn
 
 
 @contextmanager

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from . import _batches, _copy, _enqueue, _flows, _merges, _operator, _pauses, _runs, _states, views
 from ._db import Db, Store
+from ._lease import Lease
 from ._postgres import PgStore, PgTarget, is_url
+from .schema import LedgerError
 from ._sqlite import SqliteStore
 from ._stamp import STAMP_SET
 from ._types import BatchState, BatchWork, Claim, EnqueueCounts, EntryState, Mapped, Outcome
@@ -71,6 +73,14 @@ class Ledger:
 
     def close(self) -> None:
         self._store.close()
+
+    def lease(self, holder: str, lease_s: float) -> Lease:
+        """The integration's lease, for `holder` (a daemon's id) to lead it while held: PostgreSQL
+        only (a SQLite file has one daemon, by its lock). From here on, this ledger's writes are
+        refused (LedgerFenced) unless the lease is held and unexpired."""
+        if not isinstance(self._store, PgStore):
+            raise LedgerError(f"ledger {self.name} is a SQLite file: leases and standby daemons need a PostgreSQL ledger")
+        return self._store.lease(holder, lease_s)
 
     def acquire_daemon_lock(self) -> None:
         """One daemon per ledger (raises LedgerLocked); held until `close`, and dies with the process."""
