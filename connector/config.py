@@ -76,6 +76,9 @@ class DaemonSettings(Section):
     retry_stalled_every: str | None = None
     credentials_check: str = "every 30s"  # while the API refuses the credentials: how often to read them again
     alerts_check: str = "every 15s"  # how often the [[alerts]] conditions are judged (and after every pass)
+    # On a PostgreSQL ledger, daemons sharing it lead each integration in turn: a leader's lease runs
+    # this long (renewed every third of it); a standby takes over within it after the leader dies.
+    lease_s: float = Field(15.0, ge=1, le=3600)
     # `run` serves /metrics, /healthz, /readyz and a status page there ("127.0.0.1:9464"); off when unset.
     # They have no login: an address that is not loopback needs http_public = true.
     http_public: bool = False

@@ -32,6 +32,7 @@ import shlex
 import signal
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from .alerts import Alerts
 from .api import CaptureError, Unauthorized
 from .control import ControlServer, DaemonStopping
+from .ledger import LedgerFenced
 from .delivery import RunReport, SourceJob, preflight, replay, sync
 from .health import CREDENTIALS, SWEEP, DaemonHealth
 from .health import STALLED_RETRY as STALLED
@@ -52,6 +54,7 @@ from .schedule import schedule_trigger
 if TYPE_CHECKING:
     from .api.client import CaptureClient
     from .config import Config
+    from .leadership import Leadership
     from .ledger import Ledger
     from .ops import HttpAddress
     from .ops._server import OpsServer
@@ -67,11 +70,14 @@ class Daemon:
 
     def __init__(
         self, config: Config, ledger: Ledger, client: CaptureClient, stop: asyncio.Event, *,
-        http: HttpAddress | None = None,
+        http: HttpAddress | None = None, leadership: Leadership | None = None,
     ) -> None:
-        """`http`: where to serve /metrics, /healthz, /readyz and the status page (connector.ops)."""
+        """`http`: where to serve /metrics, /healthz, /readyz and the status page (connector.ops).
+        `leadership`: on a shared PostgreSQL ledger, the lease this daemon leads its integration by
+        (it stands by while another daemon holds it); None: it leads alone (the daemon lock)."""
         self.config, self.ledger, self.client, self.stop = config, ledger, client, stop
         self.http = http
+        self.leadership = leadership
         self.settings = config.delivery_settings()
         self.exit_code = 0
         self.health = DaemonHealth(
@@ -83,7 +89,17 @@ class Daemon:
         self._checking = asyncio.Lock()
         self._running: set[asyncio.Task[Any]] = set()
         self.paused: dict[str, float] = {}  # source (or ALL) -> paused since; kept in the ledger (`pause`)
+        self._control: ControlServer | None = None
+        self._control_turn = asyncio.Lock()
+        if leadership is not None:
+            client.send_gate = leadership.gate
+            leadership.on_gain, leadership.on_loss = self._gained, self._lost
+            self.health.roles = lambda: {config.integration_name: asdict(leadership.role)}
 
+    @property
+    def _halt(self) -> asyncio.Event:
+        """What the passes stop on: the daemon's stop, or the end of its lease."""
+        return self.leadership.halt if self.leadership is not None else self.stop
     async def _pass(
         self, name: str, start: Callable[[], Awaitable[RunReport]], *, operator: bool = False,
         sources: Sequence[str] = (),
@@ -96,6 +112,11 @@ class Daemon:
         what = f"operator:{name}" if operator else name if name in (SWEEP, STALLED) else f"sync:{name}"
         task = asyncio.current_task()
         assert task is not None
+        if self.leadership is not None and not self.leadership.leads:
+            if operator:
+                raise DaemonStopping(f"this daemon stands by for integration {self.config.integration_name}: "
+                                     "ask again; the command reaches the daemon that leads it")
+            return None
         self._running.add(task)
         try:
             if self.health.auth_failed and not await self.check_credentials("pass"):
@@ -104,9 +125,9 @@ class Daemon:
                 self.health.skipped(name)
                 return None  # nothing is sent under refused credentials; said once, when they were refused
             async with self._one_at_a_time:
-                if self.stop.is_set():
+                if self.stop.is_set() or (self.leadership is not None and not self.leadership.leads):
                     if operator:
-                        raise DaemonStopping("the daemon is stopping: run the command again once it has stopped")
+                        raise DaemonStopping("the daemon is stopping or lost its lease: run the command again")
                     return None
                 if not operator and self._held(name):
                     log.info("pass.held", run=what, paused_since=self._paused_since(name),
@@ -120,6 +141,11 @@ class Daemon:
             elif report.blocked_total:
                 log.warning("entries are blocked: see `capture-sync ledger list --state blocked`", blocked=report.blocked_total)
             return report
+        except LedgerFenced as exc:  # the lease passed while this pass ran: nothing more of it is recorded or sent
+            if self.leadership is not None:
+                self.leadership.lost(str(exc))
+            if operator:
+                raise DaemonStopping(str(exc)) from None
         except ConfigProblem as exc:  # the source changed under the daemon (a column gone): fix the config or the source
             log.error("source.misconfigured", run=what, problems=exc.problems)
             if operator:
@@ -136,7 +162,7 @@ class Daemon:
 
     async def sync_source(self, job: SourceJob) -> None:
         await self._pass(
-            job.name, lambda: sync(self.ledger, self.client, [job], self.settings, stop=self.stop, on_info=self.health.answered)
+            job.name, lambda: sync(self.ledger, self.client, [job], self.settings, stop=self._halt, on_info=self.health.answered)
         )
 
     # --- what an operator asks through the control channel (connector.control) --------------
@@ -158,7 +184,7 @@ class Daemon:
         jobs = self.config.jobs(source)  # ConfigProblem for a name not configured
         names = [job.name for job in jobs]
         report = await self._pass(source or "sync", lambda: sync(
-            self.ledger, self.client, jobs, self.settings, stop=self.stop, on_info=self.health.answered,
+            self.ledger, self.client, jobs, self.settings, stop=self._halt, on_info=self.health.answered,
         ), operator=True, sources=names)
         assert report is not None  # an operator pass raises rather than skip
         return report
@@ -166,7 +192,7 @@ class Daemon:
     async def replay_now(self, include_failed: bool) -> RunReport:
         """`capture-sync replay` beside the daemon: stalled batches included, as the command by itself."""
         report = await self._pass("replay", lambda: replay(
-            self.ledger, self.client, self.settings, include_failed=include_failed, stop=self.stop,
+            self.ledger, self.client, self.settings, include_failed=include_failed, stop=self._halt,
             on_info=self.health.answered,
         ), operator=True)
         assert report is not None
@@ -252,7 +278,7 @@ class Daemon:
             return
         if await asyncio.to_thread(self.ledger.sweepable_count):
             await self._pass(SWEEP, lambda: replay(
-                self.ledger, self.client, self.settings, include_stalled=False, stop=self.stop, on_info=self.health.answered,
+                self.ledger, self.client, self.settings, include_stalled=False, stop=self._halt, on_info=self.health.answered,
             ))
 
     async def retry_stalled(self) -> None:
@@ -260,7 +286,7 @@ class Daemon:
         if self._held(STALLED):
             return
         if await asyncio.to_thread(self.ledger.unsettled_count):
-            await self._pass(STALLED, lambda: replay(self.ledger, self.client, self.settings, stop=self.stop, on_info=self.health.answered))
+            await self._pass(STALLED, lambda: replay(self.ledger, self.client, self.settings, stop=self._halt, on_info=self.health.answered))
 
     def _scheduler(self) -> AsyncIOScheduler:
         scheduler = AsyncIOScheduler(job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None})
@@ -293,11 +319,15 @@ class Daemon:
         if self.paused:
             log.warning("daemon.starts_paused", paused=sorted(self.paused),
                         then=f"capture-sync resume -c {shlex.quote(str(self.config.path))}")
-        control = await self._serve_control()  # at once: a command asked while GET /info waits finds it
+        if self.leadership is None:  # else while it leads (`_gained`)
+            await self._turn_control(True)  # at once: a command asked while GET /info waits finds it
+        leading = asyncio.ensure_future(self.leadership.run(self.stop)) if self.leadership is not None else None
         try:
             await self._serve_until_stopped(found.unavailable, open_files)
         finally:
-            await control.stop()
+            if leading is not None:
+                await leading
+            await self._turn_control(False)
         log.info("daemon stopped", exit_code=self.exit_code)
         return self.exit_code
 
@@ -340,14 +370,32 @@ class Daemon:
             loop.remove_signal_handler(signal.SIGHUP)
             await http_stopped
 
-    async def _serve_control(self) -> ControlServer:
-        """The local control socket beside the ledger (this process holds the ledger's daemon lock)."""
-        control = ControlServer(self.config.ledger_path, self)
-        try:
-            await control.start()
-        except OSError as exc:
-            raise ConfigProblem([f"control socket {control.path}: cannot listen there: {exc.strerror or exc}"]) from None
-        return control
+    async def _turn_control(self, on: bool) -> None:
+        """The local control socket beside the ledger, served by the daemon that leads (alone: it holds
+        the ledger's daemon lock; on a shared ledger: while it holds the lease)."""
+        async with self._control_turn:
+            if not on and self._control is not None:
+                await self._control.stop()
+                self._control = None
+            elif on and self._control is None:
+                control = ControlServer(self.config.ledger_path, self)
+                try:
+                    await control.start()
+                except OSError as exc:
+                    raise ConfigProblem([f"control socket {control.path}: cannot listen there: {exc.strerror or exc}"]) from None
+                self._control = control
+
+    def _gained(self, token: int) -> None:
+        """The lease taken: the pauses as the ledger holds them, the control socket, and at once a
+        sweep, which re-sends under their same keys the batches an earlier leader left open."""
+        async def lead() -> None:
+            self.paused = await asyncio.to_thread(self.ledger.paused)
+            await self._turn_control(True)
+            await self.sweep()
+        self._start(lead())
+
+    def _lost(self, why: str) -> None:
+        self._start(self._turn_control(False))
 
     async def _serve_http(self) -> OpsServer | None:
         """Start the operations endpoints when asked to; an address it cannot listen on is a config problem."""

@@ -5,6 +5,7 @@ import asyncio
 import typer
 
 from ..config import Config
+from ..leadership import Leadership, holder_id
 from ..ops import HttpAddress, parse_address
 from ..problems import ConfigProblem
 from ..scheduler import Daemon
@@ -27,7 +28,9 @@ def run(
     """The daemon: each source on its schedule plus a retry sweep, until SIGTERM or SIGINT.
 
     On a stop signal the requests in hand finish and are recorded, then it exits 0 (within 10 s).
-    One daemon per ledger: a second one exits 2. A mapped column a source lacks stops it at start
+    One daemon per SQLite ledger: a second one exits 2. On a PostgreSQL ledger several daemons (on
+    one host or many) may run: one leads the integration while it holds a lease ([daemon] lease_s),
+    the others stand by and take over within lease_s when it dies. A mapped column a source lacks stops it at start
     (exit 2, every problem listed); a source that cannot be read, or fails mid-read, is reported in
     one line on each of its ticks while the others run on, and is read again once fixed. With
     --once, the exit codes are those of `sync`. While it runs, `sync`, `replay`, `pause` and `resume`
@@ -41,16 +44,19 @@ def run(
         raise ConfigProblem(["--http serves while the daemon runs; it does nothing with --once"])
     address = _http_address(cfg, http, http_public) if not once else None
 
+    shared = cfg.ledger.url is not None and not once  # daemons on one PostgreSQL ledger lead by lease
+
     async def go(stop: asyncio.Event) -> int:
         async with api_client(cfg) as client:
-            daemon = Daemon(cfg, ledger, client, stop, http=address)
+            leadership = Leadership(ledger.lease(holder_id(), cfg.daemon.lease_s), cfg.daemon.lease_s) if shared else None
+            daemon = Daemon(cfg, ledger, client, stop, http=address, leadership=leadership)
             if not once:
                 return await daemon.serve()
             report = await daemon.once()
             print_report(report, "Run once", cfg.path)
             return report.exit_code
 
-    with open_ledger(cfg, exclusive=True) as ledger:
+    with open_ledger(cfg, exclusive=not shared) as ledger:
         pass_flow_gate(cfg, ledger)
         return run_until_signal(go)
 

@@ -45,6 +45,7 @@ class ControlServer:
         self.path = socket_path(ledger)
         self._server: asyncio.AbstractServer | None = None
         self._handlers: set[asyncio.Task[None]] = set()
+        self._bound = -1  # the inode of the socket this server bound
 
     async def start(self) -> Path:
         """Bind (replacing a socket a killed daemon left: the caller holds the ledger's daemon lock,
@@ -59,6 +60,7 @@ class ControlServer:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.bind(str(self.path))
+            self._bound = os.lstat(self.path).st_ino
             os.chmod(self.path, 0o600)  # before listen: nobody can connect in between
             self._server = await asyncio.start_unix_server(self._serve, sock=sock, limit=MAX_LINE)
         except BaseException:
@@ -78,9 +80,12 @@ class ControlServer:
         self._server.close()
         if self._handlers:
             await asyncio.wait(set(self._handlers), timeout=1.0)
-        for path in {self.path, pointer_path(self.ledger)}:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+        # Only when the socket is still ours: a daemon that took over the lease meanwhile binds its own.
+        with contextlib.suppress(FileNotFoundError):
+            if os.lstat(self.path).st_ino == self._bound:
+                for path in {self.path, pointer_path(self.ledger)}:
+                    with contextlib.suppress(FileNotFoundError):
+                        path.unlink()
         self._server = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -192,7 +192,10 @@ class OpsServer:
                 return await _json(send, 200, {"status": "alive", "uptime_s": round(time.time() - self.health.started_at, 1)})
             if path == "/readyz":
                 reasons = await self.readiness()
-                return await _json(send, 503 if reasons else 200, {"ready": not reasons, "reasons": reasons})
+                # integrations: which this daemon leads and which it stands by for (a standby is ready)
+                return await _json(send, 503 if reasons else 200, {
+                    "ready": not reasons, "reasons": reasons, "integrations": self.health.roles(),
+                })
             if path == "/":
                 snap, reasons = await self.snapshot(), await self.readiness()
                 page = render(
@@ -200,6 +203,7 @@ class OpsServer:
                     contact_data=self.config.daemon.status_page_contact_data,
                     paused=self.control.paused if self.control is not None else None,
                     integration=self.config.integration_name, ledger=self.config.ledger_name,
+                    role=self.health.roles().get(self.config.integration_name),
                 )
                 return await _reply(send, 200, page.encode(), b"text/html; charset=utf-8", PAGE_HEADERS)
         except Exception as exc:  # a failed read (a locked or damaged ledger) is one answer, never the daemon
