@@ -91,3 +91,28 @@ def test_a_takeover_waits_for_the_write_in_hand(postgres_ledger_url: str) -> Non
         taker.join()
         assert took == [2]
         assert a_ledger.paused() == {"signups": 1.0}  # a's write went in wholly, before the takeover
+
+
+async def test_a_leader_past_its_local_deadline_sends_nothing_and_stands_by(postgres_ledger_url: str) -> None:
+    """The send gate and the timer: the local deadline (monotonic, short of the database's expiry)
+    stops the sending even when no renewal answered (a paused or partitioned daemon)."""
+    import asyncio
+
+    from connector.leadership import Leadership
+
+    with Ledger(postgres_ledger_url, integration="crm") as ledger:
+        leadership = Leadership(ledger.lease("daemon-a", 2.0), 2.0)
+        lost: list[str] = []
+        leadership.on_loss = lost.append
+        with pytest.raises(LedgerFenced):
+            leadership.gate()  # a standby sends nothing
+        await leadership._round()
+        assert leadership.leads and leadership.role.token == 1 and not leadership.halt.is_set()
+        leadership.gate()  # within its lease: sends
+        assert leadership.deadline - time.monotonic() <= 2.0 - leadership.margin_s
+        await asyncio.wait_for(leadership.halt.wait(), 10)  # no renewal: the deadline passes
+        assert lost == ["the lease was not renewed in time"] and not leadership.leads
+        with pytest.raises(LedgerFenced):
+            leadership.gate()
+        with pytest.raises(LedgerFenced):
+            ledger.enqueue("signups", "m", [person(1)], None)
