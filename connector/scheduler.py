@@ -42,7 +42,8 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from .alerts import Alerts
 from .api import CaptureError, Unauthorized
-from .control import ControlServer, DaemonStopping
+from .control import DaemonStopping
+from .daemon_lead import Leading
 from .ledger import LedgerFenced
 from .delivery import RunReport, SourceJob, preflight, replay, sync
 from .health import CREDENTIALS, SWEEP, DaemonHealth
@@ -65,7 +66,7 @@ STOP_WAIT_S = 9.5  # the engine's own grace is shorter; SIGTERM to exit stays wi
 ALL = "*"  # a pause of every source and of the sweeps
 
 
-class Daemon:
+class Daemon(Leading):
     """Runs the configured sources on their schedules until `stop` is set."""
 
     def __init__(
@@ -89,17 +90,13 @@ class Daemon:
         self._checking = asyncio.Lock()
         self._running: set[asyncio.Task[Any]] = set()
         self.paused: dict[str, float] = {}  # source (or ALL) -> paused since; kept in the ledger (`pause`)
-        self._control: ControlServer | None = None
+        self._control = None
         self._control_turn = asyncio.Lock()
         if leadership is not None:
             client.send_gate = leadership.gate
             leadership.on_gain, leadership.on_loss = self._gained, self._lost
             self.health.roles = lambda: {config.integration_name: asdict(leadership.role)}
 
-    @property
-    def _halt(self) -> asyncio.Event:
-        """What the passes stop on: the daemon's stop, or the end of its lease."""
-        return self.leadership.halt if self.leadership is not None else self.stop
     async def _pass(
         self, name: str, start: Callable[[], Awaitable[RunReport]], *, operator: bool = False,
         sources: Sequence[str] = (),
@@ -274,19 +271,17 @@ class Daemon:
     async def sweep(self) -> None:
         """Re-send what an outage left unsettled; skips the API call when nothing is left. Batches a
         non-retryable answer stopped are not sent (spec 4.4 rule 4): they wait for `replay`."""
-        if self._held(SWEEP):
+        if self._held(SWEEP) or not await self._counted(self.ledger.sweepable_count):
             return
-        if await asyncio.to_thread(self.ledger.sweepable_count):
-            await self._pass(SWEEP, lambda: replay(
-                self.ledger, self.client, self.settings, include_stalled=False, stop=self._halt, on_info=self.health.answered,
-            ))
+        await self._pass(SWEEP, lambda: replay(
+            self.ledger, self.client, self.settings, include_stalled=False, stop=self._halt, on_info=self.health.answered,
+        ))
 
     async def retry_stalled(self) -> None:
         """`[daemon] retry_stalled_every`: the operator's own schedule for re-sending stalled batches."""
-        if self._held(STALLED):
+        if self._held(STALLED) or not await self._counted(self.ledger.unsettled_count):
             return
-        if await asyncio.to_thread(self.ledger.unsettled_count):
-            await self._pass(STALLED, lambda: replay(self.ledger, self.client, self.settings, stop=self._halt, on_info=self.health.answered))
+        await self._pass(STALLED, lambda: replay(self.ledger, self.client, self.settings, stop=self._halt, on_info=self.health.answered))
 
     def _scheduler(self) -> AsyncIOScheduler:
         scheduler = AsyncIOScheduler(job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None})
@@ -369,33 +364,6 @@ class Daemon:
             await self.alerts.aclose()
             loop.remove_signal_handler(signal.SIGHUP)
             await http_stopped
-
-    async def _turn_control(self, on: bool) -> None:
-        """The local control socket beside the ledger, served by the daemon that leads (alone: it holds
-        the ledger's daemon lock; on a shared ledger: while it holds the lease)."""
-        async with self._control_turn:
-            if not on and self._control is not None:
-                await self._control.stop()
-                self._control = None
-            elif on and self._control is None:
-                control = ControlServer(self.config.ledger_path, self)
-                try:
-                    await control.start()
-                except OSError as exc:
-                    raise ConfigProblem([f"control socket {control.path}: cannot listen there: {exc.strerror or exc}"]) from None
-                self._control = control
-
-    def _gained(self, token: int) -> None:
-        """The lease taken: the pauses as the ledger holds them, the control socket, and at once a
-        sweep, which re-sends under their same keys the batches an earlier leader left open."""
-        async def lead() -> None:
-            self.paused = await asyncio.to_thread(self.ledger.paused)
-            await self._turn_control(True)
-            await self.sweep()
-        self._start(lead())
-
-    def _lost(self, why: str) -> None:
-        self._start(self._turn_control(False))
 
     async def _serve_http(self) -> OpsServer | None:
         """Start the operations endpoints when asked to; an address it cannot listen on is a config problem."""

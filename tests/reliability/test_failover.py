@@ -2,7 +2,7 @@
 and contacts), three `run` daemons for each (subprocesses on this host, as on three hosts). During
 the run the leading daemon of an integration is SIGKILLed again and again (each replaced by a new
 standby), one leader is SIGSTOPped for longer than lease_s and then SIGCONTed (a zombie leader), and
-new rows arrive upstream before every kill.
+new rows arrive upstream before every kill; PostgreSQL crashes once and comes back after 2 x lease_s.
 
 The oracle is what the sandboxes hold, and the ledger's lease history: 0 lost and 0 doubled per
 integration, and no request from a daemon outside its own lease: each Capture request a daemon logs
@@ -103,7 +103,7 @@ def attempts_by_pid(it: Integration) -> list[tuple[int, float]]:
 
 
 def test_leaders_killed_and_paused_lose_nothing_double_nothing_and_never_send_outside_their_lease(
-    rel, sandbox_factory, tmp_path: Path, postgres_ledger_url: str,
+    rel, sandbox_factory, tmp_path: Path, postgres_url, postgres_ledger_url: str,
 ) -> None:
     kills = rel.scaled("HA_KILLS", 6)
     records = rel.scaled("HA_RECORDS", 150)
@@ -145,6 +145,16 @@ def test_leaders_killed_and_paused_lose_nothing_double_nothing_and_never_send_ou
                          f"{it.name}'s next request after kill {n + 1}")
             it.failovers.append(first - at)
 
+        for it in integrations:  # work in hand when the database goes
+            append_rows(it, 15, rng)
+        postgres_url.stop()  # PostgreSQL crashes (immediate stop) and stays away past lease_s
+        try:
+            time.sleep(LEASE_S * 2)  # the outage's length, not a wait for a condition
+        finally:
+            postgres_url.start()
+        for it in integrations:
+            poll(lambda it=it: leader_pid(url, it.name), f"{it.name} led again after the database came back")
+
         zombie_of = integrations[0]
         pid = killed_leader(zombie_of, signal.SIGSTOP)
         poll(lambda: (holder := leader_pid(url, zombie_of.name)) is not None and holder != pid, "a standby to take over")
@@ -153,6 +163,9 @@ def test_leaders_killed_and_paused_lose_nothing_double_nothing_and_never_send_ou
         zombie_log = zombie_of.logs[zombie_of.daemons.index(zombie)]
         poll(lambda: '"lease.lost"' in zombie_log.read_text(), "the zombie to find its lease lost")
 
+        for it in integrations:  # every daemon not killed carried on by itself through the outage
+            alive = [p.poll() is None for p in it.daemons if p.returncode != -signal.SIGKILL]
+            assert all(alive), f"{it.name}: a daemon ended: {it.logs}"
         for it in integrations:
             poll(lambda it=it: not set(dict(query(url, it.name, SCHEMA_ROWS))) - {"captured", "duplicate", "rejected"}
                  and sum(dict(query(url, it.name, SCHEMA_ROWS)).values()) == it.rows, f"{it.name} to settle")
