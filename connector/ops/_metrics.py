@@ -194,6 +194,11 @@ class _StateCollector(Collector):
 
     def _api(self) -> Iterator[Metric]:
         health = self.health
+        for role in health.roles().values():  # a shared PostgreSQL ledger: leader or standby
+            yield GaugeMetricFamily(
+                f"{PREFIX}_leader", "1 while this daemon leads the integration (holds its lease), 0 while it stands by.",
+                value=int(role["leads"]),
+            )
         yield GaugeMetricFamily(f"{PREFIX}_ready", "1 when GET /info succeeded under credentials not refused since.", value=int(health.ready))
         yield GaugeMetricFamily(f"{PREFIX}_auth_failing", "1 while the API refuses the credentials in use.", value=int(health.auth_failed is not None))
         yield GaugeMetricFamily(

@@ -41,6 +41,7 @@ def test_the_daemon_serves_metrics_and_the_status_page_from_a_postgresql_ledger(
     ready = standby.poll(lambda: (r := standby.get("/readyz")).status_code == 200 and r.json(), "the standby to be ready")
     assert ready["integrations"]["capture-sync"]["leads"] is False, ready
     assert daemon.get("/readyz").json()["integrations"]["capture-sync"]["leads"] is True
+    assert daemon.metrics()("capture_sync_leader") == 1 and standby.metrics()("capture_sync_leader") == 0
     assert "another daemon leads it" in standby.get("/").text
     one_shot = kit.run("replay", "-c", str(config))
     assert one_shot.code in (0, 2), one_shot.stderr  # asked of the local leader, or refused: never beside it
