@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .ledger import Ledger
 
 log = structlog.get_logger("capture_sync.daemon")
+REQUESTS_POLL_S = 0.5
 
 
 class Leading:
@@ -71,8 +72,36 @@ class Leading:
         async def lead() -> None:
             self.paused = await asyncio.to_thread(self.ledger.paused)
             await self._turn_control(True)
+            self._start(self._serve_requests())
             await self.sweep()
         self._start(lead())
+
+    async def _serve_requests(self) -> None:
+        """While it leads: the operator commands asked through the database (`capture-sync pause`
+        and the others on any host), taken every half second, each run as its local socket runs it."""
+        from .control import dispatch
+
+        assert self.leadership is not None
+        halt, lease = self.leadership.halt, self.leadership.lease
+
+        async def run(request: int, command: str, args: dict[str, Any]) -> None:
+            log.info("control.request", command=command, args=args, via="ledger", request=request)
+            reply = await dispatch(self, command, args)  # type: ignore[arg-type]
+            try:
+                await asyncio.to_thread(lease.answer, request, reply)
+            except LedgerError as exc:
+                log.warning("control.answer_failed", command=command, request=request, reason=str(exc))
+
+        while not halt.is_set():
+            try:
+                for request, command, args in await asyncio.to_thread(lease.requests):
+                    self._start(run(request, command, args))
+            except LedgerError as exc:
+                log.warning("control.requests_unread", reason=str(exc), then="asks again in 0.5 s")
+            try:
+                await asyncio.wait_for(halt.wait(), REQUESTS_POLL_S)
+            except TimeoutError:
+                pass
 
     def _lost(self, why: str) -> None:
         self._start(self._turn_control(False))

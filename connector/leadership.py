@@ -68,6 +68,7 @@ class Leadership:
         self.halt = asyncio.Event()            # the passes of the term in hand stop on it
         self.halt.set()
         self._timer: asyncio.TimerHandle | None = None
+        self._closed = asyncio.Event()
         self.on_gain: Callable[[int], None] = lambda token: None
         self.on_loss: Callable[[str], None] = lambda why: None
 
@@ -88,21 +89,29 @@ class Leadership:
             )
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Take or renew the lease every `period_s` until `stop`; then release it (a clean stop
-        hands the integration over at once)."""
-        try:
-            while not stop.is_set():
+        """Take or renew the lease every `period_s` until `close`. Once `stop` is set the passes halt
+        and no lease is taken any more, but the one held is still renewed while the passes in hand
+        finish and record their answers (a clean stop loses no settle to the fence)."""
+        while not self._closed.is_set():
+            if stop.is_set():
+                self.halt.set()
+            if self.leads or not stop.is_set():
                 await self._round()
-                try:
-                    await asyncio.wait_for(stop.wait(), self.period_s)
-                except TimeoutError:
-                    pass
-        finally:
-            self._lose("the daemon stops")
+            waits = [asyncio.ensure_future(e.wait()) for e in (self._closed, stop) if not e.is_set()] or [
+                asyncio.ensure_future(self._closed.wait())]
+            _, pending = await asyncio.wait(waits, timeout=self.period_s, return_when=asyncio.FIRST_COMPLETED)
+            for waiter in pending:
+                waiter.cancel()
+
+    async def close(self) -> None:
+        """The daemon has wound down: end the lease now (a standby takes over at once), write no more."""
+        self._closed.set()
+        if self.leads:
             try:
                 await asyncio.to_thread(self.lease.release)
             except LedgerError as exc:  # the database is gone: the lease expires by itself
                 log.warning("lease.release_failed", integration=self.lease.integration, reason=str(exc))
+        self._lose("the daemon stops")
 
     async def _round(self) -> None:
         asked_at = time.monotonic()

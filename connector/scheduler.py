@@ -320,7 +320,8 @@ class Daemon(Leading):
         try:
             await self._serve_until_stopped(found.unavailable, open_files)
         finally:
-            if leading is not None:
+            if leading is not None and self.leadership is not None:
+                await self.leadership.close()
                 await leading
             await self._turn_control(False)
         log.info("daemon stopped", exit_code=self.exit_code)

@@ -16,6 +16,7 @@ import os
 import socket
 import stat
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -169,19 +170,31 @@ class Refused(Exception):
         self.exit_code = exit_code
 
 
-def forward(ledger: Path, command: str, args: dict[str, Any]) -> Answer:
+def forward(
+    ledger: Path, command: str, args: dict[str, Any], remote: Callable[[str, dict[str, Any]], Answer] | None = None,
+) -> Answer:
     """The answer of the daemon holding `ledger` to `command` (arguments that are None left out), for
     a command that found the ledger's daemon lock taken: the CLI's and the Python API's `sync` and
-    `replay`, so both say the same. Raises Refused."""
+    `replay`, so both say the same. `remote`: on a shared PostgreSQL ledger, how to ask the daemon
+    leading the integration when none answers on this host (through the database; raises Refused).
+    Raises Refused."""
+    args = {k: v for k, v in args.items() if v is not None}
     try:
-        answer = ask(ledger, command, {k: v for k, v in args.items() if v is not None})
+        answer = ask(ledger, command, args)
     except NoDaemon:
+        if remote is not None:
+            answer = remote(command, args)
+            return _answered(command, answer)
         raise Refused(
             f"another capture-sync process holds ledger {ledger}, and it is no daemon that takes commands "
             "(a sync or replay running by itself): wait for it to finish, then run this again", ExitCode.USAGE,
         ) from None
     except Unreachable as exc:
         raise Refused(str(exc), ExitCode.USAGE) from None
+    return _answered(command, answer)
+
+
+def _answered(command: str, answer: Answer) -> Answer:
     if not answer.get("ok"):
         raise Refused(f"the daemon did not run `{command}`: {answer.get('error')}", ExitCode(answer.get("exit_code", 1)))
     return answer

@@ -55,10 +55,13 @@ class Fence:
 
 def create(conn: Any) -> None:
     """The shared tables, once per database (under the caller's migrate lock)."""
-    exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{SCHEMA}.lease_history",)).fetchone()[0]
+    from . import _requests
+
+    exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{SCHEMA}.requests",)).fetchone()[0]
     if not exists:
         for statement in CREATE:
             conn.execute(statement)
+        _requests.create(conn)
 
 
 def check(conn: Any, fence: Fence) -> None:
@@ -175,6 +178,19 @@ class Lease:
     def drop(self) -> None:
         """Write nothing more under the lease (lost, or never held): the store refuses every write."""
         self.store.fence = Fence(self.integration, self.holder, -1)
+
+    def requests(self) -> list[tuple[int, str, dict[str, Any]]]:
+        """Operator commands asked through the database for this integration, now taken by this daemon."""
+        from . import _requests
+
+        with self.store.connection() as conn:
+            return _requests.take(conn, self.integration, self.holder)
+
+    def answer(self, request: int, reply: dict[str, Any]) -> None:
+        from . import _requests
+
+        with self.store.connection() as conn:
+            _requests.answer(conn, request, reply)
 
     def release(self) -> None:
         """A clean stop: drop the lease and end it in the database, so a standby takes over at once."""

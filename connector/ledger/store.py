@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import _batches, _copy, _enqueue, _flows, _merges, _operator, _pauses, _runs, _states, views
+from . import _batches, _copy, _enqueue, _flows, _merges, _operator, _pauses, _requests, _runs, _states, views
 from ._db import Db, Store
 from ._lease import Lease
 from ._postgres import PgStore, PgTarget, is_url
@@ -81,6 +81,11 @@ class Ledger:
         if not isinstance(self._store, PgStore):
             raise LedgerError(f"ledger {self.name} is a SQLite file: leases and standby daemons need a PostgreSQL ledger")
         return self._store.lease(holder, lease_s)
+
+    def ask_leader(self, command: str, args: dict[str, Any], take_within_s: float) -> dict[str, Any]:
+        """A control command run by the daemon leading this integration, wherever it runs (PostgreSQL:
+        `_requests`); its answer. Raises `_requests.NotTaken` / `Unanswered` (LedgerError)."""
+        return _requests.ask_leader(self._store, command, args, take_within_s)
 
     def acquire_daemon_lock(self) -> None:
         """One daemon per ledger (raises LedgerLocked); held until `close`, and dies with the process."""

@@ -113,3 +113,22 @@ def chromium() -> str:
             pytest.fail("chromium is missing: .ci/run installs it (apt-get install chromium)")
         pytest.skip("chromium is not installed (apt-get install chromium)")
     return found
+
+
+@pytest.fixture
+def postgres_config(kit, sandbox, tmp_path: Path, postgres_ledger_url: str) -> Callable[..., tuple[Path, Path]]:
+    """postgres_config(rows, schedule, head=""): a config of one csv source (`rows` as the contacts)
+    and a sandbox client, its ledger in a fresh PostgreSQL database; `head` goes first in the file.
+    Returns (config, contacts)."""
+
+    def make(rows: list[dict[str, str]], schedule: str, head: str = "") -> tuple[Path, Path]:
+        key, secret = sandbox.create_client(rate_limit=100_000)
+        kit.credentials(tmp_path, key, secret)
+        contacts = tmp_path / "contacts.csv"
+        kit.contacts(contacts, rows)
+        config = kit.config(tmp_path, sandbox.base_url, contacts, schedule=schedule)
+        text = config.read_text().replace('[ledger]\npath = "ledger.sqlite3"', f"[ledger]\nurl = {json.dumps(postgres_ledger_url)}")
+        config.write_text(head + text)
+        return config, contacts
+
+    return make

@@ -12,14 +12,10 @@ CONTACTS = 30
 
 
 def test_the_daemon_serves_metrics_and_the_status_page_from_a_postgresql_ledger(
-    kit, sandbox, start_daemon, tmp_path: Path, postgres_ledger_url: str,
+    kit, sandbox, start_daemon, postgres_config, tmp_path: Path,
 ) -> None:
-    key, secret = sandbox.create_client(rate_limit=100_000)
-    kit.credentials(tmp_path, key, secret)
-    contacts = tmp_path / "contacts.csv"
-    kit.contacts(contacts, [kit.contact(n) for n in range(CONTACTS)] + [kit.contact(99, Email="bad@@example.org")])
-    config = kit.config(tmp_path, sandbox.base_url, contacts, schedule="every 1s")
-    config.write_text(config.read_text().replace('[ledger]\npath = "ledger.sqlite3"', f"[ledger]\nurl = {json.dumps(postgres_ledger_url)}"))
+    rows = [kit.contact(n) for n in range(CONTACTS)] + [kit.contact(99, Email="bad@@example.org")]
+    config, contacts = postgres_config(rows, "every 1s")
 
     daemon = start_daemon(config)
     scrape = daemon.poll(
