@@ -98,6 +98,7 @@ class DaemonHealth:
     # integration -> this daemon's role for it on a shared PostgreSQL ledger ({"leads": bool, "token":
     # int | None, "since": epoch, "why": text}); empty on SQLite, where the one daemon leads
     roles: Callable[[], dict[str, dict[str, Any]]] = field(default=lambda: {}, repr=False)
+    ledger_down: tuple[float, str] | None = None  # since when the ledger cannot be read, and why (the alerts' check)
     _failing_since: float | None = None   # the first request of the current run of failures
 
     @property
