@@ -20,6 +20,7 @@ wrote ahead and never settled go again under their same keys.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import secrets
 import socket
@@ -40,10 +41,29 @@ log = structlog.get_logger("capture_sync.lease")
 DEFAULT_LEASE_S = 15.0
 
 
+@functools.cache
 def holder_id() -> str:
-    """This daemon among all that share the database: host, pid, and a random part (a pid reused
-    after a restart is another daemon)."""
+    """This daemon (the process, whatever integrations it runs) among all that share the database:
+    host, pid, and a random part (a pid reused after a restart is another daemon)."""
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+class Balancer:
+    """The process's leaderships share one: at most one lease handed back per renewal period, so
+    several integrations of one daemon do not all give theirs up at the same moment."""
+
+    def __init__(self) -> None:
+        self.next_release = 0.0
+
+    def may_release(self, period_s: float) -> bool:
+        now = time.monotonic()
+        if now < self.next_release:
+            return False
+        self.next_release = now + 2 * period_s
+        return True
+
+
+BALANCER = Balancer()
 
 
 @dataclass
@@ -69,6 +89,7 @@ class Leadership:
         self.halt.set()
         self._timer: asyncio.TimerHandle | None = None
         self._closed = asyncio.Event()
+        self._resting_until = 0.0  # after handing the lease back for balance: leave it to another daemon
         self.on_gain: Callable[[int], None] = lambda token: None
         self.on_loss: Callable[[str], None] = lambda why: None
 
@@ -119,7 +140,13 @@ class Leadership:
             if self.leads:
                 held = await asyncio.to_thread(self.lease.renew)
                 token = self.role.token if held else None
+                if held and await self._hand_back():
+                    return
+            elif asked_at < self._resting_until:
+                await asyncio.to_thread(self.lease.share)  # the heartbeat only
+                return
             else:
+                await asyncio.to_thread(self.lease.share)  # a heartbeat: the leaders count this daemon as live
                 token = await asyncio.to_thread(self.lease.take)
         except LedgerError as exc:
             if self.leads:
@@ -140,6 +167,19 @@ class Leadership:
             self.halt = asyncio.Event()
             log.info("lease.taken", integration=self.lease.integration, holder=self.holder, token=token)
             self.on_gain(token)
+
+    async def _hand_back(self) -> bool:
+        """Balance: a daemon holding more than its share while another live daemon holds at least two
+        fewer hands one lease back (the other takes it within lease_s / 3). True when it did."""
+        mine, fair, fewest = await asyncio.to_thread(self.lease.share)
+        if not (mine > fair or mine - fewest >= 2) or not BALANCER.may_release(self.period_s):
+            return False
+        self._resting_until = time.monotonic() + 3 * self.period_s
+        await asyncio.to_thread(self.lease.release)
+        log.info("lease.handed_back", integration=self.lease.integration, holder=self.holder, leads=mine,
+                 share=fair, fewest=fewest, reason="another live daemon leads fewer integrations")
+        self._lose("handed back to balance the integrations over the live daemons")
+        return True
 
     def _extend(self, deadline: float) -> None:
         self.deadline = deadline
