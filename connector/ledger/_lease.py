@@ -78,33 +78,43 @@ def take(conn: Any, integration: str, holder: str, lease_s: float, daemon_lock: 
     """One try to lead `integration`: renews the lease when `holder` holds it still, takes it (token
     + 1) when it is free or expired, and also when a one-shot command holds the integration's daemon
     lock says no. Returns the token held, or None. One transaction (autocommit connection)."""
-    with conn.transaction():
-        if not conn.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", daemon_lock).fetchone()[0]:
-            return None  # a one-shot sync or replay is writing this integration's ledger
-        row = conn.execute(
-            f"SELECT holder, token, expires_at > now() FROM {SCHEMA}.leases WHERE integration = %s FOR UPDATE",
-            (integration,),
-        ).fetchone()
-        if row is not None and row[2] and row[0] != holder:
-            return None  # another daemon leads it
-        if row is not None and row[2]:  # ours still: renew
-            conn.execute(
-                f"UPDATE {SCHEMA}.leases SET expires_at = now() + make_interval(secs => %s) WHERE integration = %s",
-                (lease_s, integration),
-            )
-            return int(row[1])
-        token = 1 if row is None else int(row[1]) + 1
+    from psycopg.errors import LockNotAvailable
+
+    try:
+        with conn.transaction():
+            return _take(conn, integration, holder, lease_s, daemon_lock)
+    except LockNotAvailable:  # a write in hand holds the row (a zombie's is ended by the server): next round
+        return None
+
+
+def _take(conn: Any, integration: str, holder: str, lease_s: float, daemon_lock: tuple[int, int]) -> int | None:
+    if not conn.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", daemon_lock).fetchone()[0]:
+        return None  # a one-shot sync or replay is writing this integration's ledger
+    conn.execute("SET LOCAL lock_timeout = '1s'")
+    row = conn.execute(
+        f"SELECT holder, token, expires_at > now() FROM {SCHEMA}.leases WHERE integration = %s FOR UPDATE",
+        (integration,),
+    ).fetchone()
+    if row is not None and row[2] and row[0] != holder:
+        return None  # another daemon leads it
+    if row is not None and row[2]:  # ours still: renew
         conn.execute(
-            f"INSERT INTO {SCHEMA}.leases (integration, holder, token, expires_at, taken_at) "
-            "VALUES (%s, %s, %s, now() + make_interval(secs => %s), now()) ON CONFLICT (integration) DO UPDATE "
-            "SET holder = excluded.holder, token = excluded.token, expires_at = excluded.expires_at, taken_at = now()",
-            (integration, holder, token, lease_s),
+            f"UPDATE {SCHEMA}.leases SET expires_at = now() + make_interval(secs => %s) WHERE integration = %s",
+            (lease_s, integration),
         )
-        conn.execute(
-            f"INSERT INTO {SCHEMA}.lease_history (integration, holder, token, taken_at) VALUES (%s, %s, %s, now())",
-            (integration, holder, token),
-        )
-        return token
+        return int(row[1])
+    token = 1 if row is None else int(row[1]) + 1
+    conn.execute(
+        f"INSERT INTO {SCHEMA}.leases (integration, holder, token, expires_at, taken_at) "
+        "VALUES (%s, %s, %s, now() + make_interval(secs => %s), now()) ON CONFLICT (integration) DO UPDATE "
+        "SET holder = excluded.holder, token = excluded.token, expires_at = excluded.expires_at, taken_at = now()",
+        (integration, holder, token, lease_s),
+    )
+    conn.execute(
+        f"INSERT INTO {SCHEMA}.lease_history (integration, holder, token, taken_at) VALUES (%s, %s, %s, now())",
+        (integration, holder, token),
+    )
+    return token
 
 
 def renew(conn: Any, fence: Fence, lease_s: float) -> bool:

@@ -38,6 +38,7 @@ CONNECT_TIMEOUT_S = 5
 # Delivery's workers (capture.concurrency, 4 by default) each hold one while they wait for the write
 # lock; reads (the sweep's counts, the daemon's views) take their own meanwhile.
 POOL_MAX = 8
+IDLE_IN_TRANSACTION_MS = 5000
 
 # The oldest live version of each record is the first in id order; every other pending one waits.
 _WAITING = (
@@ -100,7 +101,10 @@ class PgTarget:
         # The schema's name is checked (`config_file.INTEGRATION_NAME`: no space, no quote), and quoted.
         kwargs: dict[str, Any] = {
             "connect_timeout": CONNECT_TIMEOUT_S, "application_name": "capture-sync",
-            "options": f'{self.params.get("options", "")} -c search_path="{self.schema}"'.strip(),
+            # A process paused (SIGSTOP) or cut off inside a transaction would hold its locks, and so a
+            # standby's takeover, for as long as it stays away: the server ends such a session.
+            "options": (f'{self.params.get("options", "")} -c search_path="{self.schema}" '
+                        f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}").strip(),
         }
         if self.password_file is not None:
             try:

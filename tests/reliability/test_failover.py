@@ -1,12 +1,13 @@
 """Failover over real sockets: one PostgreSQL ledger, two integrations (each its own sandbox client
-and contacts), three `run` daemons for each (subprocesses on this host, as on three hosts). During
-the run the leading daemon of an integration is SIGKILLed again and again (each replaced by a new
-standby), one leader is SIGSTOPped for longer than lease_s and then SIGCONTed (a zombie leader), and
-new rows arrive upstream before every kill; PostgreSQL crashes once and comes back after 2 x lease_s.
+and contacts), three `run` daemons each running both (`run -c eu -c us`; subprocesses on this host,
+as on three hosts). During the run the leading daemon of an integration is SIGKILLed again and again
+(each replaced by a new one), one leader is SIGSTOPped for longer than lease_s and then SIGCONTed (a
+zombie leader), and new rows arrive upstream before every kill; PostgreSQL crashes once and comes
+back after 2 x lease_s.
 
 The oracle is what the sandboxes hold, and the ledger's lease history: 0 lost and 0 doubled per
-integration, and no request from a daemon outside its own lease: each Capture request a daemon logs
-started while the lease history names it the holder (the database's clock and the daemons' share
+integration, and no request from a daemon outside its own lease: each Capture request a daemon logs (its
+key tells the integration) started while the lease history names that daemon the holder (the database's clock and the daemons' share
 this host). It prints the failover times (from a kill to the integration's next request: median, max).
 
 `make test` runs 6 kills; `make soak-ha` runs HA_KILLS=24 with more records.
@@ -45,9 +46,27 @@ class Integration:
     store: object
     contacts: Path
     rows: int
-    daemons: list[subprocess.Popen[bytes]] = field(default_factory=list)
-    logs: list[Path] = field(default_factory=list)
     failovers: list[float] = field(default_factory=list)
+
+
+@dataclass
+class Daemons:
+    """The `run` processes, each running every integration."""
+
+    args: list[str]
+    env: dict[str, str]
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    logs: list[Path] = field(default_factory=list)
+
+    def start(self, rel) -> None:
+        log = rel.tmp / f"daemon-{len(self.procs)}.log"
+        with log.open("w") as out:
+            self.procs.append(subprocess.Popen(rel.command("run", *self.args, "--log-level", "DEBUG"),
+                                               stdout=out, stderr=subprocess.STDOUT, env=self.env, cwd=rel.tmp))
+        self.logs.append(log)
+
+    def of(self, pid: int) -> subprocess.Popen[bytes]:
+        return next(p for p in self.procs if p.pid == pid)
 
 
 def query(url: str, integration: str, sql: str, params: tuple = ()) -> list[tuple]:
@@ -80,23 +99,16 @@ def append_rows(it: Integration, n: int, rng: random.Random) -> None:
     it.rows += n
 
 
-def start_daemon(rel, it: Integration) -> None:
-    log = rel.tmp / f"{it.name}-daemon-{len(it.daemons)}.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(rel.command("run", "-c", str(it.config), "--log-level", "DEBUG"),
-                                stdout=out, stderr=subprocess.STDOUT, env=it.env, cwd=rel.tmp)
-    it.daemons.append(proc)
-    it.logs.append(log)
-
-
-def attempts_by_pid(it: Integration) -> list[tuple[int, float]]:
-    """(pid, when the request started) for every Capture request the integration's daemons logged."""
+def attempts_by_pid(daemons: Daemons, url: str, it: Integration) -> list[tuple[int, float]]:
+    """(pid, when the request started) for every Capture request of `it` the daemons logged (the
+    key's prefix names an attempt of its ledger)."""
+    keys = {k[:12] for (k,) in query(url, it.name, "SELECT key FROM attempts WHERE key IS NOT NULL")}
     found = []
-    for proc, log in zip(it.daemons, it.logs, strict=True):
+    for proc, log in zip(daemons.procs, daemons.logs, strict=True):
         for line in log.read_text(errors="replace").splitlines():
             if line.startswith("{") and '"capture_api.attempt"' in line:
                 event = json.loads(line)
-                if event.get("key_prefix"):
+                if event.get("key_prefix") in keys:
                     at = datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00")).timestamp()
                     found.append((proc.pid, at - event["latency_ms"] / 1000))
     return found
@@ -120,13 +132,21 @@ def test_leaders_killed_and_paused_lose_nothing_double_nothing_and_never_send_ou
         config.write_text(f'[integration]\nname = "{name}"\n\n[daemon]\nlease_s = {LEASE_S}\nretry_sweep = "every 2s"\n\n' + text)
         integrations.append(Integration(name, config, rel.client(box.store, rate_limit=100_000), box.store,
                                         population.path, records))
+    # one process runs both integrations: the credentials of each come from files beside its config
     for it in integrations:
-        for _ in range(3):
-            start_daemon(rel, it)
+        for var, file in (("CAPTURE_API_KEY", "api_key"), ("CAPTURE_API_SECRET", "api_secret")):
+            (it.config.parent / file).write_text(it.env[var])
+            (it.config.parent / file).chmod(0o600)
+        it.config.write_text(it.config.read_text().replace(
+            "[capture]\n", '[capture]\napi_key_file = "api_key"\napi_secret_file = "api_secret"\n', 1))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAPTURE_")}
+    daemons = Daemons([a for it in integrations for a in ("-c", str(it.config))], env)
+    for _ in range(3):
+        daemons.start(rel)
 
     def killed_leader(it: Integration, how: signal.Signals) -> int:
         pid = poll(lambda: leader_pid(url, it.name), f"{it.name} to have a leader")
-        proc = next(p for p in it.daemons if p.pid == pid)
+        proc = daemons.of(pid)
         append_rows(it, 15, rng)  # work for the next leader
         poll(lambda: query(url, it.name, "SELECT count(*) FROM entries WHERE state = 'in_flight'")[0][0]
              or not query(url, it.name, "SELECT count(*) FROM entries WHERE state = 'pending'")[0][0],
@@ -139,8 +159,8 @@ def test_leaders_killed_and_paused_lose_nothing_double_nothing_and_never_send_ou
             it = integrations[n % 2]
             pid = killed_leader(it, signal.SIGKILL)
             at = time.time()
-            next(p for p in it.daemons if p.pid == pid).wait()
-            start_daemon(rel, it)  # three daemons again
+            daemons.of(pid).wait()
+            daemons.start(rel)  # three daemons again
             first = poll(lambda: query(url, it.name, "SELECT min(started_at) FROM attempts WHERE started_at > %s", (at,))[0][0],
                          f"{it.name}'s next request after kill {n + 1}")
             it.failovers.append(first - at)
@@ -158,27 +178,28 @@ def test_leaders_killed_and_paused_lose_nothing_double_nothing_and_never_send_ou
         zombie_of = integrations[0]
         pid = killed_leader(zombie_of, signal.SIGSTOP)
         poll(lambda: (holder := leader_pid(url, zombie_of.name)) is not None and holder != pid, "a standby to take over")
-        zombie = next(p for p in zombie_of.daemons if p.pid == pid)
+        zombie = daemons.of(pid)
         zombie.send_signal(signal.SIGCONT)
-        zombie_log = zombie_of.logs[zombie_of.daemons.index(zombie)]
+        zombie_log = daemons.logs[daemons.procs.index(zombie)]
         poll(lambda: '"lease.lost"' in zombie_log.read_text(), "the zombie to find its lease lost")
 
-        for it in integrations:  # every daemon not killed carried on by itself through the outage
-            alive = [p.poll() is None for p in it.daemons if p.returncode != -signal.SIGKILL]
-            assert all(alive), f"{it.name}: a daemon ended: {it.logs}"
+        alive = [p.poll() is None for p in daemons.procs if p.returncode != -signal.SIGKILL]
+        assert all(alive), f"a daemon ended by itself: {daemons.logs}"  # all carried on through the outage
         for it in integrations:
             poll(lambda it=it: not set(dict(query(url, it.name, SCHEMA_ROWS))) - {"captured", "duplicate", "rejected"}
                  and sum(dict(query(url, it.name, SCHEMA_ROWS)).values()) == it.rows, f"{it.name} to settle")
     finally:
-        for it in integrations:
-            for proc in it.daemons:
-                if proc.poll() is None:
-                    proc.send_signal(signal.SIGTERM)
-            for proc in it.daemons:
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+        for proc in daemons.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in daemons.procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        for it in integrations:  # the credential files are meant to hold the secret: gone before the scan
+            for file in ("api_key", "api_secret"):
+                (it.config.parent / file).unlink(missing_ok=True)
 
     for it in integrations:
         with it.contacts.open(newline="", encoding="utf-8") as fh:
@@ -189,7 +210,7 @@ def test_leaders_killed_and_paused_lose_nothing_double_nothing_and_never_send_ou
 
         terms = query(url, it.name, "SELECT extract(epoch FROM taken_at)::float8, holder FROM capture_sync_ha.lease_history "
                       "WHERE integration = %s ORDER BY token", (it.name,))
-        sent = attempts_by_pid(it)
+        sent = attempts_by_pid(daemons, url, it)
         assert len(sent) >= len(captured) // 10 and len(terms) > kills // 2, (len(sent), len(terms))
         outside = []
         for pid, started in sent:
