@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 RUN_STAMP := $(VENV)/.installed-run
 
-.PHONY: demo test docs audit bench bench-peers soak install install-dev clean image image-test
+.PHONY: demo test docs audit bench bench-peers soak soak-ha install install-dev clean image image-test
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -90,6 +90,11 @@ bench-peers: $(STAMP) $(PEERS_STAMP)
 # doubled, stale (~5 min).
 soak: $(STAMP)
 	SOAK_RECORDS=20000 SOAK_KILLS=50 SOAK_OUTAGE_S=30 $(BIN)/python -m pytest tests/reliability/test_chaos.py tests/reliability/test_outage.py -s -q -p no:cacheprovider
+
+# The failover test at 24 kills of a leading daemon (two integrations, three daemons each, one
+# PostgreSQL ledger) with 1,000 records each; prints the failover times (median, max).
+soak-ha: $(STAMP)
+	HA_KILLS=24 HA_RECORDS=1000 $(BIN)/python -m pytest tests/reliability/test_failover.py -s -q -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) $(PEERS_VENV) capture-sync-demo .pytest_cache .hypothesis site

@@ -11,7 +11,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
@@ -38,6 +38,19 @@ def _user_exists(name: str) -> bool:
     return True
 
 
+class Server(str):
+    """The server's URL, which can also stop the server (as a crash does: immediate) and start it again
+    on the same port and data (the failover test's database restart)."""
+
+    start: Callable[[], None]
+    stop: Callable[[], None]
+
+    def __new__(cls, url: str, start: Callable[[], None], stop: Callable[[], None]) -> Server:
+        server = super().__new__(cls, url)
+        server.start, server.stop = start, stop
+        return server
+
+
 @contextmanager
 def throwaway_server(*, durable: bool = False) -> Iterator[str]:
     """Start a server, yield `postgresql+psycopg://postgres@127.0.0.1:PORT/postgres` (trust auth), stop
@@ -60,9 +73,11 @@ def throwaway_server(*, durable: bool = False) -> Iterator[str]:
     options = f"-p {port} -k {home} -c listen_addresses=127.0.0.1"
     if not durable:
         options += " -c fsync=off -c full_page_writes=off"
-    run(f"{found}/pg_ctl", "-D", data, "-o", options, "-l", os.path.join(home, "log"), "-w", "start")
+    start = [f"{found}/pg_ctl", "-D", data, "-o", options, "-l", os.path.join(home, "log"), "-w", "start"]
+    run(*start)
     try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
+        yield Server(f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres", lambda: run(*start),
+                     lambda: run(f"{found}/pg_ctl", "-D", data, "-m", "immediate", "-w", "stop"))
     finally:
         run(f"{found}/pg_ctl", "-D", data, "-m", "immediate", "-w", "stop")
         shutil.rmtree(home, ignore_errors=True)

@@ -1,4 +1,4 @@
-"""The benchmarks of issues 7 and 15 in one run: a table of figure, value, target and whether it is
+"""The benchmarks of issues 7, 15 and 23 in one run: a table of figure, value, target and whether it is
 met, then the CPU per record of each pipeline stage (what figure 2 is made of), and every
 measurement in benchmarks/results.json.
 
@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import failover
 import ledger_bench
 import overhead
 import pg_server
@@ -38,11 +39,11 @@ RESULTS = Path(__file__).with_name("results.json")
 
 FULL = {
     "rate_limited": 20_000, "overhead": (100_000, 10_000), "resume": 1_000_000, "ledger": 100_000,
-    "stages": 30_000, "snapshot": 1_000_000,
+    "stages": 30_000, "snapshot": 1_000_000, "failover": 8,
 }
 QUICK = {
     "rate_limited": 3_000, "overhead": (10_000, 1_000), "resume": 100_000, "ledger": 10_000, "stages": 3_000,
-    "snapshot": 10_000,
+    "snapshot": 10_000, "failover": 2,
 }
 
 
@@ -85,7 +86,19 @@ def rows(r: dict[str, Any]) -> list[Row]:
         ),
         *_startup_rows(r["startup"]),
         *_snapshot_rows(r["snapshot"]),
+        *_failover_rows(r.get("failover")),
     ]
+
+
+def _failover_rows(fo: dict[str, Any] | None) -> list[Row]:
+    """Figure 8 (issue 23): from a SIGKILL of the leading daemon to the integration's next request."""
+    if fo is None:
+        return [Row("8. Failover (PostgreSQL ledger)", "not measured: no PostgreSQL binaries (set PG_BIN)", "", None)]
+    return [Row(
+        f"8. Failover: SIGKILL of the leader -> next request, {fo['kills']} kills, lease_s = {fo['lease_s']:g}",
+        f"median {fo['median_s']:.2f} s, max {fo['max_s']:.2f} s",
+        f"max <= lease_s * 4/3 + 1 s = {fo['bound_s']:g} s", fo["max_s"] <= fo["bound_s"],
+    )]
 
 
 def _snapshot_rows(sn: dict[str, Any]) -> list[Row]:
@@ -191,6 +204,8 @@ def main() -> None:
         results["stages"] = timed("CPU by stage", lambda: stages.run(sizes["stages"], pg_url), console)
     results["startup"] = timed("start-up", lambda: startup.run(sizes["resume"]), console)  # resume's ledger size
     results["snapshot"] = timed("snapshot mode", lambda: snapshot.run(sizes["snapshot"]), console)
+    if pg_server.bindir() is not None:
+        results["failover"] = timed("failover", lambda: failover.run(sizes["failover"]), console)
     table_rows = rows(results)
     results["table"] = [asdict(row) for row in table_rows]
     args.output.write_text(json.dumps(results, indent=2) + "\n")

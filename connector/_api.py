@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from . import logs
 from ._errors import ConfigError, raise_for, translated
-from ._run import api_client, open_ledger, pass_flow_gate
+from ._run import api_client, leader_asker, open_ledger, pass_flow_gate
 from .config_file import LedgerPlace, load_ledger_place
 from .ledger import StatusReport as LedgerStatus
 
@@ -162,7 +162,7 @@ def _deliver(cfg: Config, work: Work, command: str, args: dict[str, Any], refuse
                 f"a capture-sync daemon holds ledger {cfg.ledger_path}: {refused}; stop the daemon (SIGTERM), "
                 "run this, then start it again"
             ) from None
-        return report_from_dict(forward(cfg.ledger_path, command, args)["report"])
+        return report_from_dict(forward(cfg.ledger_path, command, args, leader_asker(cfg))["report"])
 
     async def main() -> RunReport:
         async with api_client(cfg) as client:

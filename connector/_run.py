@@ -4,11 +4,12 @@ flow gate. Kept out of `connector.cli` so that the Python API does not load the 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from . import tracing
-from .config_file import LedgerPlace
-from .ledger import Ledger, LedgerLocked
+from .config_file import LedgerLocation
+from .ledger import Ledger, LedgerError, LedgerLocked
 
 if TYPE_CHECKING:
     import httpx
@@ -42,10 +43,13 @@ def pass_flow_gate(cfg: Config, ledger: Ledger) -> None:
     flow_gate(ledger, base_url, required=cfg.capture.require_flow, config=cfg.path)
 
 
-def open_ledger(cfg: Config | LedgerPlace, *, exclusive: bool = False) -> Ledger:
+def open_ledger(cfg: LedgerLocation, *, exclusive: bool = False) -> Ledger:
     """`exclusive` takes the single-process lock: only one process may send from a ledger at a time,
     or a replay could re-send a batch another process is still waiting on."""
-    ledger = Ledger(cfg.ledger_target, synchronous=cfg.ledger.synchronous, password_file=cfg.ledger_password_file)
+    ledger = Ledger(
+        cfg.ledger_target, synchronous=cfg.ledger.synchronous, password_file=cfg.ledger_password_file,
+        integration=cfg.integration_name,
+    )
     if exclusive:
         try:
             ledger.acquire_daemon_lock()
@@ -53,3 +57,27 @@ def open_ledger(cfg: Config | LedgerPlace, *, exclusive: bool = False) -> Ledger
             ledger.close()
             raise
     return ledger
+
+
+# How long a command asked through a shared ledger waits for a daemon to take it (the leader polls
+# every 0.5 s; a takeover after a crash needs up to lease_s more).
+TAKE_WITHIN_S = 30.0
+
+
+def leader_asker(cfg: LedgerLocation) -> Callable[[str, dict[str, Any]], dict[str, Any]] | None:
+    """On a PostgreSQL ledger: how to ask the daemon leading the integration, wherever it runs
+    (through the database); None on SQLite (the local control socket is the only way)."""
+    if cfg.ledger.url is None:
+        return None
+
+    def ask(command: str, args: dict[str, Any]) -> dict[str, Any]:
+        from .control import Refused
+        from .exit_codes import ExitCode
+
+        try:
+            with open_ledger(cfg) as ledger:
+                return ledger.ask_leader(command, args, TAKE_WITHIN_S)
+        except LedgerError as exc:
+            raise Refused(str(exc), ExitCode.UNSETTLED) from None
+
+    return ask

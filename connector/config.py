@@ -23,7 +23,9 @@ from .alerts import Alert, parse_alerts
 from .api.client import check_base_url
 from .api.errors import InsecureURLError
 from .api.retry import RetryPolicy
-from .config_file import LedgerLocation, LedgerSettings, Section, beside, read_toml, section, table
+from .config_file import (
+    IntegrationSettings, LedgerLocation, LedgerSettings, Section, beside, integration_settings, read_toml, section, table,
+)
 from .delivery import REJECTS_MAX_BYTES, DeliverySettings, RejectsFeed, SourceJob
 from .mapping import Mapping
 from .loopback import parse_address
@@ -76,6 +78,9 @@ class DaemonSettings(Section):
     retry_stalled_every: str | None = None
     credentials_check: str = "every 30s"  # while the API refuses the credentials: how often to read them again
     alerts_check: str = "every 15s"  # how often the [[alerts]] conditions are judged (and after every pass)
+    # On a PostgreSQL ledger, daemons sharing it lead each integration in turn: a leader's lease runs
+    # this long (renewed every third of it); a standby takes over within it after the leader dies.
+    lease_s: float = Field(15.0, ge=1, le=3600)
     # `run` serves /metrics, /healthz, /readyz and a status page there ("127.0.0.1:9464"); off when unset.
     # They have no login: an address that is not loopback needs http_public = true.
     http_public: bool = False
@@ -137,6 +142,7 @@ class Config(LedgerLocation):
     base_url: str | None
     credentials: Credentials | None
     alerts: tuple[Alert, ...] = ()
+    integration: IntegrationSettings = IntegrationSettings()
 
     def exposed_files(self) -> list[tuple[Path, int]]:
         """The ledger (with its -wal and -shm) and the credential files that exist and that other
@@ -231,8 +237,9 @@ def load_config(path: str | Path) -> Config:
         doc, os.environ, {"capture": CaptureSettings, "ledger": LedgerSettings, "daemon": DaemonSettings}, problems
     )
     folder = path.parent
-    for key in sorted(set(doc) - {"capture", "ledger", "daemon", "sources", "alerts"}):
-        problems.append(f"{key}: unknown table or key (known: capture, ledger, daemon, sources, alerts)")
+    known = ("integration", "capture", "ledger", "daemon", "sources", "alerts")
+    for key in sorted(set(doc) - set(known)):
+        problems.append(f"{key}: unknown table or key (known: {', '.join(known)})")
     capture_doc = table(doc, "capture", problems)
     for key, env in (("api_key", ENV_API_KEY), ("api_secret", ENV_API_SECRET)):
         if key in capture_doc:
@@ -245,6 +252,7 @@ def load_config(path: str | Path) -> Config:
     capture = section(CaptureSettings, capture_doc, "capture", problems)
     ledger = section(LedgerSettings, table(doc, "ledger", problems), "ledger", problems)
     daemon = section(DaemonSettings, table(doc, "daemon", problems), "daemon", problems)
+    integration = integration_settings(doc, path, ledger, problems)
     if daemon is not None:
         _check_schedule(daemon.retry_sweep, "daemon.retry_sweep", problems)
         if daemon.retry_stalled_every is not None:
@@ -263,8 +271,8 @@ def load_config(path: str | Path) -> Config:
     alerts = parse_alerts(doc.get("alerts"), folder, problems)
     if problems:
         raise ConfigProblem([f"{path}: {env_overrides.annotate(p, overridden)}" for p in problems])
-    assert capture is not None and ledger is not None and daemon is not None
-    return Config(path, capture, ledger, daemon, tuple(sources), base_url, credentials, alerts)
+    assert capture is not None and ledger is not None and daemon is not None and integration is not None
+    return Config(path, capture, ledger, daemon, tuple(sources), base_url, credentials, alerts, integration)
 
 
 def load_source(path: str | Path, name: str) -> SourceConfig:

@@ -9,6 +9,7 @@ credentials are broken still lets a person look at the ledger while fixing them.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,16 +59,41 @@ class LedgerSettings(Section):
         return url
 
 
+# An integration's name is its PostgreSQL schema (quoted there): letters, digits, `_`, `.`, `-`.
+INTEGRATION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+
+
+class IntegrationSettings(Section):
+    """`[integration]`: one config file is one integration (its own API client, sources, schedule).
+    Integrations sharing one PostgreSQL database each keep their ledger in a schema of their name,
+    so none sees another's entries, cursors, runs or pauses. Unset, the name is the config file's stem."""
+
+    name: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, name: str | None) -> str | None:
+        if name is not None and not INTEGRATION_NAME.match(name):
+            raise ValueError("must be 1-63 letters, digits, `_`, `.` or `-`, starting with a letter or digit")
+        return name
+
+
 class LedgerLocation:
     """Where a config's ledger is, for both the full config and `LedgerPlace`: a SQLite file beside the
-    config file, or a PostgreSQL database (`[ledger] url`)."""
+    config file, or a PostgreSQL database (`[ledger] url`), in the schema of the config's integration."""
 
     path: Path  # the config file
     ledger: LedgerSettings
+    integration: IntegrationSettings
+
+    @property
+    def integration_name(self) -> str:
+        """`[integration] name`, or the config file's stem (checked by `integration_problem`)."""
+        return self.integration.name or self.path.stem
 
     @property
     def ledger_target(self) -> str | Path:
-        """What `Ledger(...)` opens: the file's path, or the database's URL."""
+        """What `Ledger(...)` opens: the file's path, or the database's URL (with `integration_name`)."""
         return self.ledger.url or self.ledger_path
 
     @property
@@ -117,6 +143,30 @@ class LedgerPlace(LedgerLocation):
 
     path: Path  # the config file
     ledger: LedgerSettings
+    integration: IntegrationSettings = IntegrationSettings()
+
+
+def integration_problem(path: Path, settings: IntegrationSettings | None, ledger: LedgerSettings | None) -> str | None:
+    """A config file on a PostgreSQL ledger whose stem cannot name its schema (and no
+    `[integration] name`): what to do. (A SQLite file holds one integration: the name only labels.)"""
+    postgres = ledger is not None and ledger.url is not None
+    if postgres and settings is not None and settings.name is None and not INTEGRATION_NAME.match(path.stem):
+        return (
+            f"integration: the file's name {path.stem!r} cannot name the integration (1-63 letters, digits, "
+            "`_`, `.` or `-`): set [integration] name"
+        )
+    return None
+
+
+def integration_settings(
+    doc: dict[str, Any], path: Path, ledger: LedgerSettings | None, problems: list[str],
+) -> IntegrationSettings | None:
+    """The `[integration]` table, checked with the name it falls back to."""
+    settings = section(IntegrationSettings, table(doc, "integration", problems), "integration", problems)
+    problem = integration_problem(path, settings, ledger)
+    if problem:
+        problems.append(problem)
+    return settings
 
 
 def load_ledger_place(path: str | Path) -> LedgerPlace:
@@ -129,9 +179,10 @@ def load_ledger_place(path: str | Path) -> LedgerPlace:
     environ = {k: v for k, v in os.environ.items() if k.upper().startswith(prefix)}
     overridden = env_overrides.apply(doc, environ, {"ledger": LedgerSettings}, problems)
     settings = section(LedgerSettings, table(doc, "ledger", problems), "ledger", problems)
-    if problems or settings is None:
+    integration = integration_settings(doc, path, settings, problems)
+    if problems or settings is None or integration is None:
         raise ConfigProblem([f"{path}: {env_overrides.annotate(p, overridden)}" for p in problems])
-    return LedgerPlace(path, settings)
+    return LedgerPlace(path, settings, integration)
 
 
 def table(doc: dict[str, Any], key: str, problems: list[str]) -> dict[str, Any]:

@@ -95,6 +95,10 @@ class DaemonHealth:
     read_totals: dict[str, Counter[str]] = field(default_factory=dict)
     # job name (SWEEP, STALLED_RETRY, CREDENTIALS) -> its next run, as the daemon's scheduler says
     next_run: Callable[[str], float | None] = field(default=lambda _: None, repr=False)
+    # integration -> this daemon's role for it on a shared PostgreSQL ledger ({"leads": bool, "token":
+    # int | None, "since": epoch, "why": text}); empty on SQLite, where the one daemon leads
+    roles: Callable[[], dict[str, dict[str, Any]]] = field(default=lambda: {}, repr=False)
+    ledger_down: tuple[float, str] | None = None  # since when the ledger cannot be read, and why (the alerts' check)
     _failing_since: float | None = None   # the first request of the current run of failures
 
     @property
@@ -235,6 +239,7 @@ class DaemonHealth:
             "unsettled": self.unsettled,
             "blocked": self.blocked,
             "next": {job: self.next_run(job) for job in (SWEEP, STALLED_RETRY, CREDENTIALS)},
+            "integrations": self.roles(),
         }
 
 

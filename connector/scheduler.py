@@ -32,6 +32,7 @@ import shlex
 import signal
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +42,9 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from .alerts import Alerts
 from .api import CaptureError, Unauthorized
-from .control import ControlServer, DaemonStopping
+from .control import DaemonStopping
+from .daemon_lead import Leading
+from .ledger import LedgerFenced
 from .delivery import RunReport, SourceJob, preflight, replay, sync
 from .health import CREDENTIALS, SWEEP, DaemonHealth
 from .health import STALLED_RETRY as STALLED
@@ -52,6 +55,7 @@ from .schedule import schedule_trigger
 if TYPE_CHECKING:
     from .api.client import CaptureClient
     from .config import Config
+    from .leadership import Leadership
     from .ledger import Ledger
     from .ops import HttpAddress
     from .ops._server import OpsServer
@@ -62,16 +66,19 @@ STOP_WAIT_S = 9.5  # the engine's own grace is shorter; SIGTERM to exit stays wi
 ALL = "*"  # a pause of every source and of the sweeps
 
 
-class Daemon:
+class Daemon(Leading):
     """Runs the configured sources on their schedules until `stop` is set."""
 
     def __init__(
         self, config: Config, ledger: Ledger, client: CaptureClient, stop: asyncio.Event, *,
-        http: HttpAddress | None = None,
+        http: HttpAddress | None = None, leadership: Leadership | None = None,
     ) -> None:
-        """`http`: where to serve /metrics, /healthz, /readyz and the status page (connector.ops)."""
+        """`http`: where to serve /metrics, /healthz, /readyz and the status page (connector.ops).
+        `leadership`: on a shared PostgreSQL ledger, the lease this daemon leads its integration by
+        (it stands by while another daemon holds it); None: it leads alone (the daemon lock)."""
         self.config, self.ledger, self.client, self.stop = config, ledger, client, stop
         self.http = http
+        self.leadership = leadership
         self.settings = config.delivery_settings()
         self.exit_code = 0
         self.health = DaemonHealth(
@@ -83,6 +90,12 @@ class Daemon:
         self._checking = asyncio.Lock()
         self._running: set[asyncio.Task[Any]] = set()
         self.paused: dict[str, float] = {}  # source (or ALL) -> paused since; kept in the ledger (`pause`)
+        self._control = None
+        self._control_turn = asyncio.Lock()
+        if leadership is not None:
+            client.send_gate = leadership.gate
+            leadership.on_gain, leadership.on_loss = self._gained, self._lost
+            self.health.roles = lambda: {config.integration_name: asdict(leadership.role)}
 
     async def _pass(
         self, name: str, start: Callable[[], Awaitable[RunReport]], *, operator: bool = False,
@@ -96,6 +109,11 @@ class Daemon:
         what = f"operator:{name}" if operator else name if name in (SWEEP, STALLED) else f"sync:{name}"
         task = asyncio.current_task()
         assert task is not None
+        if self.leadership is not None and not self.leadership.leads:
+            if operator:
+                raise DaemonStopping(f"this daemon stands by for integration {self.config.integration_name}: "
+                                     "ask again; the command reaches the daemon that leads it")
+            return None
         self._running.add(task)
         try:
             if self.health.auth_failed and not await self.check_credentials("pass"):
@@ -104,9 +122,9 @@ class Daemon:
                 self.health.skipped(name)
                 return None  # nothing is sent under refused credentials; said once, when they were refused
             async with self._one_at_a_time:
-                if self.stop.is_set():
+                if self.stop.is_set() or (self.leadership is not None and not self.leadership.leads):
                     if operator:
-                        raise DaemonStopping("the daemon is stopping: run the command again once it has stopped")
+                        raise DaemonStopping("the daemon is stopping or lost its lease: run the command again")
                     return None
                 if not operator and self._held(name):
                     log.info("pass.held", run=what, paused_since=self._paused_since(name),
@@ -120,6 +138,11 @@ class Daemon:
             elif report.blocked_total:
                 log.warning("entries are blocked: see `capture-sync ledger list --state blocked`", blocked=report.blocked_total)
             return report
+        except LedgerFenced as exc:  # the lease passed while this pass ran: nothing more of it is recorded or sent
+            if self.leadership is not None:
+                self.leadership.lost(str(exc))
+            if operator:
+                raise DaemonStopping(str(exc)) from None
         except ConfigProblem as exc:  # the source changed under the daemon (a column gone): fix the config or the source
             log.error("source.misconfigured", run=what, problems=exc.problems)
             if operator:
@@ -136,7 +159,7 @@ class Daemon:
 
     async def sync_source(self, job: SourceJob) -> None:
         await self._pass(
-            job.name, lambda: sync(self.ledger, self.client, [job], self.settings, stop=self.stop, on_info=self.health.answered)
+            job.name, lambda: sync(self.ledger, self.client, [job], self.settings, stop=self._halt, on_info=self.health.answered)
         )
 
     # --- what an operator asks through the control channel (connector.control) --------------
@@ -158,7 +181,7 @@ class Daemon:
         jobs = self.config.jobs(source)  # ConfigProblem for a name not configured
         names = [job.name for job in jobs]
         report = await self._pass(source or "sync", lambda: sync(
-            self.ledger, self.client, jobs, self.settings, stop=self.stop, on_info=self.health.answered,
+            self.ledger, self.client, jobs, self.settings, stop=self._halt, on_info=self.health.answered,
         ), operator=True, sources=names)
         assert report is not None  # an operator pass raises rather than skip
         return report
@@ -166,7 +189,7 @@ class Daemon:
     async def replay_now(self, include_failed: bool) -> RunReport:
         """`capture-sync replay` beside the daemon: stalled batches included, as the command by itself."""
         report = await self._pass("replay", lambda: replay(
-            self.ledger, self.client, self.settings, include_failed=include_failed, stop=self.stop,
+            self.ledger, self.client, self.settings, include_failed=include_failed, stop=self._halt,
             on_info=self.health.answered,
         ), operator=True)
         assert report is not None
@@ -248,19 +271,17 @@ class Daemon:
     async def sweep(self) -> None:
         """Re-send what an outage left unsettled; skips the API call when nothing is left. Batches a
         non-retryable answer stopped are not sent (spec 4.4 rule 4): they wait for `replay`."""
-        if self._held(SWEEP):
+        if self._held(SWEEP) or not await self._counted(self.ledger.sweepable_count):
             return
-        if await asyncio.to_thread(self.ledger.sweepable_count):
-            await self._pass(SWEEP, lambda: replay(
-                self.ledger, self.client, self.settings, include_stalled=False, stop=self.stop, on_info=self.health.answered,
-            ))
+        await self._pass(SWEEP, lambda: replay(
+            self.ledger, self.client, self.settings, include_stalled=False, stop=self._halt, on_info=self.health.answered,
+        ))
 
     async def retry_stalled(self) -> None:
         """`[daemon] retry_stalled_every`: the operator's own schedule for re-sending stalled batches."""
-        if self._held(STALLED):
+        if self._held(STALLED) or not await self._counted(self.ledger.unsettled_count):
             return
-        if await asyncio.to_thread(self.ledger.unsettled_count):
-            await self._pass(STALLED, lambda: replay(self.ledger, self.client, self.settings, stop=self.stop, on_info=self.health.answered))
+        await self._pass(STALLED, lambda: replay(self.ledger, self.client, self.settings, stop=self._halt, on_info=self.health.answered))
 
     def _scheduler(self) -> AsyncIOScheduler:
         scheduler = AsyncIOScheduler(job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None})
@@ -293,11 +314,16 @@ class Daemon:
         if self.paused:
             log.warning("daemon.starts_paused", paused=sorted(self.paused),
                         then=f"capture-sync resume -c {shlex.quote(str(self.config.path))}")
-        control = await self._serve_control()  # at once: a command asked while GET /info waits finds it
+        if self.leadership is None:  # else while it leads (`_gained`)
+            await self._turn_control(True)  # at once: a command asked while GET /info waits finds it
+        leading = asyncio.ensure_future(self.leadership.run(self.stop)) if self.leadership is not None else None
         try:
             await self._serve_until_stopped(found.unavailable, open_files)
         finally:
-            await control.stop()
+            if leading is not None and self.leadership is not None:
+                await self.leadership.close()
+                await leading
+            await self._turn_control(False)
         log.info("daemon stopped", exit_code=self.exit_code)
         return self.exit_code
 
@@ -339,15 +365,6 @@ class Daemon:
             await self.alerts.aclose()
             loop.remove_signal_handler(signal.SIGHUP)
             await http_stopped
-
-    async def _serve_control(self) -> ControlServer:
-        """The local control socket beside the ledger (this process holds the ledger's daemon lock)."""
-        control = ControlServer(self.config.ledger_path, self)
-        try:
-            await control.start()
-        except OSError as exc:
-            raise ConfigProblem([f"control socket {control.path}: cannot listen there: {exc.strerror or exc}"]) from None
-        return control
 
     async def _serve_http(self) -> OpsServer | None:
         """Start the operations endpoints when asked to; an address it cannot listen on is a config problem."""

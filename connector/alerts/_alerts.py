@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
+from ..ledger import LedgerError
 from ._body import Context, render
 from ._conditions import Change, Snapshot, Watch
 from ._config import Alert
@@ -64,7 +65,12 @@ class Alerts:
         Never raises: an alert that cannot be judged must not end a pass or the daemon."""
         try:
             async with self._one_at_a_time:
-                self.health.ledger_read(*await asyncio.to_thread(self._counts))
+                try:
+                    self.health.ledger_read(*await asyncio.to_thread(self._counts))
+                    self.health.ledger_down = None
+                except LedgerError as exc:  # judged all the same: the `ledger` condition is about this
+                    if self.health.ledger_down is None:
+                        self.health.ledger_down = (self.clock(), str(exc))
                 if not self.entries:
                     return
                 snap = Snapshot.of(self.health, self.sources, self.clock())

@@ -39,6 +39,10 @@ _WHAT: dict[Condition, tuple[str, str]] = {  # (started, cleared), formatted wit
         "Source {subject}: no successful pass for {duration}.",
         "Source {subject}: a pass succeeded again after {duration}.",
     ),
+    "ledger": (
+        "The ledger's database has not answered for {duration}: nothing is read or sent until it does ({reason}).",
+        "The ledger's database answers again after {duration}: delivery carries on by itself.",
+    ),
     "stalled": (
         "{entries} entries in {batches} batches were stopped by a non-retryable answer ({reason}): {then}.",
         "No entries wait in stalled batches any more.",
@@ -52,6 +56,7 @@ _COMMAND: dict[Condition, str] = {
     "reject_rate": "capture-sync ledger list -c {config} --state rejected --source {subject}",
     "stale": "capture-sync status -c {config}",
     "stalled": "capture-sync replay -c {config}",
+    "ledger": "capture-sync status -c {config}",
 }
 
 

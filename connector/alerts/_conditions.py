@@ -44,13 +44,14 @@ class Snapshot:
     stalled: Stalls = field(default_factory=Stalls)
     stall_then: str = ""
     unread: Mapping[str, Unread] = field(default_factory=dict)
+    ledger_down: tuple[float, str] | None = None  # since when the ledger's database has not answered, and why
 
     @classmethod
     def of(cls, health: DaemonHealth, sources: tuple[str, ...], now: float) -> Snapshot:
         return cls(
             now, health.started_at, sources, health.auth_failed, health.outage_since, dict(health.passes),
             dict(health.last_success), health.blocked, health.unsettled, health.auth_since, health.last_outage,
-            health.stalled, health.stall_then(), dict(health.unread),
+            health.stalled, health.stall_then(), dict(health.unread), health.ledger_down,
         )
 
 
@@ -109,6 +110,13 @@ def _outage(snap: Snapshot, settings: AlertSettings) -> Iterator[tuple[str | Non
     yield None, Verdict(long_enough, since, {"unsettled": snap.unsettled}, until=until)
 
 
+def _ledger(snap: Snapshot, settings: AlertSettings) -> Iterator[tuple[str | None, Verdict | None]]:
+    """The ledger's database unreachable (PostgreSQL down, a network between) for `outage_after`."""
+    down = snap.ledger_down
+    long_enough = down is not None and snap.now - down[0] >= settings.outage_after
+    yield None, Verdict(long_enough, down[0] if down else None, {}, {"reason": down[1]} if down else {})
+
+
 def _stalled(snap: Snapshot, _: AlertSettings) -> Iterator[tuple[str | None, Verdict | None]]:
     stalled = snap.stalled
     counts: Counts = {"entries": stalled.entries, "batches": stalled.batches}
@@ -133,7 +141,7 @@ def _stale(snap: Snapshot, settings: AlertSettings) -> Iterator[tuple[str | None
 
 
 JUDGES: dict[Condition, Judge] = {
-    "auth": _auth, "blocked": _blocked, "outage": _outage, "reject_rate": _reject_rate, "stale": _stale,
+    "auth": _auth, "blocked": _blocked, "outage": _outage, "reject_rate": _reject_rate, "stale": _stale, "ledger": _ledger,
     "stalled": _stalled,
 }
 

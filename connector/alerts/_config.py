@@ -22,7 +22,7 @@ from ..problems import problems_from
 from ..redact import hide_path
 from ..secret_files import read_secret_file
 
-Condition = Literal["auth", "blocked", "outage", "reject_rate", "stale", "stalled"]
+Condition = Literal["auth", "blocked", "outage", "reject_rate", "stale", "stalled", "ledger"]
 CONDITIONS: tuple[Condition, ...] = get_args(Condition)
 Format = Literal["json", "slack"]
 

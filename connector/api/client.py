@@ -174,6 +174,9 @@ class CaptureClient:
         self.on_attempt = on_attempt  # the caller in hand (the delivery engine sets its own per run)
         # Watchers of every attempt whoever the caller is (the daemon's metrics); they must not block.
         self.observers: list[Callable[[Attempt], None]] = []
+        # Called before each request that carries an idempotency key (one that sends persons), after
+        # any wait for the rate limit: it raises to stop the request going (a daemon whose lease ran out).
+        self.send_gate: Callable[[], None] | None = None
         self.credentials_from = credentials_from
         self.reload_credentials = reload_credentials
         self._auth = _CaptureAuth(api_key, secret, origin_of(self.base_url))
@@ -361,6 +364,8 @@ class CaptureClient:
             await self.rate_gate.acquire(cost)
         if self._latch is not None and auth is None:  # refused while it waited: it must not go
             raise self._latched(operation)
+        if key is not None and self.send_gate is not None:
+            self.send_gate()
         headers = {"Content-Type": "application/json"} if body is not None else {}
         if key is not None:
             headers["Idempotency-Key"] = key

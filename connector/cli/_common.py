@@ -49,6 +49,10 @@ err = InertConsole(stderr=True, highlight=False, soft_wrap=True)
 
 
 _CONFIG_OPTION = typer.Option(DEFAULT_PATH, "-c", "--config", envvar=ENV_CONFIG, help="The config file.")
+_CONFIGS_OPTION = typer.Option(
+    [], "-c", "--config", envvar=ENV_CONFIG, show_default=str(DEFAULT_PATH),
+    help="A config file: one integration. Repeat it to run several integrations in one process.",
+)
 _VERBOSE_OPTION = typer.Option(False, "-v", "--verbose", help="DEBUG logs, and a traceback on unexpected errors.")
 _verbose = False
 
@@ -59,24 +63,26 @@ def fail(message: str, code: ExitCode) -> NoReturn:
 
 
 def command(
-    *, config: bool = True, ledger_only: bool = False, log_level: str = "INFO"
+    *, config: bool = True, ledger_only: bool = False, log_level: str = "INFO", many: bool = False,
 ) -> Callable[[Callable[..., int | None]], Callable[..., None]]:
     """Adds --log-level, -v (and -c/--config, passed as `cfg: Config`) to a command, and maps its
     failures to exit codes. The command returns its exit code (None means 0). `ledger_only`: the
     command reads or repairs the ledger and nothing else, so `cfg` is the file's [ledger] table
-    alone (a LedgerPlace): no source, mapping or credential is loaded or checked."""
+    alone (a LedgerPlace): no source, mapping or credential is loaded or checked. `many`: -c may be
+    repeated (`run`): `cfg` is the first config, `more` (a keyword the command takes) the others."""
     level_option = typer.Option(log_level, "--log-level", help="DEBUG, INFO, WARNING or ERROR.")
 
     def decorate(fn: Callable[..., int | None]) -> Callable[..., None]:
         sig = inspect.signature(fn)
-        own = [p for p in sig.parameters.values() if p.name != "cfg"]
+        own = [p for p in sig.parameters.values() if p.name not in ("cfg", "more")]
         extra = [
             inspect.Parameter("log_level", inspect.Parameter.KEYWORD_ONLY, default=level_option, annotation=str),
             inspect.Parameter("verbose", inspect.Parameter.KEYWORD_ONLY, default=_VERBOSE_OPTION, annotation=bool),
         ]
         if config:
             extra.insert(0, inspect.Parameter(
-                "config_path", inspect.Parameter.KEYWORD_ONLY, default=_CONFIG_OPTION, annotation=Path
+                "config_path", inspect.Parameter.KEYWORD_ONLY, default=_CONFIGS_OPTION if many else _CONFIG_OPTION,
+                annotation=list[Path] if many else Path,
             ))
 
         @functools.wraps(fn)
@@ -92,17 +98,20 @@ def command(
                 else:
                     from ..config import load_config
 
-                    cfg = load_config(path)
+                    paths = (path or [DEFAULT_PATH]) if many else [path]
+                    loaded = [load_config(p) for p in paths]
+                    cfg = loaded[0]
                     try:
-                        code = fn(cfg=cfg, **kwargs)
+                        code = fn(cfg=cfg, **kwargs, **({"more": loaded[1:]} if many else {}))
                     finally:
-                        cfg.close_sources()
+                        for each in loaded:
+                            each.close_sources()
             raise typer.Exit(int(code or 0))
 
         wrapper.__signature__ = sig.replace(parameters=own + extra)  # type: ignore[attr-defined]
         # typer resolves the annotations it sees; `cfg` is not a parameter of the command line, and its
         # type may be imported for type checking only (a ledger-only module does not load the full config)
-        wrapper.__annotations__ = {k: v for k, v in fn.__annotations__.items() if k != "cfg"}
+        wrapper.__annotations__ = {k: v for k, v in fn.__annotations__.items() if k not in ("cfg", "more")}
         return wrapper
 
     return decorate

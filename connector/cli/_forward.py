@@ -1,21 +1,25 @@
 """Commands that find a daemon holding the ledger ask that daemon to do the work now, over its
-control socket (connector.control), wait for the outcome, and exit with the code the work gave."""
+control socket (connector.control) or, on a shared PostgreSQL ledger, through the database to the
+daemon leading the integration on whatever host; they wait for the outcome and exit with the code
+the work gave."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
+from .._run import leader_asker
+from ..config_file import LedgerLocation
 from ..control import Answer, Refused, forward
 from ._common import err, fail
 
 
-def ask_daemon(ledger: Path, command: str, args: dict[str, Any], *, quiet: bool = False) -> Answer:
+def ask_daemon(cfg: LedgerLocation, command: str, args: dict[str, Any], *, quiet: bool = False) -> Answer:
     """The running daemon's answer to `command`; a refusal or failure ends the command with its
     one line and exit code. Called once the ledger's daemon lock was found taken."""
     if not quiet:
-        err.print(f"a capture-sync daemon holds {ledger}: it runs `{command}` now; waiting for the outcome", markup=False)
+        err.print(f"a capture-sync daemon holds {cfg.ledger_name}: it runs `{command}` now; waiting for the outcome",
+                  markup=False)
     try:
-        return forward(ledger, command, args)
+        return forward(cfg.ledger_path, command, args, leader_asker(cfg))
     except Refused as exc:
         fail(str(exc), exc.exit_code)

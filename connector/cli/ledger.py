@@ -221,7 +221,9 @@ def copy_(
 
     Example: capture-sync ledger copy -c capture-sync.toml --to postgresql://capture@db.internal:5432/capture
     """
-    with open_existing(cfg, exclusive=True) as ledger, Ledger(to, password_file=to_password_file) as target:
+    with open_existing(cfg, exclusive=True) as ledger, Ledger(
+        to, password_file=to_password_file, integration=cfg.integration_name,
+    ) as target:
         target.acquire_daemon_lock()
         if not target.is_empty():
             fail(f"ledger {target.name} is not empty: `ledger copy` fills a new, empty ledger only; name another", ExitCode.USAGE)

@@ -35,7 +35,7 @@ def pause(cfg: Config, source: str | None = _SOURCE) -> int:
     try:
         ledger = open_ledger(cfg, exclusive=True)
     except LedgerLocked:
-        paused = ask_daemon(cfg.ledger_path, "pause", {"source": source})["paused"]
+        paused = ask_daemon(cfg, "pause", {"source": source})["paused"]
         running = True
     else:
         with ledger:
@@ -63,7 +63,7 @@ def resume(cfg: Config, source: str | None = _SOURCE) -> int:
     try:
         ledger = open_ledger(cfg, exclusive=True)
     except LedgerLocked:
-        answer = ask_daemon(cfg.ledger_path, "resume", {"source": source})
+        answer = ask_daemon(cfg, "resume", {"source": source})
         lifted, still, running = answer["resumed"], answer["paused"], True
     else:
         with ledger:

@@ -1,17 +1,19 @@
 """`capture-sync run`: the daemon."""
 
 import asyncio
+import contextlib
 
 import typer
 
 from ..config import Config
+from ..leadership import Leadership, holder_id
 from ..ops import HttpAddress, parse_address
 from ..problems import ConfigProblem
 from ..scheduler import Daemon
 from ._common import api_client, command, open_ledger, pass_flow_gate, print_report, run_until_signal
 
 
-@command()
+@command(many=True)
 def run(
     cfg: Config,
     once: bool = typer.Option(False, "--once", help="Run every source once, deliver, and exit (for cron or a timer)."),
@@ -23,11 +25,14 @@ def run(
     http_public: bool = typer.Option(
         False, "--http-public", help="Allow an --http address that is not loopback: the endpoints have no login.",
     ),
+ more: list[Config] | None = None,
 ) -> int:
     """The daemon: each source on its schedule plus a retry sweep, until SIGTERM or SIGINT.
 
     On a stop signal the requests in hand finish and are recorded, then it exits 0 (within 10 s).
-    One daemon per ledger: a second one exits 2. A mapped column a source lacks stops it at start
+    One daemon per SQLite ledger: a second one exits 2. On a PostgreSQL ledger several daemons (on
+    one host or many) may run: one leads the integration while it holds a lease (its length is the
+    daemon table's lease_s), the others stand by and take over within lease_s when it dies. A mapped column a source lacks stops it at start
     (exit 2, every problem listed); a source that cannot be read, or fails mid-read, is reported in
     one line on each of its ticks while the others run on, and is read again once fixed. With
     --once, the exit codes are those of `sync`. While it runs, `sync`, `replay`, `pause` and `resume`
@@ -35,23 +40,44 @@ def run(
 
     Example: capture-sync run -c /etc/capture-sync/capture-sync.toml
 
+    Several integrations (one config file each: its own API client, sources and schedule) run in one
+    process when -c is repeated; --http serves the first one's endpoints.
+
     Example: capture-sync run -c capture-sync.toml --http 127.0.0.1:9464
+
+    Example: capture-sync run -c crm-eu.toml -c crm-us.toml
     """
     if once and http:
         raise ConfigProblem(["--http serves while the daemon runs; it does nothing with --once"])
     address = _http_address(cfg, http, http_public) if not once else None
 
+    configs = [cfg, *(more or [])]
+    names = [c.integration_name for c in configs]
+    if len(set(names)) < len(names):
+        raise ConfigProblem([f"two configs name the same integration ({', '.join(names)}): set [integration] name"])
+    if once and len(configs) > 1:
+        raise ConfigProblem(["--once runs one config: run it once per config file"])
+
+    def shared(c: Config) -> bool:  # daemons on one PostgreSQL ledger lead each integration by lease
+        return c.ledger.url is not None and not once
+
     async def go(stop: asyncio.Event) -> int:
-        async with api_client(cfg) as client:
-            daemon = Daemon(cfg, ledger, client, stop, http=address)
+        async with contextlib.AsyncExitStack() as clients:
+            daemons = []
+            for i, (c, ledger) in enumerate(zip(configs, ledgers, strict=True)):
+                client = await clients.enter_async_context(api_client(c))
+                leadership = Leadership(ledger.lease(holder_id(), c.daemon.lease_s), c.daemon.lease_s) if shared(c) else None
+                daemons.append(Daemon(c, ledger, client, stop, http=address if i == 0 else None, leadership=leadership))
             if not once:
-                return await daemon.serve()
-            report = await daemon.once()
+                return max(await asyncio.gather(*(d.serve() for d in daemons)))
+            report = await daemons[0].once()
             print_report(report, "Run once", cfg.path)
             return report.exit_code
 
-    with open_ledger(cfg, exclusive=True) as ledger:
-        pass_flow_gate(cfg, ledger)
+    with contextlib.ExitStack() as opened:
+        ledgers = [opened.enter_context(open_ledger(c, exclusive=not shared(c))) for c in configs]
+        for c, ledger in zip(configs, ledgers, strict=True):
+            pass_flow_gate(c, ledger)
         return run_until_signal(go)
 
 

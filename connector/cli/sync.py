@@ -94,7 +94,7 @@ def sync(
                 f"a capture-sync daemon holds ledger {cfg.ledger_name}: --full-refresh does not run beside it; "
                 "stop the daemon (SIGTERM), run this, then start it again"
             ) from None
-        answer = ask_daemon(cfg.ledger_path, "sync", {"source": source}, quiet=as_json)
+        answer = ask_daemon(cfg, "sync", {"source": source}, quiet=as_json)
         return _finish(delivery.report_from_dict(answer["report"]), "Sync (by the daemon)", cfg, as_json)
     with ledger:
         report = run_until_signal(go)
@@ -128,7 +128,7 @@ def replay(
     try:
         ledger = open_ledger(cfg, exclusive=True)
     except LedgerLocked:
-        answer = ask_daemon(cfg.ledger_path, "replay", {"include_failed": include_failed or None}, quiet=as_json)
+        answer = ask_daemon(cfg, "replay", {"include_failed": include_failed or None}, quiet=as_json)
         return _finish(delivery.report_from_dict(answer["report"]), "Replay (by the daemon)", cfg, as_json)
     with ledger:
         report = run_until_signal(go)

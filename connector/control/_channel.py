@@ -16,6 +16,7 @@ import os
 import socket
 import stat
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ class ControlServer:
         self.path = socket_path(ledger)
         self._server: asyncio.AbstractServer | None = None
         self._handlers: set[asyncio.Task[None]] = set()
+        self._bound = -1  # the inode of the socket this server bound
 
     async def start(self) -> Path:
         """Bind (replacing a socket a killed daemon left: the caller holds the ledger's daemon lock,
@@ -59,6 +61,7 @@ class ControlServer:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.bind(str(self.path))
+            self._bound = os.lstat(self.path).st_ino
             os.chmod(self.path, 0o600)  # before listen: nobody can connect in between
             self._server = await asyncio.start_unix_server(self._serve, sock=sock, limit=MAX_LINE)
         except BaseException:
@@ -78,9 +81,12 @@ class ControlServer:
         self._server.close()
         if self._handlers:
             await asyncio.wait(set(self._handlers), timeout=1.0)
-        for path in {self.path, pointer_path(self.ledger)}:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+        # Only when the socket is still ours: a daemon that took over the lease meanwhile binds its own.
+        with contextlib.suppress(FileNotFoundError):
+            if os.lstat(self.path).st_ino == self._bound:
+                for path in {self.path, pointer_path(self.ledger)}:
+                    with contextlib.suppress(FileNotFoundError):
+                        path.unlink()
         self._server = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -164,19 +170,31 @@ class Refused(Exception):
         self.exit_code = exit_code
 
 
-def forward(ledger: Path, command: str, args: dict[str, Any]) -> Answer:
+def forward(
+    ledger: Path, command: str, args: dict[str, Any], remote: Callable[[str, dict[str, Any]], Answer] | None = None,
+) -> Answer:
     """The answer of the daemon holding `ledger` to `command` (arguments that are None left out), for
     a command that found the ledger's daemon lock taken: the CLI's and the Python API's `sync` and
-    `replay`, so both say the same. Raises Refused."""
+    `replay`, so both say the same. `remote`: on a shared PostgreSQL ledger, how to ask the daemon
+    leading the integration when none answers on this host (through the database; raises Refused).
+    Raises Refused."""
+    args = {k: v for k, v in args.items() if v is not None}
     try:
-        answer = ask(ledger, command, {k: v for k, v in args.items() if v is not None})
+        answer = ask(ledger, command, args)
     except NoDaemon:
+        if remote is not None:
+            answer = remote(command, args)
+            return _answered(command, answer)
         raise Refused(
             f"another capture-sync process holds ledger {ledger}, and it is no daemon that takes commands "
             "(a sync or replay running by itself): wait for it to finish, then run this again", ExitCode.USAGE,
         ) from None
     except Unreachable as exc:
         raise Refused(str(exc), ExitCode.USAGE) from None
+    return _answered(command, answer)
+
+
+def _answered(command: str, answer: Answer) -> Answer:
     if not answer.get("ok"):
         raise Refused(f"the daemon did not run `{command}`: {answer.get('error')}", ExitCode(answer.get("exit_code", 1)))
     return answer

@@ -1,6 +1,7 @@
 """The ledger (SQLite or PostgreSQL): records, cursors, write-ahead batches, attempts and runs (design 3)."""
 
 from ._types import BatchWork, Claim, EnqueueCounts, EntryState, Mapped, Member, Outcome
+from ._lease import Lease, LedgerFenced
 from ._runs import RunEntry
 from ._states import SourceState, StateChange
 from .schema import SCHEMA_VERSION, LedgerError, LedgerLocked, LedgerUnreachable
@@ -13,5 +14,5 @@ __all__ = [
     "SCHEMA_VERSION", "LedgerError", "BatchWork", "Claim", "EnqueueCounts", "EntryState", "Ledger",
     "LedgerLocked", "LedgerUnreachable", "pg_name", "Mapped", "Member", "Outcome", "STATES", "Attention", "AttemptView",
     "BatchDetail", "EntryDetail", "EntryView", "RunView", "StatusReport", "Stalls", "answer_reason", "RunEntry",
-    "SourceState", "StateChange",
+    "SourceState", "StateChange", "Lease", "LedgerFenced",
 ]

@@ -1,7 +1,7 @@
 """The PostgreSQL engine: a pool of psycopg 3 connections to one database.
 
 Writes keep SQLite's model, one writer at a time: every write transaction first takes a
-transaction-scoped advisory lock (`WRITE_LOCK`), which PostgreSQL releases at COMMIT or ROLLBACK,
+transaction-scoped advisory lock (`lock_key(WRITE, schema)`), which PostgreSQL releases at COMMIT or ROLLBACK,
 even when the client dies. Under READ COMMITTED each statement after it sees every write committed
 before, so claim, enqueue and settle read and write as they do under SQLite's `BEGIN IMMEDIATE`:
 one live version per record, a claim nobody else makes, a settle wholly in or not at all. (SERIALIZABLE
@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import _lease
 from ._db import Cursor, Dialect
-from ._pg_schema import DAEMON_LOCK, WRITE_LOCK, migrate
+from ._pg_schema import DAEMON, WRITE, lock_key, migrate
 from ._types import LIVE_MARKS
 from .schema import LedgerError, LedgerLocked, LedgerUnreachable
 
@@ -37,6 +38,7 @@ CONNECT_TIMEOUT_S = 5
 # Delivery's workers (capture.concurrency, 4 by default) each hold one while they wait for the write
 # lock; reads (the sweep's counts, the daemon's views) take their own meanwhile.
 POOL_MAX = 8
+IDLE_IN_TRANSACTION_MS = 5000
 
 # The oldest live version of each record is the first in id order; every other pending one waits.
 _WAITING = (
@@ -62,14 +64,16 @@ def is_url(target: str | Path) -> bool:
 
 @dataclass(frozen=True)
 class PgTarget:
-    """A PostgreSQL ledger: the URL as given (no password in it) and where the password comes from."""
+    """A PostgreSQL ledger: the URL as given (no password in it), where the password comes from, and
+    the schema holding this integration's tables (every connection's search_path)."""
 
     url: str
     password_file: Path | None = None
     params: dict[str, str] = field(default_factory=dict, compare=False)
+    schema: str = "public"
 
     @classmethod
-    def parse(cls, url: str, password_file: Path | None = None) -> PgTarget:
+    def parse(cls, url: str, password_file: Path | None = None, schema: str | None = None) -> PgTarget:
         """Refuses a URL that carries a password: it would be printed wherever the URL is."""
         from psycopg.conninfo import conninfo_to_dict
 
@@ -83,7 +87,7 @@ class PgTarget:
                 "ledger url carries a password: remove it from the URL and give it in the PGPASSWORD "
                 "environment variable, a `[ledger] password_file`, or libpq's ~/.pgpass"
             )
-        return cls(plain, password_file, params)
+        return cls(plain, password_file, params, schema or "public")
 
     @property
     def name(self) -> str:
@@ -94,7 +98,14 @@ class PgTarget:
         return f"postgresql://{user}{p.get('host', '')}{port}/{p.get('dbname', '')}"
 
     def connect_kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT_S, "application_name": "capture-sync"}
+        # The schema's name is checked (`config_file.INTEGRATION_NAME`: no space, no quote), and quoted.
+        kwargs: dict[str, Any] = {
+            "connect_timeout": CONNECT_TIMEOUT_S, "application_name": "capture-sync",
+            # A process paused (SIGSTOP) or cut off inside a transaction would hold its locks, and so a
+            # standby's takeover, for as long as it stays away: the server ends such a session.
+            "options": (f'{self.params.get("options", "")} -c search_path="{self.schema}" '
+                        f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}").strip(),
+        }
         if self.password_file is not None:
             try:
                 kwargs["password"] = self.password_file.read_text(encoding="utf-8").strip()
@@ -147,13 +158,15 @@ class PgStore:
         self._kwargs = target.connect_kwargs()
         with self._errors():
             with psycopg.connect(target.url, autocommit=True, **self._kwargs) as conn:
-                migrate(conn, self.name)
+                migrate(conn, self.name, target.schema)
         self._pool: psycopg_pool.ConnectionPool[Any] = ConnectionPool(
             target.url, kwargs={"autocommit": True, **self._kwargs}, min_size=1, max_size=POOL_MAX,
             name="capture-sync-ledger", open=True, timeout=CONNECT_TIMEOUT_S,
         )
         self._daemon: psycopg.Connection[Any] | None = None
         self._lock = threading.Lock()
+        # A daemon's lease (`lease()`): every write checks it (`_lease.check`); None for one-shot commands.
+        self.fence: _lease.Fence | None = None
 
     def close(self) -> None:
         if self._daemon is not None:
@@ -181,9 +194,10 @@ class PgStore:
         with self._errors(), self._pool.connection() as conn, conn.transaction():
             conn.execute(
                 "SELECT pg_advisory_xact_lock(%s, %s), set_config('capture_sync.run', %s, true)",
-                (*WRITE_LOCK, "" if run_in_hand is None else str(run_in_hand)),
+                (*lock_key(WRITE, self.target.schema), "" if run_in_hand is None else str(run_in_hand)),
             )
-            # A lease's fencing token (issue 23, next step) is checked here, in the write's own transaction.
+            if self.fence is not None:  # a leading daemon's lease, checked in the write's own transaction
+                _lease.check(conn, self.fence)
             yield PgDb(conn)
 
     @contextmanager
@@ -198,10 +212,28 @@ class PgStore:
         """One daemon per ledger: a session advisory lock on a connection held until `close`."""
         with self._errors():
             conn = self._psycopg.connect(self.target.url, autocommit=True, **self._kwargs)
-            if not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", DAEMON_LOCK).fetchone()[0]:  # type: ignore[index]
+            held = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", lock_key(DAEMON, self.target.schema)).fetchone()
+            if not held[0]:  # type: ignore[index]
                 conn.close()
                 raise LedgerLocked(f"another capture-sync daemon is already running on ledger {self.name}")
+            leader = _lease.live_holder(conn, self.target.schema)
+            if leader is not None:
+                conn.close()
+                raise LedgerLocked(
+                    f"another capture-sync daemon is already running on ledger {self.name}: {leader} leads "
+                    f"integration {self.target.schema}"
+                )
         self._daemon = conn
+
+    def lease(self, holder: str, lease_s: float) -> _lease.Lease:
+        """This integration's lease, for a daemon that leads it while it holds it (`run`)."""
+        return _lease.Lease(self, holder, lease_s)
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection (autocommit) for the lease's own statements."""
+        with self._errors(), self._pool.connection() as conn:
+            yield conn
 
 
 @contextmanager

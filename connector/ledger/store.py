@@ -14,9 +14,11 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import _batches, _copy, _enqueue, _flows, _merges, _operator, _pauses, _runs, _states, views
+from . import _batches, _copy, _enqueue, _flows, _merges, _operator, _pauses, _requests, _runs, _states, views
 from ._db import Db, Store
+from ._lease import Lease
 from ._postgres import PgStore, PgTarget, is_url
+from .schema import LedgerError
 from ._sqlite import SqliteStore
 from ._stamp import STAMP_SET
 from ._types import BatchState, BatchWork, Claim, EnqueueCounts, EntryState, Mapped, Outcome
@@ -45,11 +47,13 @@ class Ledger:
 
     def __init__(
         self, target: str | Path, *, synchronous: str = "FULL", busy_timeout_s: float = 5.0,
-        password_file: Path | None = None,
+        password_file: Path | None = None, integration: str | None = None,
     ) -> None:
+        """`integration` names the PostgreSQL schema holding this integration's tables (created on
+        first open; `public` when None); a SQLite file holds one integration and ignores it."""
         self._store: Store
         if is_url(target):
-            self._store = PgStore(PgTarget.parse(str(target), password_file))
+            self._store = PgStore(PgTarget.parse(str(target), password_file, integration))
             self.path: Path | None = None
         else:
             self.path = Path(target)
@@ -69,6 +73,19 @@ class Ledger:
 
     def close(self) -> None:
         self._store.close()
+
+    def lease(self, holder: str, lease_s: float) -> Lease:
+        """The integration's lease, for `holder` (a daemon's id) to lead it while held: PostgreSQL
+        only (a SQLite file has one daemon, by its lock). From here on, this ledger's writes are
+        refused (LedgerFenced) unless the lease is held and unexpired."""
+        if not isinstance(self._store, PgStore):
+            raise LedgerError(f"ledger {self.name} is a SQLite file: leases and standby daemons need a PostgreSQL ledger")
+        return self._store.lease(holder, lease_s)
+
+    def ask_leader(self, command: str, args: dict[str, Any], take_within_s: float) -> dict[str, Any]:
+        """A control command run by the daemon leading this integration, wherever it runs (PostgreSQL:
+        `_requests`); its answer. Raises `_requests.NotTaken` / `Unanswered` (LedgerError)."""
+        return _requests.ask_leader(self._store, command, args, take_within_s)
 
     def acquire_daemon_lock(self) -> None:
         """One daemon per ledger (raises LedgerLocked); held until `close`, and dies with the process."""

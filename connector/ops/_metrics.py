@@ -1,7 +1,9 @@
 """The daemon's Prometheus metrics: names, labels, and where each value comes from.
 
-Labels only ever hold a source name, an operation, an HTTP status code or a ledger state: never a
-key, an email or a record value, so a scrape holds no contact data and the series stay few.
+Labels only ever hold the integration's name, a source name, an operation, an HTTP status code or a
+ledger state: never a key, an email or a record value, so a scrape holds no contact data and the
+series stay few. Every series carries `integration` (`[integration] name`, or the config file's
+stem), so one dashboard tells apart daemons and integrations sharing a ledger database.
 
 Requests, their latency and retries are counted as they happen (a client observer); everything
 else is read at scrape time from the daemon's health and a ledger snapshot, so /metrics can never
@@ -48,26 +50,31 @@ SETTLED_COUNTERS = (
 
 
 class Metrics:
-    """One registry per daemon (never the global one: tests run several in one process)."""
+    """One registry per daemon (never the global one: tests run several in one process); what is
+    scraped (`registry`) is the integration's own series with its `integration` label added."""
 
-    def __init__(self, health: DaemonHealth, client: CaptureClient, sources: list[str], window_s: float) -> None:
+    def __init__(
+        self, health: DaemonHealth, client: CaptureClient, sources: list[str], window_s: float, *, integration: str,
+    ) -> None:
         disable_created_metrics()  # no `_created` series beside every counter: nothing here reads them
-        self.registry = CollectorRegistry(auto_describe=True)
+        own = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
             f"{PREFIX}_requests", "Capture API attempts by operation and HTTP status ('none': no response).",
-            ["operation", "status"], registry=self.registry,
+            ["operation", "status"], registry=own,
         )
         self.latency = Histogram(
             f"{PREFIX}_request_duration_seconds", "Capture API attempt latency, each retry its own attempt.",
-            ["operation"], buckets=LATENCY_BUCKETS_S, registry=self.registry,
+            ["operation"], buckets=LATENCY_BUCKETS_S, registry=own,
         )
         self.retries = Counter(
             f"{PREFIX}_retries", "Attempts that re-sent a request (same key, same body) after a 429, "
-            "a retryable 503 or a lost connection.", ["operation"], registry=self.registry,
+            "a retryable 503 or a lost connection.", ["operation"], registry=own,
         )
         self.window = _Window(window_s)
         self.state = _StateCollector(health, client, sources, self.window)
-        self.registry.register(self.state)
+        own.register(self.state)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_Labelled(own, integration))
 
     def observe(self, attempt: Attempt) -> None:
         """A client observer: called on the event loop for every attempt, so it stays O(1)."""
@@ -78,6 +85,22 @@ class Metrics:
             self.retries.labels(attempt.operation).inc()
         if attempt.status_code is not None:  # the server saw it: it counts against the rate limit
             self.window.add(attempt.started_at)
+
+
+class _Labelled(Collector):
+    """Every series of `inner` with `integration="<name>"` added (a constant label)."""
+
+    def __init__(self, inner: CollectorRegistry, integration: str) -> None:
+        self.inner, self.integration = inner, integration
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.inner.collect():
+            labelled = Metric(family.name, family.documentation, family.type, family.unit)
+            labelled.samples = [s._replace(labels={"integration": self.integration, **s.labels}) for s in family.samples]
+            yield labelled
 
 
 class _Window:
@@ -171,6 +194,11 @@ class _StateCollector(Collector):
 
     def _api(self) -> Iterator[Metric]:
         health = self.health
+        for role in health.roles().values():  # a shared PostgreSQL ledger: leader or standby
+            yield GaugeMetricFamily(
+                f"{PREFIX}_leader", "1 while this daemon leads the integration (holds its lease), 0 while it stands by.",
+                value=int(role["leads"]),
+            )
         yield GaugeMetricFamily(f"{PREFIX}_ready", "1 when GET /info succeeded under credentials not refused since.", value=int(health.ready))
         yield GaugeMetricFamily(f"{PREFIX}_auth_failing", "1 while the API refuses the credentials in use.", value=int(health.auth_failed is not None))
         yield GaugeMetricFamily(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
+from typing import Any
 
 from ..delivery import ExitCode
 from ..health import DaemonHealth
@@ -45,13 +46,17 @@ class PageSource:
 def render(
     snapshot: Snapshot, health: DaemonHealth, sources: list[PageSource], config_path: Path,
     *, ready: bool, reasons: list[str], contact_data: bool, paused: Mapping[str, float] | None = None,
+    integration: str = "", ledger: str = "", role: Mapping[str, Any] | None = None,
 ) -> str:
-    """`paused`: what the daemon holds back (source name or "*" -> since when), as `capture-sync pause` left it."""
+    """`paused`: what the daemon holds back (source name or "*" -> since when), as `capture-sync pause` left it.
+    `integration` and `ledger`: the integration this page is about (`[integration] name`) and where its ledger is;
+    `role`: on a shared PostgreSQL ledger, whether this daemon leads it or stands by (`leadership.Role`)."""
     report = snapshot.report
     paused = paused or {}
     live = {"paused": dict(paused), "health": health.describe(time.time())}
     parts = [
         _header(health, ready, reasons, snapshot, paused),
+        _integrations(integration, ledger, role),
         _sources(sources, health, report, paused),
         _states(report),
         _advice(report, live, config_path),
@@ -105,6 +110,18 @@ def _header(health: DaemonHealth, ready: bool, reasons: list[str], snapshot: Sna
         f'<p class=muted>daemon up since {_when(health.started_at)} · ledger read {_when(snapshot.taken_at)} · '
         "refreshes every 30 s</p>"
     )
+
+
+def _integrations(integration: str, ledger: str, role: Mapping[str, Any] | None) -> str:
+    if not integration:
+        return ""
+    doing = "leads it" if role is None else (
+        f'<span class=ok>{escape(role["why"])}</span> since {_when(role["since"])}' if role["leads"]
+        else f'<span class=muted>{escape(role["why"])}</span>'
+    )
+    return "<h2>Integrations</h2>" + _table(["integration", "ledger", "this daemon"], [[
+        f"<code>{escape(integration)}</code>", f"<code>{escape(ledger)}</code>", doing,
+    ]])
 
 
 def _meaning(exit_code: int) -> str:

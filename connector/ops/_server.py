@@ -74,8 +74,11 @@ class OpsServer:
         self.address, self.config, self.health, self.control = address, config, health, control
         self.token = config.control_token() if control is not None else None  # ConfigProblem when unusable
         self.sources = [PageSource(s.name, s.schedule) for s in config.sources]
-        self.reader = LedgerReader(config.ledger_target, config.ledger_password_file)
-        self.metrics = Metrics(health, client, [s.name for s in self.sources], config.capture.rate_window_s or 60.0)
+        self.reader = LedgerReader(config.ledger_target, config.ledger_password_file, config.integration_name)
+        self.metrics = Metrics(
+            health, client, [s.name for s in self.sources], config.capture.rate_window_s or 60.0,
+            integration=config.integration_name,
+        )
         self.tally = SettledTally(counted_until=health.started_at)
         self.metrics.state.tally = self.tally
         self.client = client
@@ -189,13 +192,18 @@ class OpsServer:
                 return await _json(send, 200, {"status": "alive", "uptime_s": round(time.time() - self.health.started_at, 1)})
             if path == "/readyz":
                 reasons = await self.readiness()
-                return await _json(send, 503 if reasons else 200, {"ready": not reasons, "reasons": reasons})
+                # integrations: which this daemon leads and which it stands by for (a standby is ready)
+                return await _json(send, 503 if reasons else 200, {
+                    "ready": not reasons, "reasons": reasons, "integrations": self.health.roles(),
+                })
             if path == "/":
                 snap, reasons = await self.snapshot(), await self.readiness()
                 page = render(
                     snap, self.health, self.sources, self.config.path, ready=not reasons, reasons=reasons,
                     contact_data=self.config.daemon.status_page_contact_data,
                     paused=self.control.paused if self.control is not None else None,
+                    integration=self.config.integration_name, ledger=self.config.ledger_name,
+                    role=self.health.roles().get(self.config.integration_name),
                 )
                 return await _reply(send, 200, page.encode(), b"text/html; charset=utf-8", PAGE_HEADERS)
         except Exception as exc:  # a failed read (a locked or damaged ledger) is one answer, never the daemon

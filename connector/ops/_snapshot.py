@@ -64,8 +64,8 @@ class SettledTally:
 class LedgerReader:
     """Opens the ledger read-only for each read; call its methods in a worker thread."""
 
-    def __init__(self, target: str | Path, password_file: Path | None = None) -> None:
-        self.reader = SideReader(target, password_file)
+    def __init__(self, target: str | Path, password_file: Path | None = None, integration: str | None = None) -> None:
+        self.reader = SideReader(target, password_file, integration)
 
     def snapshot(self, tally: SettledTally, passes_until: float | None) -> Snapshot:
         with self.reader.read() as conn:  # one read transaction: every count from the same moment

@@ -128,3 +128,14 @@ def test_the_auth_alert_counts_what_waits_and_names_the_sources_not_read_since()
     assert (started.since, started.counts) == (T0 + 29, {"unsettled": 12})
     # webinar is not marked yet (its tick has not come): nothing is read from the refusal on
     assert started.notes == {"unread": "signups since 2023-11-14T22:13:50Z, webinar since 2023-11-14T22:13:49Z"}
+
+
+def test_a_ledger_database_away_past_the_threshold_is_told_once_and_once_when_it_answers() -> None:
+    watch = Watch(settings(conditions=["ledger"], outage_after="1m"))
+    why = "PostgreSQL postgresql://capture@db:5432/capture cannot be reached: connection refused"
+    assert watch.update(snap(T0 + 30, ledger_down=(T0, why))) == []  # shorter than outage_after
+    [started] = watch.update(snap(T0 + 60, ledger_down=(T0, why)))
+    assert (started.condition, started.started, started.since, started.notes) == ("ledger", True, T0, {"reason": why})
+    assert watch.update(snap(T0 + 600, ledger_down=(T0, why))) == []
+    [cleared] = watch.update(snap(T0 + 900))
+    assert (cleared.condition, cleared.started) == ("ledger", False)

@@ -21,7 +21,9 @@ def test_the_quick_benchmark_run_measures_every_figure_and_the_stages(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(output.read_text())
-    assert [row["figure"][:2] for row in results["table"]] == ["1.", *["  "] * 6, "2.", "3.", "4.", "5.", "6.", "  ", "7.", "  "]
+    assert [row["figure"][:2] for row in results["table"]] == [
+        "1.", *["  "] * 9, "2.", "3.", "4.", "5.", "6.", "  ", "7.", "  ", "8.",  # figure 1: 3 windows x 3 countings
+    ]
     assert results["startup"]["entries"] == 100_000 and results["startup"]["runs"] == 5
     assert results["rate_limited"]["records"] == 3_000 and results["overhead"]["records"] == 10_000
     assert results["resume"]["entries"] == 100_000 and results["ledger"]["entries"] == 10_000
@@ -30,6 +32,7 @@ def test_the_quick_benchmark_run_measures_every_figure_and_the_stages(tmp_path):
     assert with_postgres or os.environ.get("CI", "").lower() not in ("true", "1"), ".ci/run installs PostgreSQL"
     assert len(stages) == (13 if with_postgres else 11) and all(us > 0 for us in stages.values())
     assert results["snapshot"]["rows"] == 10_000
+    assert not with_postgres or len(results["failover"]["failover_s"]) == 2
     assert results["snapshot"]["rewritten_sent"] == results["snapshot"]["rewritten_expected"]
     for figure in ("capture-sync benchmarks (issue 7)", "where figure 2's CPU goes"):
         assert figure in done.stdout

@@ -83,7 +83,7 @@ def test_a_scrape_holds_no_key_email_or_record_value_and_follows_the_naming_conv
     health.answered(ClientInfo(client_name="c", rate_limit=120, has_custom_field_mapping=False))
     health.passed("signups", RunReport(read=2, enqueued=1, rejected=1))
     client = SimpleNamespace(rate_gate=AdaptiveRateLimiter(120, 60.0), observers=[])
-    metrics = Metrics(health, client, ["signups"], 60.0)  # type: ignore[arg-type]
+    metrics = Metrics(health, client, ["signups"], 60.0, integration="crm-eu")  # type: ignore[arg-type]
     person_key = "p-" + "a" * 40
     metrics.observe(Attempt("capture_bulk", "b-" + "f" * 32, time.time(), 0.2, 200))
     metrics.observe(Attempt("capture_person", person_key, time.time(), 30.0, None, number=2))
@@ -93,7 +93,7 @@ def test_a_scrape_holds_no_key_email_or_record_value_and_follows_the_naming_conv
 
     for secret in (EMAIL, RECORD, person_key, "b-" + "f" * 32, "not an address"):
         assert secret not in text
-    allowed = {"source": {"signups"}, "state": set(STATES), "operation": {"capture_bulk", "capture_person"},
+    allowed = {"integration": {"crm-eu"}, "source": {"signups"}, "state": set(STATES), "operation": {"capture_bulk", "capture_person"},
                "status": {"200", "none"}}
     for family in text_string_to_metric_families(text):
         assert family.name.startswith("capture_sync_"), family.name
@@ -102,8 +102,9 @@ def test_a_scrape_holds_no_key_email_or_record_value_and_follows_the_naming_conv
                 assert sample.name.endswith("_total"), sample.name
             for label, value in sample.labels.items():
                 assert label == "le" or value in allowed[label], (sample.name, label, value)
-    scrape = {(s.name, tuple(sorted(s.labels.items()))): s.value
-              for f in text_string_to_metric_families(text) for s in f.samples}
+    samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
+    assert samples and all(s.labels["integration"] == "crm-eu" for s in samples)  # every series names its integration
+    scrape = {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "integration"))): s.value for s in samples}
     assert scrape[("capture_sync_records_read_total", (("source", "signups"),))] == 2
     assert scrape[("capture_sync_entries", (("source", "signups"), ("state", "rejected")))] == 1
     assert scrape[("capture_sync_retries_total", (("operation", "capture_person"),))] == 1

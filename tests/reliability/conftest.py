@@ -152,6 +152,7 @@ def without_root_powers() -> list[str]:
 
 
 Where = Path | str  # a ledger: a SQLite file, or a PostgreSQL URL
+INTEGRATION = "capture-sync"  # the stem of write_config's file: the PostgreSQL schema its ledger is in
 
 
 def rows(ledger: Where, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -159,7 +160,8 @@ def rows(ledger: Where, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[An
     if isinstance(ledger, str):
         import psycopg
 
-        with psycopg.connect(ledger, autocommit=True) as conn:
+        # the integration's schema: write_config's file is capture-sync.toml, so the integration is its stem
+        with psycopg.connect(ledger, autocommit=True, options=f'-c search_path="{INTEGRATION}"') as conn:
             return conn.execute(sql.replace("?", "%s"), params).fetchall()
     db = sqlite3.connect(ledger, timeout=5)
     try:

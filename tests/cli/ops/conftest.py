@@ -23,7 +23,10 @@ STOP_BOUND_S = 10
 
 
 class Scrape(dict[tuple[str, frozenset[tuple[str, str]]], float]):
-    """One /metrics answer parsed by prometheus-client's own text parser."""
+    """One /metrics answer parsed by prometheus-client's own text parser, keyed by each series' labels
+    but `integration` (which every series carries: `integrations` holds the names seen)."""
+
+    integrations: set[str]
 
     def __call__(self, name: str, **labels: str) -> float | None:
         return self.get((name, frozenset(labels.items())))
@@ -58,10 +61,12 @@ class Daemon:
     def metrics(self) -> Scrape:
         response = self.get("/metrics")
         assert response.status_code == 200, response.text
-        return Scrape(
-            ((s.name, frozenset(s.labels.items())), s.value)
-            for family in text_string_to_metric_families(response.text) for s in family.samples
+        samples = [s for family in text_string_to_metric_families(response.text) for s in family.samples]
+        scrape = Scrape(
+            ((s.name, frozenset((k, v) for k, v in s.labels.items() if k != "integration")), s.value) for s in samples
         )
+        scrape.integrations = {s.labels.get("integration", "") for s in samples}
+        return scrape
 
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGTERM)
@@ -108,3 +113,22 @@ def chromium() -> str:
             pytest.fail("chromium is missing: .ci/run installs it (apt-get install chromium)")
         pytest.skip("chromium is not installed (apt-get install chromium)")
     return found
+
+
+@pytest.fixture
+def postgres_config(kit, sandbox, tmp_path: Path, postgres_ledger_url: str) -> Callable[..., tuple[Path, Path]]:
+    """postgres_config(rows, schedule, head=""): a config of one csv source (`rows` as the contacts)
+    and a sandbox client, its ledger in a fresh PostgreSQL database; `head` goes first in the file.
+    Returns (config, contacts)."""
+
+    def make(rows: list[dict[str, str]], schedule: str, head: str = "") -> tuple[Path, Path]:
+        key, secret = sandbox.create_client(rate_limit=100_000)
+        kit.credentials(tmp_path, key, secret)
+        contacts = tmp_path / "contacts.csv"
+        kit.contacts(contacts, rows)
+        config = kit.config(tmp_path, sandbox.base_url, contacts, schedule=schedule)
+        text = config.read_text().replace('[ledger]\npath = "ledger.sqlite3"', f"[ledger]\nurl = {json.dumps(postgres_ledger_url)}")
+        config.write_text(head + text)
+        return config, contacts
+
+    return make

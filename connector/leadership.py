@@ -1,0 +1,212 @@
+"""A daemon's hold on its integration over a shared PostgreSQL ledger: it stands by, leads while it
+holds the lease, and stops sending before the lease can pass to another (issue 23).
+
+The lease lives in the database (`ledger._lease`), its expiry by the database's clock. This side
+keeps a local deadline measured with `time.monotonic()` from the moment before the statement that
+took or renewed the lease was sent: the database's expiry is at least `lease_s` after that moment,
+and the deadline is `margin_s` earlier, so a daemon that cannot renew (paused by SIGSTOP,
+partitioned, its wall clock wrong) stops sending before any standby may take over. Three fences
+stand in the way of a zombie leader, each enough for the ledger's own guarantees:
+
+- `gate()`, called by the API client before every request that carries an idempotency key: past
+  the deadline nothing is sent;
+- `halt`, the event every pass of the leader stops on: set when the lease is lost;
+- the ledger's write check (`LedgerFenced`): a write after the lease passed is refused wholly.
+
+On taking the lease, the new leader's first pass is the retry sweep: the batches the old leader
+wrote ahead and never settled go again under their same keys.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import secrets
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import structlog
+
+from .ledger import LedgerError, LedgerFenced
+
+if TYPE_CHECKING:
+    from .ledger import Lease
+
+log = structlog.get_logger("capture_sync.lease")
+
+DEFAULT_LEASE_S = 15.0
+
+
+@functools.cache
+def holder_id() -> str:
+    """This daemon (the process, whatever integrations it runs) among all that share the database:
+    host, pid, and a random part (a pid reused after a restart is another daemon)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+class Balancer:
+    """The process's leaderships share one: at most one lease handed back per renewal period, so
+    several integrations of one daemon do not all give theirs up at the same moment."""
+
+    def __init__(self) -> None:
+        self.next_release = 0.0
+
+    def may_release(self, period_s: float) -> bool:
+        now = time.monotonic()
+        if now < self.next_release:
+            return False
+        self.next_release = now + 2 * period_s
+        return True
+
+
+BALANCER = Balancer()
+
+
+@dataclass
+class Role:
+    """What this daemon is for its integration now, for /readyz, the status page and `status`."""
+
+    leads: bool = False
+    token: int | None = None
+    since: float = field(default_factory=time.time)
+    why: str = "starting: the lease not asked yet"
+
+
+class Leadership:
+    """Leads the integration while the lease is held; `on_gain` / `on_loss` tell the daemon."""
+
+    def __init__(self, lease: Lease, lease_s: float) -> None:
+        self.lease, self.lease_s = lease, lease_s
+        self.margin_s = max(lease_s / 5, 0.5)  # stop this much before the database may hand the lease over
+        self.period_s = lease_s / 3            # renew (or try to take) this often
+        self.deadline = 0.0                    # monotonic: nothing is sent from here on unless renewed
+        self.role = Role()
+        self.halt = asyncio.Event()            # the passes of the term in hand stop on it
+        self.halt.set()
+        self._timer: asyncio.TimerHandle | None = None
+        self._closed = asyncio.Event()
+        self._resting_until = 0.0  # after handing the lease back for balance: leave it to another daemon
+        self.on_gain: Callable[[int], None] = lambda token: None
+        self.on_loss: Callable[[str], None] = lambda why: None
+
+    @property
+    def holder(self) -> str:
+        return self.lease.holder
+
+    @property
+    def leads(self) -> bool:
+        return self.role.leads
+
+    def gate(self) -> None:
+        """Before each request that sends persons: refused past the deadline (the lease may pass)."""
+        if time.monotonic() >= self.deadline:
+            raise LedgerFenced(
+                f"the lease of integration {self.lease.integration} was not renewed in time: this daemon sends "
+                "nothing more for it and stands by"
+            )
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Take or renew the lease every `period_s` until `close`. Once `stop` is set the passes halt
+        and no lease is taken any more, but the one held is still renewed while the passes in hand
+        finish and record their answers (a clean stop loses no settle to the fence)."""
+        while not self._closed.is_set():
+            if stop.is_set():
+                self.halt.set()
+            if self.leads or not stop.is_set():
+                await self._round()
+            waits = [asyncio.ensure_future(e.wait()) for e in (self._closed, stop) if not e.is_set()] or [
+                asyncio.ensure_future(self._closed.wait())]
+            _, pending = await asyncio.wait(waits, timeout=self.period_s, return_when=asyncio.FIRST_COMPLETED)
+            for waiter in pending:
+                waiter.cancel()
+
+    async def close(self) -> None:
+        """The daemon has wound down: end the lease now (a standby takes over at once), write no more."""
+        self._closed.set()
+        if self.leads:
+            try:
+                await asyncio.to_thread(self.lease.release)
+            except LedgerError as exc:  # the database is gone: the lease expires by itself
+                log.warning("lease.release_failed", integration=self.lease.integration, reason=str(exc))
+        self._lose("the daemon stops")
+
+    async def _round(self) -> None:
+        asked_at = time.monotonic()
+        try:
+            if self.leads:
+                held = await asyncio.to_thread(self.lease.renew)
+                token = self.role.token if held else None
+                if held and await self._hand_back():
+                    return
+            elif asked_at < self._resting_until:
+                await asyncio.to_thread(self.lease.share)  # the heartbeat only
+                return
+            else:
+                await asyncio.to_thread(self.lease.share)  # a heartbeat: the leaders count this daemon as live
+                token = await asyncio.to_thread(self.lease.take)
+        except LedgerError as exc:
+            if self.leads:
+                log.warning("lease.renew_failed", integration=self.lease.integration, reason=str(exc),
+                            then=f"leading until the lease runs out ({max(self.deadline - time.monotonic(), 0):.1f} s)")
+            else:
+                self.role.why = f"standing by: the ledger database does not answer ({exc})"
+            return
+        if token is None:
+            if self.leads:
+                self._lose("the lease passed to another daemon")
+            else:
+                self.role.why = "standing by: another daemon leads it"
+            return
+        self._extend(asked_at + self.lease_s - self.margin_s)
+        if not self.leads:
+            self.role = Role(leads=True, token=token, why=f"leads it (token {token})")
+            self.halt = asyncio.Event()
+            log.info("lease.taken", integration=self.lease.integration, holder=self.holder, token=token)
+            self.on_gain(token)
+
+    async def _hand_back(self) -> bool:
+        """Balance: a daemon holding more than its share while another live daemon holds at least two
+        fewer hands one lease back (the other takes it within lease_s / 3). True when it did."""
+        mine, fair, fewest = await asyncio.to_thread(self.lease.share)
+        if not (mine > fair or mine - fewest >= 2) or not BALANCER.may_release(self.period_s):
+            return False
+        self._resting_until = time.monotonic() + 3 * self.period_s
+        await asyncio.to_thread(self.lease.release)
+        log.info("lease.handed_back", integration=self.lease.integration, holder=self.holder, leads=mine,
+                 share=fair, fewest=fewest, reason="another live daemon leads fewer integrations")
+        self._lose("handed back to balance the integrations over the live daemons")
+        return True
+
+    def _extend(self, deadline: float) -> None:
+        self.deadline = deadline
+        if self._timer is not None:
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_at(loop.time() + max(deadline - time.monotonic(), 0), self._expired)
+
+    def _expired(self) -> None:
+        if self.leads and time.monotonic() >= self.deadline:
+            self._lose("the lease was not renewed in time")
+
+    def lost(self, why: str) -> None:
+        """A write was fenced (or a send refused): the lease passed while this daemon led."""
+        self._lose(why)
+
+    def _lose(self, why: str) -> None:
+        self.deadline = 0.0
+        self.lease.drop()
+        self.halt.set()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self.leads:
+            log.warning("lease.lost", integration=self.lease.integration, holder=self.holder, token=self.role.token,
+                        reason=why, then="stops this integration's passes and stands by")
+            self.role = Role(why=f"standing by: {why}")
+            self.on_loss(why)
+        else:
+            self.role.why = f"standing by: {why}"

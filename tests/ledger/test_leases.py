@@ -1,0 +1,118 @@
+"""Leases of a PostgreSQL ledger (issue 23): one leader per integration at a time, expiry by the
+database's clock, a token that grows on each takeover, and fencing: a daemon whose lease passed has
+every write refused in the write's own transaction, and a takeover waits for a write in hand."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import psycopg
+import pytest
+
+from connector.ledger import Ledger, LedgerFenced, LedgerLocked, Mapped
+
+
+def person(i: int) -> Mapped:
+    return Mapped(str(i), payload=json.dumps({"name": f"Person {i}", "email": f"p{i}@example.com"}))
+
+
+def expire(url: str, integration: str) -> None:
+    """What a lease_s of silence does: the lease ends (by the database's clock)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE capture_sync_ha.leases SET expires_at = now() WHERE integration = %s", (integration,))
+
+
+def waiting_for_a_lock(url: str) -> None:
+    deadline = time.monotonic() + 30
+    with psycopg.connect(url, autocommit=True) as conn:
+        while not conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE capture_sync_ha.leases%%'"
+        ).fetchone()[0]:
+            assert time.monotonic() < deadline, "the lease update never waited for the write"
+            time.sleep(0.02)
+
+
+def test_one_leader_at_a_time_and_a_takeover_fences_the_old_one(postgres_ledger_url: str) -> None:
+    with (
+        Ledger(postgres_ledger_url, integration="crm") as a_ledger, Ledger(postgres_ledger_url, integration="crm") as b_ledger,
+    ):
+        a, b = a_ledger.lease("daemon-a", 30), b_ledger.lease("daemon-b", 30)
+        with pytest.raises(LedgerFenced):  # a standby writes nothing
+            b_ledger.enqueue("signups", "m", [person(0)], None)
+        assert a.take() == 1
+        assert b.take() is None and b.token is None  # a leads: b stands by
+        a_ledger.enqueue("signups", "m", [person(1)], None)
+        assert a.renew() and a.take() == 1  # renewing keeps the token
+
+        expire(postgres_ledger_url, "crm")  # a is paused or partitioned past its lease
+        assert b.take() == 2
+        with pytest.raises(LedgerFenced, match="has passed"):
+            a_ledger.enqueue("signups", "m", [person(2)], None)  # the zombie's write is refused, wholly
+        assert not a.renew() and a.token is None
+        b_ledger.enqueue("signups", "m", [person(3)], None)
+        assert b_ledger.status().by_state["pending"] == 2  # persons 1 and 3; never 2
+
+        b.release()  # a clean stop: the lease ends now
+        assert a.take() == 3
+        with psycopg.connect(postgres_ledger_url, autocommit=True) as conn:
+            history = conn.execute("SELECT holder, token FROM capture_sync_ha.lease_history ORDER BY id").fetchall()
+        assert history == [("daemon-a", 1), ("daemon-b", 2), ("daemon-a", 3)]
+
+
+def test_a_one_shot_command_is_refused_while_a_daemon_leads(postgres_ledger_url: str) -> None:
+    with Ledger(postgres_ledger_url, integration="crm") as daemon, Ledger(postgres_ledger_url, integration="crm") as one_shot:
+        lease = daemon.lease("daemon-a", 30)
+        assert lease.take() == 1
+        with pytest.raises(LedgerLocked, match="daemon-a leads integration crm"):
+            one_shot.acquire_daemon_lock()
+        lease.release()
+        one_shot.acquire_daemon_lock()  # no leader now: the command runs, and no daemon takes over meanwhile
+        assert lease.take() is None
+
+
+def test_a_takeover_waits_for_the_write_in_hand(postgres_ledger_url: str) -> None:
+    """The fence is read FOR SHARE in the write's transaction: the takeover commits after it."""
+    with Ledger(postgres_ledger_url, integration="crm") as a_ledger, Ledger(postgres_ledger_url, integration="crm") as b_ledger:
+        a = a_ledger.lease("daemon-a", 30)
+        assert a.take() == 1
+        store = a_ledger._store
+        took: list[int | None] = []
+        with store.write(None) as db:  # a's write, fence checked, not yet committed
+            db.execute("INSERT INTO pauses (source, since) VALUES (?, ?)", ("signups", 1.0))
+            expire_thread = threading.Thread(target=expire, args=(postgres_ledger_url, "crm"))
+            expire_thread.start()
+            waiting_for_a_lock(postgres_ledger_url)  # expiring the lease waits for the write that checked it
+            assert expire_thread.is_alive()
+            taker = threading.Thread(target=lambda: took.append(b_ledger.lease("daemon-b", 30).take()))
+        expire_thread.join()
+        taker.start()
+        taker.join()
+        assert took == [2]
+        assert a_ledger.paused() == {"signups": 1.0}  # a's write went in wholly, before the takeover
+
+
+async def test_a_leader_past_its_local_deadline_sends_nothing_and_stands_by(postgres_ledger_url: str) -> None:
+    """The send gate and the timer: the local deadline (monotonic, short of the database's expiry)
+    stops the sending even when no renewal answered (a paused or partitioned daemon)."""
+    import asyncio
+
+    from connector.leadership import Leadership
+
+    with Ledger(postgres_ledger_url, integration="crm") as ledger:
+        leadership = Leadership(ledger.lease("daemon-a", 2.0), 2.0)
+        lost: list[str] = []
+        leadership.on_loss = lost.append
+        with pytest.raises(LedgerFenced):
+            leadership.gate()  # a standby sends nothing
+        await leadership._round()
+        assert leadership.leads and leadership.role.token == 1 and not leadership.halt.is_set()
+        leadership.gate()  # within its lease: sends
+        assert leadership.deadline - time.monotonic() <= 2.0 - leadership.margin_s
+        await asyncio.wait_for(leadership.halt.wait(), 10)  # no renewal: the deadline passes
+        assert lost == ["the lease was not renewed in time"] and not leadership.leads
+        with pytest.raises(LedgerFenced):
+            leadership.gate()
+        with pytest.raises(LedgerFenced):
+            ledger.enqueue("signups", "m", [person(1)], None)
