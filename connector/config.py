@@ -25,8 +25,8 @@ from .api.errors import InsecureURLError
 from .api.retry import RetryPolicy
 from .config_file import LedgerLocation, LedgerSettings, Section, beside, read_toml, section, table
 from .delivery import REJECTS_MAX_BYTES, DeliverySettings, RejectsFeed, SourceJob
-from .mapping import Mapping
 from .loopback import parse_address
+from .mapping import Mapping
 from .plugins import build_source
 from .problems import ConfigProblem
 from .schedule import schedule_trigger

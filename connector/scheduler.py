@@ -32,7 +32,7 @@ import shlex
 import signal
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -147,7 +147,7 @@ class Daemon:
 
     def _paused_since(self, name: str) -> str:
         since = self.paused.get(name, self.paused.get(ALL, 0.0))
-        return datetime.fromtimestamp(since, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return datetime.fromtimestamp(since, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def state(self) -> dict[str, Any]:
         """The control channel's `state`: what is paused (a source's name, or "*": all) and the health."""
@@ -264,7 +264,7 @@ class Daemon:
 
     def _scheduler(self) -> AsyncIOScheduler:
         scheduler = AsyncIOScheduler(job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None})
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         for source in self.config.sources:
             trigger = schedule_trigger(source.schedule)
             first = {"next_run_time": now} if isinstance(trigger, IntervalTrigger) else {}

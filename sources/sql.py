@@ -43,10 +43,9 @@ from uuid import UUID
 import sqlalchemy as sa
 from pydantic import Field, TypeAdapter, ValidationInfo, field_validator, model_validator
 
+from connector.incremental import Lookback, Row, end_of_pass, lookback_amount, order_of
 from connector.logs import register_secret
 from connector.source import ConfigPath, Item, Source, SourceError, SourceOptions
-
-from connector.incremental import Lookback, Row, end_of_pass, lookback_amount, order_of
 
 
 class SqlOptions(SourceOptions):

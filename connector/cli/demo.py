@@ -16,7 +16,16 @@ from ..config import ENV_API_KEY, ENV_API_SECRET, ENV_BASE_URL, load_config
 from ..progress import progress_for
 from ..secret_files import credential_paths, write_credentials
 from ._common import (
-    ExitCode, api_client, command, fail, open_ledger, out, print_outcome, print_reasons, run_until_signal, table,
+    ExitCode,
+    api_client,
+    command,
+    fail,
+    open_ledger,
+    out,
+    print_outcome,
+    print_reasons,
+    run_until_signal,
+    table,
 )
 from .status import print_status
 

@@ -145,9 +145,8 @@ class PgStore:
         self.target = target
         self.name = target.name
         self._kwargs = target.connect_kwargs()
-        with self._errors():
-            with psycopg.connect(target.url, autocommit=True, **self._kwargs) as conn:
-                migrate(conn, self.name)
+        with self._errors(), psycopg.connect(target.url, autocommit=True, **self._kwargs) as conn:
+            migrate(conn, self.name)
         self._pool: psycopg_pool.ConnectionPool[Any] = ConnectionPool(
             target.url, kwargs={"autocommit": True, **self._kwargs}, min_size=1, max_size=POOL_MAX,
             name="capture-sync-ledger", open=True, timeout=CONNECT_TIMEOUT_S,
@@ -189,10 +188,9 @@ class PgStore:
     @contextmanager
     def read(self) -> Iterator[PgDb]:
         """One transaction, so a view of several queries reads one moment (REPEATABLE READ)."""
-        with self._errors(), self._pool.connection() as conn:
-            with conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                yield PgDb(conn)
+        with self._errors(), self._pool.connection() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield PgDb(conn)
 
     def acquire_daemon_lock(self) -> None:
         """One daemon per ledger: a session advisory lock on a connection held until `close`."""

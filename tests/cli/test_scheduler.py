@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from apscheduler.triggers.cron import CronTrigger
@@ -21,7 +21,7 @@ def test_every_is_an_interval(text: str, seconds: int) -> None:
 def test_a_crontab_line_fires_on_its_minutes() -> None:
     trigger = schedule_trigger("*/15 * * * *")
     assert isinstance(trigger, CronTrigger)
-    start = datetime(2026, 1, 1, 10, 1, tzinfo=timezone.utc).astimezone(trigger.timezone)
+    start = datetime(2026, 1, 1, 10, 1, tzinfo=UTC).astimezone(trigger.timezone)
     fire = trigger.get_next_fire_time(None, start)
     assert fire is not None and fire.minute == 15
 

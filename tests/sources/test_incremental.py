@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connector.source import Passed
 from connector.incremental import HELD_BACK, Row, check_lookback, cursor_key, lookback_amount, read_incremental
+from connector.source import Passed
 
 Table = list[tuple[str, int, str]]  # id, cursor value, content
 
