@@ -187,7 +187,8 @@ class SqlSource(Source[SqlOptions]):
                 result.all()
             except sa.exc.SQLAlchemyError as exc:
                 raise SourceError(f"cannot read {self.options.table or 'the query'}: {_reason(exc)}") from None
-        return [str(name) for name in result.keys()]
+        names = result.keys()  # the Result's column names: iterating the Result itself yields rows
+        return [str(name) for name in names]
 
     def read(self, state: Any | None) -> Iterator[Item]:
         state = state or {}

@@ -70,9 +70,12 @@ custom_fields.signed_up = "Signed Up"
 def _credentials(store: "SandboxStore", folder: Path) -> None:
     """Reuse the demo client of an earlier run when its files still authenticate, else make one."""
     key_file, secret_file = credential_paths(folder)
-    if key_file.exists() and secret_file.exists():
-        if store.authenticate(key_file.read_text().strip(), secret_file.read_text().strip()) is not None:
-            return
+    if (
+        key_file.exists()
+        and secret_file.exists()
+        and store.authenticate(key_file.read_text().strip(), secret_file.read_text().strip()) is not None
+    ):
+        return
     key, secret = store.create_client(CLIENT_NAME)
     write_credentials(folder, key, secret, force=True)  # 0600 from the start; stale files replaced
 

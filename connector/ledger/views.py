@@ -147,7 +147,7 @@ def run_view(row: tuple[Any, ...]) -> RunView:
     """A runs row, selected as RUN_COLS."""
     run_id, kind, started, duration, exit_code, sources, note, passes, finished, reason, *counts = row
     return RunView(
-        run_id, kind, _ts(started), duration, exit_code, dict(zip(RUN_COUNTS, (v or 0 for v in counts))),
+        run_id, kind, _ts(started), duration, exit_code, dict(zip(RUN_COUNTS, (v or 0 for v in counts), strict=True)),
         sources=json.loads(sources) if sources else [], note=note, passes=passes, finished_at=_ts(finished),
         reason=reason, span_s=None if finished is None or started is None else finished - started,
     )

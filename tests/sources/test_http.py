@@ -177,7 +177,7 @@ def test_retries_are_bounded_and_the_failure_is_explained(contacts: tuple[Contac
 
 
 def test_a_refused_credential_stops_the_read_without_showing_it(contacts: tuple[ContactsApi, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    state, base = contacts
+    _state, base = contacts
     monkeypatch.setenv("CONTACTS_TOKEN", "wrong-token-value")
     source = build_source("crm", "http", {"url": base + "/pages", **AUTH})
     with pytest.raises(SourceError, match="answered HTTP 401") as info:

@@ -182,7 +182,7 @@ def test_states_saved_with_seen_ids_read_their_boundary_again_or_resume_their_pa
     url = f"sqlite:///{tmp_path / 'crm.db'}"
     create_contacts(url, ROWS)
     options = {"url": url, "table": "contacts", "primary_key": "id", "cursor": "updated_at", "page_size": 2}
-    t0 = [r for r in build_source("crm", "sql", options).read(None) if r.id == "2"][0].data["updated_at"]
+    t0 = next(r for r in build_source("crm", "sql", options).read(None) if r.id == "2").data["updated_at"]
     source = build_source("crm", "sql", options)
     assert [r.id for r in source.read({"cursor": t0, "seen": ["2", "3", "4"]})] == ["2", "3", "4", "5"]
     cut = {"pass": None, "max": {"cursor": t0, "seen": [[["2", "3"]], []]}, "at": {"cursor": t0, "key": 3}}
