@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 RUN_STAMP := $(VENV)/.installed-run
 
-.PHONY: demo test docs audit bench bench-peers soak soak-ha install install-dev clean image image-test
+.PHONY: demo test lint constraints docs audit bench bench-peers soak soak-ha install install-dev clean image image-test
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -14,13 +14,27 @@ $(BIN)/python:
 # Two stamps: `demo` and `install` need only what the product runs on (`pip install -e .`);
 # `test`, `bench` and `soak` add the dev toolchain (pytest, mypy, schemathesis, psycopg, ...).
 # The dev stamp implies the run stamp, so `make demo` after `make test` installs nothing.
-$(RUN_STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e .
+# Both install the versions pinned in constraints.txt (`make constraints`), so CI gets the same every time.
+$(RUN_STAMP): $(BIN)/python pyproject.toml constraints.txt
+	$(BIN)/pip install --quiet -c constraints.txt -e .
 	touch $(RUN_STAMP)
 
-$(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e '.[dev]'
+$(STAMP): $(BIN)/python pyproject.toml constraints.txt
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(RUN_STAMP) $(STAMP)
+
+# constraints.txt again, from the newest versions pyproject.toml allows: a throwaway venv gets
+# `.[dev]` (which includes the runtime dependencies and the extras), and pip freeze pins the lot.
+CONSTRAINTS_VENV := .venv-constraints
+constraints:
+	rm -rf $(CONSTRAINTS_VENV)
+	$(PYTHON) -m venv $(CONSTRAINTS_VENV)
+	$(CONSTRAINTS_VENV)/bin/pip install --quiet --upgrade pip
+	$(CONSTRAINTS_VENV)/bin/pip install --quiet -e '.[dev]'
+	{ echo '# Every package `.[dev]` installs, pinned: `make install`, `make install-dev` and the Containerfile'; \
+	  echo '# install with -c constraints.txt. Regenerate (newest versions pyproject.toml allows): make constraints'; \
+	  $(CONSTRAINTS_VENV)/bin/pip freeze --all --exclude-editable; } > constraints.txt
+	rm -rf $(CONSTRAINTS_VENV)
 
 # The command is then .venv/bin/capture-sync: put .venv/bin on the PATH, or `pipx install .` (README).
 install: $(RUN_STAMP)
@@ -30,12 +44,20 @@ install-dev: $(STAMP)
 demo: $(RUN_STAMP)
 	$(BIN)/capture-sync demo
 
-# mypy first (connector and sources, from pyproject.toml's [tool.mypy]): a type error fails the target;
-# then the suite, then the example plugin's own tests (its folder is its pytest root).
+# ruff first (lint, then the formatter's check: [tool.ruff] in pyproject.toml), then mypy (connector and
+# sources, from [tool.mypy]): a finding, an unformatted file or a type error fails the target; then the
+# suite, then the example plugin's own tests (its folder is its pytest root).
 test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
 	$(BIN)/python -m pytest -q examples/capture-sync-example-source
+
+# For developers: apply ruff's safe fixes, then format the tree (what `make test` checks).
+lint: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
 
 # The documentation site (mkdocs.yml) into site/; --strict: a broken link or anchor, or a page left
 # out of the nav, is an error. `make test` runs the same build (tests/docs/test_site.py).
@@ -97,4 +119,4 @@ soak-ha: $(STAMP)
 	HA_KILLS=24 HA_RECORDS=1000 $(BIN)/python -m pytest tests/reliability/test_failover.py -s -q -p no:cacheprovider
 
 clean:
-	rm -rf $(VENV) $(PEERS_VENV) capture-sync-demo .pytest_cache .hypothesis site
+	rm -rf $(VENV) $(PEERS_VENV) $(CONSTRAINTS_VENV) capture-sync-demo .pytest_cache .hypothesis site

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from connector.sandbox import SandboxStore, spawn_sandbox
 from csv_read import MAPPING
+
+from connector.sandbox import SandboxStore, spawn_sandbox
 
 CLI = Path(sys.executable).with_name("capture-sync")
 UNLIMITED = 1_000_000_000  # requests per window: "no rate limit"

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 def bindir() -> str | None:
     """The folder holding initdb and pg_ctl, or None when PostgreSQL is not installed."""
-    candidates = [os.environ.get("PG_BIN", "")] + sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
+    candidates = [os.environ.get("PG_BIN", ""), *sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)]
     on_path = shutil.which("initdb")
     if on_path:
         candidates.append(os.path.dirname(on_path))

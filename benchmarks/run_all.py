@@ -19,7 +19,7 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -191,7 +191,7 @@ def main() -> None:
     # On a pipe (make bench | tee) rich would fold the table into 80 columns.
     console = Console(highlight=False, width=shutil.get_terminal_size((150, 24)).columns)
     results: dict[str, Any] = {
-        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, "
                    f"Python {platform.python_version()}",
         "quick": args.quick,

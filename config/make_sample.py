@@ -19,20 +19,8 @@ NO_EMAIL_NO_PHONE = 25
 BAD_EMAILS = 25
 PHONE_ONLY = 60
 
-FIRST = (
-    "James Mary Robert Patricia John Jennifer Michael Linda David Elizabeth William Barbara Richard "
-    "Susan Joseph Jessica Thomas Sarah Charles Karen Christopher Lisa Daniel Nancy Matthew Betty "
-    "Anthony Sandra Mark Margaret Donald Ashley Steven Kimberly Andrew Emily Paul Donna Joshua "
-    "Michelle Kenneth Carol Kevin Amanda Brian Melissa George Deborah Timothy Stephanie Sofia Mateo "
-    "Aisha Omar Priya Arjun Mei Wei Yuki Hiroshi Lucia Diego Fatima Noah Chloe Liam Zoe Ines Tomasz"
-).split()
-LAST = (
-    "Smith Johnson Williams Brown Jones Garcia Miller Davis Rodriguez Martinez Hernandez Lopez "
-    "Gonzalez Wilson Anderson Thomas Taylor Moore Jackson Martin Lee Perez Thompson White Harris "
-    "Sanchez Clark Ramirez Lewis Robinson Walker Young Allen King Wright Scott Torres Nguyen Hill "
-    "Flores Green Adams Nelson Baker Hall Rivera Campbell Mitchell Carter Roberts Patel Kowalski "
-    "Okafor Tanaka Schmidt Rossi Dubois Jansen Novak"
-).split()
+FIRST = ["James", "Mary", "Robert", "Patricia", "John", "Jennifer", "Michael", "Linda", "David", "Elizabeth", "William", "Barbara", "Richard", "Susan", "Joseph", "Jessica", "Thomas", "Sarah", "Charles", "Karen", "Christopher", "Lisa", "Daniel", "Nancy", "Matthew", "Betty", "Anthony", "Sandra", "Mark", "Margaret", "Donald", "Ashley", "Steven", "Kimberly", "Andrew", "Emily", "Paul", "Donna", "Joshua", "Michelle", "Kenneth", "Carol", "Kevin", "Amanda", "Brian", "Melissa", "George", "Deborah", "Timothy", "Stephanie", "Sofia", "Mateo", "Aisha", "Omar", "Priya", "Arjun", "Mei", "Wei", "Yuki", "Hiroshi", "Lucia", "Diego", "Fatima", "Noah", "Chloe", "Liam", "Zoe", "Ines", "Tomasz"]
+LAST = ["Smith", "Johnson", "Williams", "Brown", "Jones", "Garcia", "Miller", "Davis", "Rodriguez", "Martinez", "Hernandez", "Lopez", "Gonzalez", "Wilson", "Anderson", "Thomas", "Taylor", "Moore", "Jackson", "Martin", "Lee", "Perez", "Thompson", "White", "Harris", "Sanchez", "Clark", "Ramirez", "Lewis", "Robinson", "Walker", "Young", "Allen", "King", "Wright", "Scott", "Torres", "Nguyen", "Hill", "Flores", "Green", "Adams", "Nelson", "Baker", "Hall", "Rivera", "Campbell", "Mitchell", "Carter", "Roberts", "Patel", "Kowalski", "Okafor", "Tanaka", "Schmidt", "Rossi", "Dubois", "Jansen", "Novak"]
 COMPANIES = (
     "Acme Logistics", "Northwind Traders", "Blue Harbor Dental", "Greenfield Farms", "Summit Legal",
     "Brightside Solar", "Riverbend Clinic", "Keystone Builders", "Orchid Analytics", "Pioneer Freight",

@@ -23,8 +23,20 @@ if TYPE_CHECKING:
     from .exit_codes import ExitCode
 
 __all__ = [
-    "sync", "replay", "status", "RunReport", "StatusReport", "Config", "load_config", "ExitCode",
-    "CaptureSyncError", "ConfigError", "AuthenticationFailed", "Unsettled", "NeedsAttention", "SourceFailed",
+    "AuthenticationFailed",
+    "CaptureSyncError",
+    "Config",
+    "ConfigError",
+    "ExitCode",
+    "NeedsAttention",
+    "RunReport",
+    "SourceFailed",
+    "StatusReport",
+    "Unsettled",
+    "load_config",
+    "replay",
+    "status",
+    "sync",
 ]
 
 _HOME = {

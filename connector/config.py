@@ -27,8 +27,8 @@ from .config_file import (
     IntegrationSettings, LedgerLocation, LedgerSettings, Section, beside, integration_settings, read_toml, section, table,
 )
 from .delivery import REJECTS_MAX_BYTES, DeliverySettings, RejectsFeed, SourceJob
-from .mapping import Mapping
 from .loopback import parse_address
+from .mapping import Mapping
 from .plugins import build_source
 from .problems import ConfigProblem
 from .schedule import schedule_trigger
@@ -329,11 +329,11 @@ def _sources(raw: Any, folder: Path, problems: list[str]) -> list[SourceConfig]:
         return []
     out: list[SourceConfig] = []
     seen: set[str] = set()
-    for i, table in enumerate(raw):
-        if not isinstance(table, dict):
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, dict):
             problems.append(f"sources[{i}]: must be a table ([[sources]])")
             continue
-        options = dict(table)
+        options = dict(entry)
         name = options.pop("name", None)
         where = f"sources.{name}" if isinstance(name, str) and name else f"sources[{i}]"
         if not isinstance(name, str) or not _SOURCE_NAME.match(name):

@@ -106,8 +106,8 @@ class Source(ABC, Generic[OptionsT]):
         mode a pass whose token, and mapping, are those of the last complete pass reads nothing."""
         return None
 
-    def check(self) -> None:  # noqa: B027 - optional hook
+    def check(self) -> None:
         """Test the connection or the files; raise SourceError with a clear message."""
 
-    def close(self) -> None:  # noqa: B027 - optional hook
+    def close(self) -> None:
         """Release connections; may be called more than once."""

@@ -12,7 +12,6 @@ from connector.source import SourceError
 
 from .files import FileOptions, FileSource, LineReader, Unreadable, readable, shown
 
-
 # The csv module's default (128 KiB) would stop a whole source at one long notes field; a field
 # beyond this is a clear SourceError naming its line.
 FIELD_LIMIT = 64 * 1024 * 1024

@@ -27,10 +27,10 @@ import httpx
 from pydantic import Field, field_validator, model_validator
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
+from connector.incremental import CursorType, Row, cursor_key, read_incremental
 from connector.logs import register_secret
 from connector.outbound import Origin, OriginRefused, bound_client, check_hop, insecure_reason, origin_of, userinfo_auth
 from connector.redact import redact_url
-from connector.incremental import CursorType, Row, cursor_key, read_incremental
 from connector.source import Item, Source, SourceError, SourceOptions
 
 Pagination = Literal["none", "next_link", "link_header", "cursor", "page"]

@@ -43,10 +43,9 @@ from uuid import UUID
 import sqlalchemy as sa
 from pydantic import Field, TypeAdapter, ValidationInfo, field_validator, model_validator
 
+from connector.incremental import Lookback, Row, end_of_pass, lookback_amount, order_of
 from connector.logs import register_secret
 from connector.source import ConfigPath, Item, Source, SourceError, SourceOptions
-
-from connector.incremental import Lookback, Row, end_of_pass, lookback_amount, order_of
 
 
 class SqlOptions(SourceOptions):
@@ -188,7 +187,8 @@ class SqlSource(Source[SqlOptions]):
                 result.all()
             except sa.exc.SQLAlchemyError as exc:
                 raise SourceError(f"cannot read {self.options.table or 'the query'}: {_reason(exc)}") from None
-        return [str(name) for name in result.keys()]
+        names = result.keys()  # the Result's column names: iterating the Result itself yields rows
+        return [str(name) for name in names]
 
     def read(self, state: Any | None) -> Iterator[Item]:
         state = state or {}

@@ -77,7 +77,7 @@ def debian_mirror(apt: Path = Path("/etc/apt")) -> str:
     (never a host of our choosing). Raises SystemExit naming the files read when there is none."""
     files = [apt / "sources.list", *sorted((apt / "sources.list.d").glob("*"))]
     for path in files:
-        if path.suffix not in (".list", ".sources") and path.name != "sources.list" or not path.is_file():
+        if (path.suffix not in (".list", ".sources") and path.name != "sources.list") or not path.is_file():
             continue
         for uris, suites, components in _sources_entries(path.read_text(encoding="utf-8"), path.suffix == ".sources"):
             if SUITE in suites and "main" in components:

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import CLI, write_config
 from measure import Api  # first: it puts benchmarks/ on the path, for the harness
-from harness import CLI, write_config  # noqa: I001
 
 HERE = Path(__file__).resolve().parent
 

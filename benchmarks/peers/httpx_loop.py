@@ -21,7 +21,7 @@ import httpx
 from phones import e164
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for naive_post
-from naive_post import persons, post_all  # noqa: E402
+from naive_post import persons, post_all
 
 MAX_ATTEMPTS = 10
 

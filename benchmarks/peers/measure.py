@@ -26,7 +26,7 @@ from typing import Any
 from connector.sandbox import Behaviour, SandboxServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
-import harness  # noqa: E402
+import harness
 
 
 class _BulkStatuses:

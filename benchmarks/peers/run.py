@@ -26,16 +26,17 @@ import subprocess
 import tempfile
 import time
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from contacts import generate
 from contenders import CONTENDERS, Job
 from measure import run_processes, sandbox, store_counts
-from connector.sandbox.ratelimit import best_finish  # noqa: I001  (after measure, which sets the path)
 from rich.console import Console
 from rich.table import Table
+
+from connector.sandbox.ratelimit import best_finish
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results.json"
@@ -236,7 +237,7 @@ def main() -> None:
                     console.print((run_folder / "contender.log").read_text()[-3000:], markup=False)
 
     result = {
-        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "capture_sync_tree": capture_sync_tree,
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()},
         "parameters": {

@@ -6,6 +6,15 @@ from ._config import CONDITIONS, Alert, AlertSettings, Condition, parse_alerts
 from ._sender import SendPolicy, Webhook
 
 __all__ = [
-    "Alerts", "Change", "Snapshot", "Watch", "CONDITIONS", "Alert", "AlertSettings", "Condition", "parse_alerts",
-    "SendPolicy", "Webhook",
+    "CONDITIONS",
+    "Alert",
+    "AlertSettings",
+    "Alerts",
+    "Change",
+    "Condition",
+    "SendPolicy",
+    "Snapshot",
+    "Watch",
+    "Webhook",
+    "parse_alerts",
 ]

@@ -15,9 +15,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ._config import AlertSettings, Condition
-
 from ..ledger import Stalls
+from ._config import AlertSettings, Condition
 
 if TYPE_CHECKING:
     from ..health import DaemonHealth, Outage, SourcePass, Unread

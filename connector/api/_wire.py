@@ -80,7 +80,7 @@ def parse_retry_after(value: str | None) -> float | None:
     except (TypeError, ValueError):
         return None
     if when.tzinfo is None:  # "-0000" parses naive; HTTP dates are always UTC
-        when = when.replace(tzinfo=datetime.timezone.utc)
+        when = when.replace(tzinfo=datetime.UTC)
     return max(when.timestamp() - time.time(), 0.0)
 
 
@@ -115,9 +115,9 @@ def parse_response(response: httpx.Response, result_model: type[R], operation: s
         message = f"HTTP {status} {response.reason_phrase} without an error envelope"
         name = code = retryable = None
     cls = STATUS_ERRORS.get(status, UnexpectedStatus)
-    kwargs: dict[str, Any] = dict(
-        status_code=status, name=name, code=code, retryable=retryable, operation=operation
-    )
+    kwargs: dict[str, Any] = {
+        "status_code": status, "name": name, "code": code, "retryable": retryable, "operation": operation
+    }
     if cls is RateLimited:
         kwargs["retry_after"] = parse_retry_after(response.headers.get("Retry-After"))
     raise cls(message, **kwargs)

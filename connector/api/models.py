@@ -62,7 +62,7 @@ def _check_email(value: str) -> str:
             value, check_deliverability=False, globally_deliverable=False, test_environment=True
         )
     except email_validator.EmailNotValidError as exc:
-        raise PydanticCustomError("email", "not a valid email address: {reason}", {"reason": str(exc)})
+        raise PydanticCustomError("email", "not a valid email address: {reason}", {"reason": str(exc)}) from exc
     return value
 
 

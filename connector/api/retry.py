@@ -65,4 +65,4 @@ class RetryPolicy:
 
 NO_RETRY = RetryPolicy(max_attempts=1)
 
-__all__ = ["RetryPolicy", "NO_RETRY", "is_retryable", "CaptureError"]
+__all__ = ["NO_RETRY", "CaptureError", "RetryPolicy", "is_retryable"]

@@ -23,14 +23,14 @@ from rich import box
 from rich.table import Table
 
 from .. import logs
-from ..config_file import DEFAULT_PATH, ENV_CONFIG, LedgerPlace, load_ledger_place
-from ..exit_codes import ExitCode as ExitCode  # the commands take it from here
-from ..exit_codes import EXIT_MEANING, exit_code_for
-from ..ledger import LedgerError, LedgerLocked
-from ..problems import ConfigProblem
 from .._run import api_client as api_client  # the commands take these from here
 from .._run import open_ledger as open_ledger
 from .._run import pass_flow_gate as pass_flow_gate
+from ..config_file import DEFAULT_PATH, ENV_CONFIG, load_ledger_place
+from ..exit_codes import EXIT_MEANING, exit_code_for
+from ..exit_codes import ExitCode as ExitCode  # the commands take it from here
+from ..ledger import LedgerError, LedgerLocked
+from ..problems import ConfigProblem
 from ._output import InertConsole
 
 # What only the commands that talk to the API use is imported where it is used, so that `status`

@@ -12,11 +12,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..delivery import Checker, position
+from ..delivery import Slip as BrokenRule
 from ..mapping import Mapping, Rejection
 from ..plugins import build_source
 from ..problems import ConfigProblem
-from ..delivery import Checker, position
-from ..delivery import Slip as BrokenRule
 from ..source import BadRecord, Passed, Record, Source
 
 PREVIEW_NAME = "preview"  # the name a source built from --type gets (its problems are renamed --option)

@@ -16,7 +16,16 @@ from ..config import ENV_API_KEY, ENV_API_SECRET, ENV_BASE_URL, load_config
 from ..progress import progress_for
 from ..secret_files import credential_paths, write_credentials
 from ._common import (
-    ExitCode, api_client, command, fail, open_ledger, out, print_outcome, print_reasons, run_until_signal, table,
+    ExitCode,
+    api_client,
+    command,
+    fail,
+    open_ledger,
+    out,
+    print_outcome,
+    print_reasons,
+    run_until_signal,
+    table,
 )
 from .status import print_status
 
@@ -61,9 +70,12 @@ custom_fields.signed_up = "Signed Up"
 def _credentials(store: "SandboxStore", folder: Path) -> None:
     """Reuse the demo client of an earlier run when its files still authenticate, else make one."""
     key_file, secret_file = credential_paths(folder)
-    if key_file.exists() and secret_file.exists():
-        if store.authenticate(key_file.read_text().strip(), secret_file.read_text().strip()) is not None:
-            return
+    if (
+        key_file.exists()
+        and secret_file.exists()
+        and store.authenticate(key_file.read_text().strip(), secret_file.read_text().strip()) is not None
+    ):
+        return
     key, secret = store.create_client(CLIENT_NAME)
     write_credentials(folder, key, secret, force=True)  # 0600 from the start; stale files replaced
 

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Literal
 import typer
 
 from ..config_file import LedgerPlace
-from ..ledger import STATES, BatchDetail, EntryDetail, EntryView, Ledger
 from ..control import daemon_state
+from ..ledger import STATES, BatchDetail, EntryDetail, EntryView, Ledger
 from ..recovery import batch_recovery
 from ._common import ExitCode, command, err, fail, open_ledger, out, table
 

@@ -23,10 +23,15 @@ from rich.markup import escape
 from ..sandbox import Behaviour, SandboxStore, UnknownClient
 from ..sandbox.admin_access import TOKEN_LINE, TokenFileError, default_token_file, new_token, remove_token, write_token
 from ..sandbox.behaviour import (
-    BulkResultShape, IdempotencyScope, InvalidPerson, PersonKeyScope, RateCounting, RateLimitUnit,
+    BulkResultShape,
+    IdempotencyScope,
+    InvalidPerson,
+    PersonKeyScope,
+    RateCounting,
+    RateLimitUnit,
 )
-from ..sandbox.store import DEFAULT_RATE_LIMIT
 from ..sandbox.process import LISTENING
+from ..sandbox.store import DEFAULT_RATE_LIMIT
 from ..secret_files import CredentialFilesExist, config_lines, refuse_existing, write_credentials
 from ._common import ExitCode, err, fail, out, table
 from .sandbox_faults import faults_app

@@ -14,12 +14,20 @@ from .. import delivery
 from ..config import Config
 from ..ledger import LedgerLocked
 from ..progress import TerminalProgress, progress_for
-from ._forward import ask_daemon
-from ._output import emit_json
 from ._common import (
-    ExitCode, api_client, command, fail, open_ledger, open_output, out, pass_flow_gate, print_report,
+    ExitCode,
+    api_client,
+    command,
+    fail,
+    open_ledger,
+    open_output,
+    out,
+    pass_flow_gate,
+    print_report,
     run_until_signal,
 )
+from ._forward import ask_daemon
+from ._output import emit_json
 
 
 @command()

@@ -8,6 +8,21 @@ from ._commands import COMMANDS, Answer, BadRequest, Command, DaemonStopping, St
 from ._place import find_socket, socket_path
 
 __all__ = [
-    "COMMANDS", "Answer", "BadRequest", "Command", "ControlServer", "DaemonStopping", "NoDaemon", "Refused", "Steered", "Unreachable", "ask",
-    "check_request", "daemon_state", "dispatch", "forward", "find_socket", "socket_path",
+    "COMMANDS",
+    "Answer",
+    "BadRequest",
+    "Command",
+    "ControlServer",
+    "DaemonStopping",
+    "NoDaemon",
+    "Refused",
+    "Steered",
+    "Unreachable",
+    "ask",
+    "check_request",
+    "daemon_state",
+    "dispatch",
+    "find_socket",
+    "forward",
+    "socket_path",
 ]

@@ -106,7 +106,7 @@ class ControlServer:
     async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Answer:
         try:  # read before judging, so that a refused client reads its answer rather than a broken pipe
             line = await asyncio.wait_for(reader.readline(), READ_REQUEST_S)
-        except (asyncio.TimeoutError, ValueError):
+        except (TimeoutError, ValueError):
             line = b""
         uid, own = _peer_uid(writer.get_extra_info("socket")), os.getuid()
         if uid != own:  # nothing of the request is looked at
@@ -146,7 +146,7 @@ def ask(ledger: Path, command: str, args: dict[str, Any] | None = None, *, timeo
                 f"the daemon's control socket {path} is not this user's: only the user that runs the daemon "
                 f"(owner uid {_owner(path)}) may steer it"
             ) from None
-        except (FileNotFoundError, ConnectionRefusedError, socket.timeout) as exc:
+        except (TimeoutError, FileNotFoundError, ConnectionRefusedError) as exc:
             raise NoDaemon(f"nothing answers on {path}: {exc}") from None
         sock.settimeout(timeout_s)
         sock.sendall(json.dumps({"command": command, "args": args or {}}).encode() + b"\n")

@@ -181,7 +181,6 @@ async def replay(
         if info is None:
             return report
         await _deliver(ledger, client, settings, report, progress, stop, include_stalled=include_stalled, info=info)
-        if include_failed and not (report.halted_by or report.stopped):
-            if ledger.requeue_failed(before=started):
-                await _deliver(ledger, client, settings, report, progress, stop, include_stalled=False, info=info)
+        if include_failed and not (report.halted_by or report.stopped) and ledger.requeue_failed(before=started):
+            await _deliver(ledger, client, settings, report, progress, stop, include_stalled=False, info=info)
     return report

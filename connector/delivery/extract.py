@@ -261,11 +261,11 @@ def _changed(ledger: Ledger, job: SourceJob, chunk: Sequence[Record | BadRecord]
     always takes the full path, as the ledger's newest version of it is then that earlier one."""
     version = job.mapping.version
     raws = [raw_digest(version, item) if isinstance(item, Record) else None for item in chunk]
-    wanted = list(dict.fromkeys(record_id(item) for item, raw in zip(chunk, raws) if raw is not None))
+    wanted = list(dict.fromkeys(record_id(item) for item, raw in zip(chunk, raws, strict=True) if raw is not None))
     known = ledger.raw_digests(job.name, wanted) if wanted else {}
     mapped: list[Mapped] = []
     touched: set[str] = set()
-    for item, raw in zip(chunk, raws):
+    for item, raw in zip(chunk, raws, strict=True):
         rid = record_id(item)
         if raw is not None and rid not in touched and known.get(rid) == raw:
             continue

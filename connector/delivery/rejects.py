@@ -17,7 +17,7 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ class RejectsFeed:
         the ledger holds every reject, and a sync must not stop for its copy."""
         if not rejects:
             return
-        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        now = datetime.now(UTC).isoformat(timespec="seconds")
         masks = {} if self.contact_data else {c: _MASKS[t] for t, cs in columns.items() if t in _MASKS for c in cs}
         text = "".join(
             json.dumps(self._line(source, key, item, run_id, now, masks), ensure_ascii=False) + "\n"

@@ -4,4 +4,4 @@ from ._gate import flow_command, flow_gate
 from ._record import Recorder
 from ._steps import TITLES, FlowReport, Step, run_flow
 
-__all__ = ["FlowReport", "Recorder", "Step", "TITLES", "flow_command", "flow_gate", "run_flow"]
+__all__ = ["TITLES", "FlowReport", "Recorder", "Step", "flow_command", "flow_gate", "run_flow"]

@@ -88,7 +88,7 @@ def envelope_problem(exchange: Exchange) -> str | None:
         return f"{exchange.label}: success is {json.dumps(raw.get('success'))}, not {json.dumps(ok)}"
     if not isinstance(raw.get("timestamp"), str) or not _DATE_TIME.fullmatch(raw["timestamp"]):
         return f"{exchange.label}: timestamp {json.dumps(raw.get('timestamp'))} is not an RFC 3339 date-time"
-    codes = [getattr(envelope, "statusCode")]
+    codes = [getattr(envelope, "statusCode")]  # noqa: B009  (typed as BaseModel: mypy sees no field)
     if isinstance(envelope, ErrorEnvelope):
         codes.append(envelope.error.statusCode)
     if any(code != status for code in codes):

@@ -241,7 +241,7 @@ async def _person_key_scope(run: _Run) -> Step:
     person = run.sent[pos]
     result = await run.client.capture_bulk(encode_json({"persons": [person]}), run.key("request3"))
     seen = f"{run.labels[pos]} alone in a new bulk request under its same per-person key: {counts(result)}"
-    if result.duplicates and not result.successful or any(o.get("idempotent_replay") is True for o in result.successful):
+    if (result.duplicates and not result.successful) or any(o.get("idempotent_replay") is True for o in result.successful):
         return Step("person-key-scope", True, seen + ": not captured again, as design 2 needs")
     first_id = outcomes[pos].person_id
     if result.successful:

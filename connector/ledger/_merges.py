@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._types import Outcome
 from ._db import Db
+from ._types import Outcome
 
 # A record is known to be a person once the CRM listed it, as new (captured) or existing (duplicate).
 _HOLDS = "('captured','duplicate')"

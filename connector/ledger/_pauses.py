@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from ._db import Db
 
-
 ALL = "*"
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ._db import Db
@@ -17,7 +17,7 @@ STATES = (
 
 
 def _ts(value: float | None) -> str | None:
-    return datetime.fromtimestamp(value, timezone.utc).isoformat(timespec="seconds") if value else None
+    return datetime.fromtimestamp(value, UTC).isoformat(timespec="seconds") if value else None
 
 
 @dataclass
@@ -147,7 +147,7 @@ def run_view(row: tuple[Any, ...]) -> RunView:
     """A runs row, selected as RUN_COLS."""
     run_id, kind, started, duration, exit_code, sources, note, passes, finished, reason, *counts = row
     return RunView(
-        run_id, kind, _ts(started), duration, exit_code, dict(zip(RUN_COUNTS, (v or 0 for v in counts))),
+        run_id, kind, _ts(started), duration, exit_code, dict(zip(RUN_COUNTS, (v or 0 for v in counts), strict=True)),
         sources=json.loads(sources) if sources else [], note=note, passes=passes, finished_at=_ts(finished),
         reason=reason, span_s=None if finished is None or started is None else finished - started,
     )
@@ -186,7 +186,7 @@ _OLDEST_LIVE = "SELECT min(created_at) FROM entries WHERE id IN (" + " UNION ALL
 
 
 def status(conn: Db, runs: int = 10) -> StatusReport:
-    by_state = {s: 0 for s in STATES}
+    by_state = dict.fromkeys(STATES, 0)
     by_source: dict[str, dict[str, int]] = {}
     for source, state, n in conn.execute(
         "SELECT source, state, count(*) FROM entries GROUP BY source, state ORDER BY source"

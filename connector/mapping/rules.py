@@ -140,7 +140,7 @@ def compile_field(target: str, spec: Any, where: str, load: Callable[[str], Any]
         origin = "the template"
     else:
         constant = parsed.constant
-        get, origin = (lambda data: constant), "the constant"  # noqa: E731
+        get, origin = (lambda data: constant), "the constant"
     transforms, transform_problems = _transforms(parsed, load)
     problems += transform_problems
     if problems:

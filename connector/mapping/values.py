@@ -21,7 +21,6 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
-
 JSON_SAFE_INT = 2**53
 
 
@@ -40,7 +39,7 @@ def _check_unicode(text: str) -> str:
 
 
 def _number_text(value: int | float | Decimal) -> str:
-    if isinstance(value, Decimal) and not value.is_finite() or isinstance(value, float) and not math.isfinite(value):
+    if (isinstance(value, Decimal) and not value.is_finite()) or (isinstance(value, float) and not math.isfinite(value)):
         raise ValueProblem("is not a finite number")
     if isinstance(value, float) and value.is_integer():
         value = int(value)  # 5551234567.0 from a spreadsheet means 5551234567

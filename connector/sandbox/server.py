@@ -14,8 +14,8 @@ from typing import Any
 
 import uvicorn
 
-from .app import create_app
 from ..loopback import is_loopback
+from .app import create_app
 from .behaviour import Behaviour
 from .faults import Faults
 from .openapi import PREFIX

@@ -190,9 +190,9 @@ async def test_attempts_bounded_by_max_elapsed(router, make_client) -> None:
 
 
 def test_policy_rejects_nonsense() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="max_attempts must be at least 1"):
         RetryPolicy(max_attempts=0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="initial_backoff_s <= max_backoff_s"):
         RetryPolicy(initial_backoff_s=2, max_backoff_s=1)
 
 

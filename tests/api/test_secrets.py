@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -21,11 +20,11 @@ LOGGERS = ("", "httpx", "httpcore", "capture_sync")
 
 
 @pytest.fixture
-def rendered(debug_logs: io.StringIO, caplog: pytest.LogCaptureFixture) -> Iterator[io.StringIO]:
+def rendered(debug_logs: io.StringIO, caplog: pytest.LogCaptureFixture) -> io.StringIO:
     """connector.logs at DEBUG as JSON into a StringIO, and caplog at DEBUG on every logger we use."""
     for name in LOGGERS:
         caplog.set_level(logging.DEBUG, logger=name)
-    yield debug_logs
+    return debug_logs
 
 
 def texts_of(records: list[logging.LogRecord]) -> list[str]:

@@ -159,7 +159,7 @@ def test_sources_list_json_gives_each_type_its_options_as_json_schema():
     ],
 )
 def test_sources_new_refuses_a_bad_name_in_one_line(tmp_path, name: str, message: str) -> None:
-    code, out, err = run("sources", "new", name, "--dir", str(tmp_path / "plugin"))
+    code, _out, err = run("sources", "new", name, "--dir", str(tmp_path / "plugin"))
     assert code == 2 and err.startswith(f"error: {message}") and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "plugin").exists()
 
@@ -172,7 +172,7 @@ def test_sources_new_refuses_a_folder_in_use_and_takes_an_empty_one(tmp_path):
     assert code == 2 and err.strip() == f"error: {used} already exists and is not an empty folder: pick another --dir"
     assert sorted(p.name for p in used.iterdir()) == ["notes.txt"]
     (tmp_path / "empty").mkdir()
-    code, out, err = run("sources", "new", "spreadsheet", "--dir", str(tmp_path / "empty"))
+    code, _out, err = run("sources", "new", "spreadsheet", "--dir", str(tmp_path / "empty"))
     assert code == 0, err
     written = {str(p.relative_to(tmp_path / "empty")) for p in (tmp_path / "empty").rglob("*") if p.is_file()}
     assert written == {

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from connector.api import CaptureClient
 from connector.config import load_config
+from connector.ledger import Ledger
 from connector.sandbox import Faults
 from connector.scheduler import Daemon
-from connector.ledger import Ledger
 
 FIELDS = ["id", "First", "Email", "ts"]
 

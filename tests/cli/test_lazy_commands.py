@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-import typer
 
 from connector.cli import COMMANDS, load_command
 from connector.ledger import Ledger
@@ -75,8 +74,9 @@ def test_ledger_only_commands_work_with_broken_sources_and_load_no_client(kit, t
 
 
 def test_an_unknown_command_is_refused_as_before() -> None:
-    from connector.cli import app
     import typer.main
+
+    from connector.cli import app
 
     group = typer.main.get_command(app)
     assert group is not None

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from connector.delivery import SourceJob
+from connector.delivery.preflight import close_match, preflight
 from connector.mapping import Mapping
 from connector.plugins import build_source
-from connector.delivery.preflight import close_match, preflight
 
 MAPPING = {"first_name": "First", "email": "Email", "custom_fields": {"plan": {"template": "{Plan} ({Tier})"}}}
 

@@ -37,7 +37,7 @@ def _undo(stdout: str) -> list[str]:
 
 
 def test_set_and_reset_keep_the_old_cursor_and_print_the_command_that_puts_it_back(kit, sandbox, tmp_path: Path) -> None:
-    config, contacts = _synced(kit, sandbox, tmp_path, 3)
+    config, _contacts = _synced(kit, sandbox, tmp_path, 3)
     original = _state(kit, config)
     assert isinstance(original, dict) and original["file"] == "contacts.csv" and original["line"] == 4
 

@@ -108,7 +108,7 @@ def test_the_spans_of_a_sync_with_a_429_and_a_retried_batch(kit, sandbox_factory
 class _Collector(BaseHTTPRequestHandler):
     received: list[bytes] = []
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+    def do_POST(self) -> None:
         self.received.append(self.rfile.read(int(self.headers["Content-Length"])))
         self.send_response(200)
         self.send_header("Content-Type", "application/x-protobuf")

@@ -121,7 +121,7 @@ async def test_a_source_failing_on_its_first_record_moves_no_cursor(setup, sandb
 
 async def test_a_bad_record_is_rejected_with_its_position_and_its_neighbours_are_delivered(setup, sandbox):
     ledger, connect = setup
-    rows = people("p", 2) + [{"bad": "not valid JSON", "Name": "x"}] + people("q", 2) + [{"bad": "no id", "id": "K9"}]
+    rows = [*people("p", 2), {"bad": "not valid JSON", "Name": "x"}, *people("q", 2), {"bad": "no id", "id": "K9"}]
     async with connect() as client:
         report = await sync(ledger, client, [job("src", rows)], SETTINGS)
     assert (report.read, report.captured, report.rejected, report.exit_code) == (6, 4, 2, 0)

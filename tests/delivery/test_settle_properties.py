@@ -123,7 +123,7 @@ def _mix(s: Scenario, batch: list[Member], rnd: random.Random) -> Facts:
     arrays: dict[str, list[tuple[int, dict[str, Any], set[str]]]] = {a: [] for a in ARRAY.values()}
     facts = Facts(BulkCaptureResult(successful=[], duplicates=[], failed=[]))
     keyed, with_id = set(), set()
-    for pos, (m, truth) in enumerate(zip(batch, s.truths)):
+    for pos, (m, truth) in enumerate(zip(batch, s.truths, strict=True)):
         if truth == "omitted":
             continue
         person = json.loads(m.payload)
@@ -171,7 +171,7 @@ def _index(indexing: str, pos: int, slot: int, n: int, rnd: random.Random, lie: 
 
 def check(s: Scenario, outcomes: list[Outcome], facts: Facts, entry_ids: list[int]) -> None:
     assert [o.entry_id for o in outcomes] == entry_ids
-    for pos, (o, truth) in enumerate(zip(outcomes, s.truths)):
+    for pos, (o, truth) in enumerate(zip(outcomes, s.truths, strict=True)):
         assert o.state in ("unknown", truth), f"#{pos} is {truth}, settled {o.state}"
         assert o.person_id in (None, person_id(pos)), f"#{pos} got another member's person id"
         if o.state in ("failed", "unknown"):

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from connector.api.models import encode_bulk
-from connector.ledger import Claim, Ledger, LedgerError, LedgerLocked, Mapped, Outcome, SCHEMA_VERSION
+from connector.ledger import SCHEMA_VERSION, Claim, Ledger, LedgerError, LedgerLocked, Mapped, Outcome
 
 
 def person(i: int, **extra) -> Mapped:

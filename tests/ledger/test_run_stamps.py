@@ -78,7 +78,7 @@ def test_a_version_3_ledger_migrates_and_keeps_working(tmp_path: Path) -> None:
         assert [e.record_id for e in ledger.run_entries(run)] == ["1"]
         replay = ledger.start_run("replay")
         batch = ledger.claim(Claim(10))
-        assert batch is not None and [m.key for m in batch.members][0] == "p-old"
+        assert batch is not None and batch.members[0].key == "p-old"
         ledger.settle(batch, [Outcome(m.entry_id, "captured") for m in batch.members], [])
         ledger.finish_run(replay, {}, 0.1, 0)
         assert {(e.record_id, e.state) for e in ledger.run_entries(replay)} == {("0", "captured"), ("1", "captured")}

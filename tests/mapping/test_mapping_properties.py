@@ -8,7 +8,7 @@ import json
 import math
 import unicodedata
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -48,7 +48,7 @@ phoneish = st.one_of(st.from_regex(r"\+?[0-9 ()-]{0,20}", fullmatch=True), st.in
 scalar = st.one_of(
     st.none(), st.booleans(), st.integers(), st.builds(pow, st.just(10), st.just(4400)), st.floats(),
     st.decimals(), st.just(""), st.just("   "), any_text, emailish, phoneish,
-    st.just("x" * 200_000), st.just(datetime(2024, 1, 1, tzinfo=timezone.utc)), st.just(Decimal("NaN")),
+    st.just("x" * 200_000), st.just(datetime(2024, 1, 1, tzinfo=UTC)), st.just(Decimal("NaN")),
 )
 value = st.recursive(scalar, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=6)
 records = st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=8), value, max_size=12)

@@ -54,7 +54,7 @@ def test_controls_are_removed_and_line_breaks_stay_only_in_free_text() -> None:
     )
 
 
-@pytest.mark.parametrize("blank", INVISIBLE + ["\u200b \ufeff\t", "\xa0\x00\u200b"])
+@pytest.mark.parametrize("blank", [*INVISIBLE, "\u200b \ufeff\t", "\xa0\x00\u200b"])
 def test_a_value_of_only_invisible_characters_is_absent(blank: str) -> None:
     record = {"First": "Ann", "Email": "ann@example.com", "Last": blank, "Phone": blank, "Company": blank, "Notes": blank, "Plan": blank}
     assert MAPPING.map(record) == PersonInput(first_name="Ann", name="Ann", last_name="Unknown", email="ann@example.com")

@@ -52,7 +52,7 @@ def test_a_plugin_client_stops_a_redirect_loop_and_refuses_plain_http_beyond_loo
     home.route("/loop", redirect(302, "/loop"))
     with bound_client(home.base, {"X-Key": SECRET}) as client, pytest.raises(httpx.TooManyRedirects):
         client.get(home.base + "/loop")
-    with pytest.raises(OriginRefused, match="refusing plain http to crm.example.com with a credential"):
+    with pytest.raises(OriginRefused, match=r"refusing plain http to crm\.example\.com with a credential"):
         bound_client("http://crm.example.com/", {"X-Key": SECRET})
     bound_client("http://crm.example.com/", {"X-Key": SECRET}, allow_insecure_http=True).close()
     bound_client("http://crm.example.com/").close()  # no credential: nothing to protect

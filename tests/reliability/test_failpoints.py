@@ -34,5 +34,5 @@ def test_the_spec_grammar():
     assert parse(" after-batch-write=0.1, after-response=2 ,") == {"after-batch-write": 0.1, "after-response": 2}
     assert parse("") == {}
     for bad in ("p", "=3", "p=x", "p=1.5"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=r"is not name=value|invalid literal for int|not between 0 and 1"):
             parse(bad)

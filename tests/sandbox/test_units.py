@@ -60,9 +60,9 @@ def test_one_draw_shares_out_503s_and_429s_and_a_change_keeps_drawing_from_the_s
 
 
 @pytest.mark.parametrize("bad", [
-    dict(p_retryable_503=1.5), dict(p_retryable_503=0.6, p_fatal_503=0.6), dict(latency_s=-1),
-    dict(p_latency_spike=2.0), dict(spike_s=-1), dict(p_429=0.5, p_fatal_503=0.6), dict(retry_after_s=-1),
+    {"p_retryable_503": 1.5}, {"p_retryable_503": 0.6, "p_fatal_503": 0.6}, {"latency_s": -1},
+    {"p_latency_spike": 2.0}, {"spike_s": -1}, {"p_429": 0.5, "p_fatal_503": 0.6}, {"retry_after_s": -1},
 ])
 def test_impossible_fault_settings_are_refused(bad):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"must (be between 0 and 1|not exceed 1|not be negative)"):
         Faults(**bad)

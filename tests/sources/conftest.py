@@ -8,13 +8,11 @@ import importlib.metadata
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ..cli.conftest import kit  # noqa: F401 - a fixture, shared with the end-to-end tests here
-
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "capture-sync-example-source"
 EXAMPLE_MODULE = "capture_sync_example_source/__init__.py"

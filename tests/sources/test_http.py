@@ -52,7 +52,7 @@ def handler_for(api: ContactsApi) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(raw)
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             url = urlsplit(self.path)
             q = {k: v[0] for k, v in parse_qs(url.query).items()}
             with api.lock:
@@ -177,7 +177,7 @@ def test_retries_are_bounded_and_the_failure_is_explained(contacts: tuple[Contac
 
 
 def test_a_refused_credential_stops_the_read_without_showing_it(contacts: tuple[ContactsApi, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    state, base = contacts
+    _state, base = contacts
     monkeypatch.setenv("CONTACTS_TOKEN", "wrong-token-value")
     source = build_source("crm", "http", {"url": base + "/pages", **AUTH})
     with pytest.raises(SourceError, match="answered HTTP 401") as info:

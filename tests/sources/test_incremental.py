@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connector.source import Passed
 from connector.incremental import HELD_BACK, Row, check_lookback, cursor_key, lookback_amount, read_incremental
+from connector.source import Passed
 
 Table = list[tuple[str, int, str]]  # id, cursor value, content
 
@@ -83,7 +83,7 @@ def test_many_ids_sharing_one_value_resume_at_every_cut() -> None:
     for k in range(0, len(records) - 1, 37):
         assert [r.id for r in read(table, records[k].state)] == [r.id for r in records[k + 1 :]]
     assert records[-1].state == {"cursor": 8}
-    assert [r.id for r in read(table + [("y", 8, "x")], records[-1].state)] == ["z", "y"]
+    assert [r.id for r in read([*table, ("y", 8, "x")], records[-1].state)] == ["z", "y"]
 
 
 @pytest.mark.parametrize(("raw", "amount"), [("30s", timedelta(seconds=30)), ("10m", timedelta(minutes=10)), ("1.5h", timedelta(minutes=90)), ("2d", timedelta(days=2)), (5, 5.0)])
@@ -109,7 +109,7 @@ def test_a_lookback_the_cursor_cannot_use_is_refused(raw: str | float, cursor_ty
 
 @pytest.mark.parametrize("value", ["inf", "-Infinity", "1e999", "NaN", float("inf"), float("nan"), pytest.param(10**400, id="10**400")])
 def test_a_number_cursor_refuses_a_value_that_is_not_a_finite_number(value: Any) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"not a finite number|beyond a float's range"):
         cursor_key("number")(value)
 
 

@@ -31,7 +31,7 @@ def test_a_broken_plugin_is_listed_with_its_error_and_the_rest_still_load(odd_pl
     assert found["broken"].cls is None and "No module named 'no_such_package'" in (found["broken"].error or "")
     assert found["csv"].cls is CsvSource  # the built-in keeps its name
     assert set(source_types()) == {"csv", "jsonl", "sql", "http"}
-    with pytest.raises(ConfigProblem, match="source type 'broken' .* does not load"):
+    with pytest.raises(ConfigProblem, match=r"source type 'broken' .* does not load"):
         load_source_type("broken")
 
 

@@ -4,7 +4,7 @@ again on text cursors and keys under collations that order unlike Python (SQLite
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +15,14 @@ from connector.plugins import build_source
 from connector.source import BadRecord, SourceError
 from connector.testing import SourceContract
 
-T0 = datetime(2024, 1, 2, 10, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 1, 2, 10, 0, tzinfo=UTC)
 ROWS = [
     # id, updated_at (three rows share T0, across a page boundary), email
-    (1, datetime(2024, 1, 1, 9, 0, tzinfo=timezone.utc), "ann@example.com"),
+    (1, datetime(2024, 1, 1, 9, 0, tzinfo=UTC), "ann@example.com"),
     (4, T0, "di@example.com"),
     (2, T0, "bo@example.com"),
     (3, T0, "cy@example.com"),
-    (5, datetime(2024, 1, 3, 8, 0, tzinfo=timezone.utc), "ed@example.com"),
+    (5, datetime(2024, 1, 3, 8, 0, tzinfo=UTC), "ed@example.com"),
 ]
 
 
@@ -49,7 +49,7 @@ class SqlContract(SourceContract):
 
     def add_records(self, options: dict[str, Any]) -> None:
         # A late row sharing the last cursor value with a LOWER id than those already read, and a later one.
-        create_contacts(options["url"], [(0, ROWS[-1][1], "zoe@example.com"), (6, datetime(2024, 1, 4, tzinfo=timezone.utc), "flo@example.com")], drop=False)
+        create_contacts(options["url"], [(0, ROWS[-1][1], "zoe@example.com"), (6, datetime(2024, 1, 4, tzinfo=UTC), "flo@example.com")], drop=False)
 
     def invalid_options(self, options: dict[str, Any]) -> list[dict[str, Any]]:
         return [
@@ -182,7 +182,7 @@ def test_states_saved_with_seen_ids_read_their_boundary_again_or_resume_their_pa
     url = f"sqlite:///{tmp_path / 'crm.db'}"
     create_contacts(url, ROWS)
     options = {"url": url, "table": "contacts", "primary_key": "id", "cursor": "updated_at", "page_size": 2}
-    t0 = [r for r in build_source("crm", "sql", options).read(None) if r.id == "2"][0].data["updated_at"]
+    t0 = next(r for r in build_source("crm", "sql", options).read(None) if r.id == "2").data["updated_at"]
     source = build_source("crm", "sql", options)
     assert [r.id for r in source.read({"cursor": t0, "seen": ["2", "3", "4"]})] == ["2", "3", "4", "5"]
     cut = {"pass": None, "max": {"cursor": t0, "seen": [[["2", "3"]], []]}, "at": {"cursor": t0, "key": 3}}

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..cli.conftest import CliKit
 
+
 def contacts_table(db: Path, cursor_column: str) -> None:
     with sqlite3.connect(db) as conn:
         conn.execute(f"CREATE TABLE contacts (id TEXT PRIMARY KEY, First TEXT, Last TEXT, Email TEXT, Phone TEXT, {cursor_column})")
