@@ -63,26 +63,41 @@ def run(kills: int = 8, lease_s: float = 3.0) -> dict[str, Any]:
 
             def start() -> None:
                 log = (folder / f"daemon-{len(daemons)}.log").open("wb")
-                daemons.append(subprocess.Popen([str(harness.CLI), "run", "-c", str(config)], stdout=log, stderr=log,
-                                                env=api.env()))
+                daemons.append(
+                    subprocess.Popen(
+                        [str(harness.CLI), "run", "-c", str(config)], stdout=log, stderr=log, env=api.env()
+                    )
+                )
 
             start(), start()
             times = []
             try:
                 for _ in range(kills):
-                    holder = _poll(lambda: _query(url, "SELECT holder FROM capture_sync_ha.leases WHERE expires_at > now()"),
-                                   "a leader")[0]
+                    holder = _poll(
+                        lambda: _query(url, "SELECT holder FROM capture_sync_ha.leases WHERE expires_at > now()"),
+                        "a leader",
+                    )[0]
                     leader = next(p for p in daemons if p.pid == int(holder.split(":")[1]))
                     with csv_path.open("a") as fh:  # work for the next leader
-                        fh.writelines(f"{i},P{i},N{i},person.{i}@example.com,+14155550000,Ex,pro\n" for i in range(rows, rows + 300))
+                        fh.writelines(
+                            f"{i},P{i},N{i},person.{i}@example.com,+14155550000,Ex,pro\n"
+                            for i in range(rows, rows + 300)
+                        )
                     rows += 300
-                    _poll(lambda: (_query(url, "SELECT count(*) FROM entries WHERE state = 'in_flight'") or [0])[0], "a batch in flight")
+                    _poll(
+                        lambda: (_query(url, "SELECT count(*) FROM entries WHERE state = 'in_flight'") or [0])[0],
+                        "a batch in flight",
+                    )
                     leader.send_signal(signal.SIGKILL)
                     killed_at = time.time()
                     leader.wait()
                     start()
-                    first = _poll(lambda: _query(url, "SELECT min(started_at) FROM attempts WHERE started_at > %s",
-                                                 (killed_at,))[0], "the next request")
+                    first = _poll(
+                        lambda at=killed_at: _query(
+                            url, "SELECT min(started_at) FROM attempts WHERE started_at > %s", (at,)
+                        )[0],
+                        "the next request",
+                    )
                     times.append(first - killed_at)
             finally:
                 for proc in daemons:
@@ -92,8 +107,12 @@ def run(kills: int = 8, lease_s: float = 3.0) -> dict[str, Any]:
                     proc.wait(timeout=20)
     bound = lease_s + lease_s / 3 + 1.0
     return {
-        "lease_s": lease_s, "kills": kills, "failover_s": [round(t, 3) for t in times],
-        "median_s": round(statistics.median(times), 3), "max_s": round(max(times), 3), "bound_s": round(bound, 2),
+        "lease_s": lease_s,
+        "kills": kills,
+        "failover_s": [round(t, 3) for t in times],
+        "median_s": round(statistics.median(times), 3),
+        "max_s": round(max(times), 3),
+        "bound_s": round(bound, 2),
     }
 
 
@@ -103,8 +122,10 @@ def main() -> None:
     parser.add_argument("--lease-s", type=float, default=3.0)
     args = parser.parse_args()
     result = run(args.kills, args.lease_s)
-    print(f"failover over {result['kills']} kills (lease_s={result['lease_s']:g}): median {result['median_s']:.2f} s, "
-          f"max {result['max_s']:.2f} s (bound {result['bound_s']:.2f} s)")
+    print(
+        f"failover over {result['kills']} kills (lease_s={result['lease_s']:g}): median {result['median_s']:.2f} s, "
+        f"max {result['max_s']:.2f} s (bound {result['bound_s']:.2f} s)"
+    )
 
 
 if __name__ == "__main__":

@@ -64,16 +64,31 @@ def _toml(value: Any) -> str:
 
 
 def write_config(
-    folder: Path, api: Api, csv_path: Path, *, rate_window_s: float = 60.0, concurrency: int = 4,
+    folder: Path,
+    api: Api,
+    csv_path: Path,
+    *,
+    rate_window_s: float = 60.0,
+    concurrency: int = 4,
     synchronous: str = "FULL",
 ) -> Path:
     """A capture-sync.toml for one CSV source; credentials travel in the environment (Api.env)."""
     capture = {
-        "base_url": api.base_url, "batch_size": 100, "concurrency": concurrency, "rate_window_s": rate_window_s,
+        "base_url": api.base_url,
+        "batch_size": 100,
+        "concurrency": concurrency,
+        "rate_window_s": rate_window_s,
     }
     lines = ["[capture]", *(f"{k} = {_toml(v)}" for k, v in capture.items()), ""]
     lines += ["[ledger]", f"path = {_toml(str(folder / 'ledger.sqlite3'))}", f"synchronous = {_toml(synchronous)}", ""]
-    lines += ["[[sources]]", 'name = "bench"', 'type = "csv"', f"path = {_toml(str(csv_path))}", 'primary_key = "id"', ""]
+    lines += [
+        "[[sources]]",
+        'name = "bench"',
+        'type = "csv"',
+        f"path = {_toml(str(csv_path))}",
+        'primary_key = "id"',
+        "",
+    ]
     lines += ["[sources.mapping]", *(f"{k} = {_toml(v)}" for k, v in MAPPING.items())]
     path = folder / "capture-sync.toml"
     path.write_text("\n".join(lines) + "\n")
@@ -85,7 +100,7 @@ class ChildRun:
     exit_code: int
     started_at: float  # time.time() just before the spawn
     wall_s: float
-    cpu_s: float       # user + sys of the child alone
+    cpu_s: float  # user + sys of the child alone
     max_rss_mb: float  # the child's peak resident set
 
     def per_record_us(self, records: int) -> float:
@@ -102,7 +117,11 @@ def run_child(args: Sequence[str], log: Path, env: dict[str, str] | None = None)
         wall_s = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     return ChildRun(
-        proc.returncode, started_at, wall_s, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # Linux: KiB
+        proc.returncode,
+        started_at,
+        wall_s,
+        usage.ru_utime + usage.ru_stime,
+        usage.ru_maxrss / 1024,  # Linux: KiB
     )
 
 

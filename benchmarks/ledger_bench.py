@@ -22,9 +22,13 @@ from connector.ledger import Claim, Ledger, Mapped, Outcome
 def payload(i: int) -> str:
     return json.dumps(
         {
-            "name": f"Person Number{i}", "first_name": "Person", "last_name": f"Number{i}",
-            "email": f"person.number{i}@example.com", "phone": f"+1555{i:07d}",
-            "company": "Example Corp", "custom_fields": {"plan": "pro"},
+            "name": f"Person Number{i}",
+            "first_name": "Person",
+            "last_name": f"Number{i}",
+            "email": f"person.number{i}@example.com",
+            "phone": f"+1555{i:07d}",
+            "company": "Example Corp",
+            "custom_fields": {"plan": "pro"},
         },
         separators=(",", ":"),
     )
@@ -45,8 +49,11 @@ def run(entries: int, synchronous: str) -> dict[str, float]:
             batch = ledger.claim(Claim(100))
             while batch is not None:
                 outcomes = [
-                    Outcome(m.entry_id, "duplicate" if m.entry_id % 10 == 0 else "captured",
-                            person_id=f"00000000-0000-4000-8000-{m.entry_id:012d}")
+                    Outcome(
+                        m.entry_id,
+                        "duplicate" if m.entry_id % 10 == 0 else "captured",
+                        person_id=f"00000000-0000-4000-8000-{m.entry_id:012d}",
+                    )
                     for m in batch.members
                 ]
                 batch = ledger.settle(batch, outcomes, [], then=Claim(100))

@@ -27,8 +27,12 @@ def persons(path: str, phone: Callable[[str], str | None] = str) -> Iterator[dic
     with open(path, newline="", encoding="utf-8") as fh:
         for row in csv.DictReader(fh):
             yield {
-                "name": f"{row['First']} {row['Last']}", "first_name": row["First"], "last_name": row["Last"],
-                "email": row["Email"], "phone": phone(row["Phone"]), "company": row["Company"],
+                "name": f"{row['First']} {row['Last']}",
+                "first_name": row["First"],
+                "last_name": row["Last"],
+                "email": row["Email"],
+                "phone": phone(row["Phone"]),
+                "company": row["Company"],
                 "custom_fields": {"plan": row["Plan"]},
             }
 
@@ -36,7 +40,8 @@ def persons(path: str, phone: Callable[[str], str | None] = str) -> Iterator[dic
 async def post_once(http: httpx.AsyncClient, body: bytes) -> int:
     """Persons taken by one bulk request; anything but a 200 counts none (no retries here)."""
     response = await http.post(
-        "/persons/bulk", content=body,
+        "/persons/bulk",
+        content=body,
         headers={"Idempotency-Key": uuid.uuid4().hex, "Content-Type": "application/json"},
     )
     if response.status_code != 200:
@@ -49,8 +54,12 @@ Post = Callable[[httpx.AsyncClient, bytes], Awaitable[int]]
 
 
 async def post_all(
-    path: str, base_url: str, *, people: Callable[[str], Iterable[dict[str, Any]]] = persons,
-    post: Post = post_once, timeout_s: float = 5.0,
+    path: str,
+    base_url: str,
+    *,
+    people: Callable[[str], Iterable[dict[str, Any]]] = persons,
+    post: Post = post_once,
+    timeout_s: float = 5.0,
 ) -> int:
     """Post `people(path)` in bulk batches of BATCH with CONCURRENCY in flight; the persons taken."""
     auth = {"X-API-Key": os.environ["CAPTURE_API_KEY"], "X-API-Secret": os.environ["CAPTURE_API_SECRET"]}

@@ -83,11 +83,17 @@ def main() -> None:
     r = run(args.records, args.small)
     m = r["memory"]
     print(f"overhead: {r['records']:,} records, no rate limit, ledger synchronous FULL")
-    print(f"  connector  {r['connector_records_per_s']:>8,.0f} records/s  {r['connector_cpu_us_per_record']:>6,.0f} us CPU/record")
-    print(f"  baseline   {r['baseline_records_per_s']:>8,.0f} records/s  {r['baseline_cpu_us_per_record']:>6,.0f} us CPU/record")
+    print(
+        f"  connector  {r['connector_records_per_s']:>8,.0f} records/s  {r['connector_cpu_us_per_record']:>6,.0f} us CPU/record"
+    )
+    print(
+        f"  baseline   {r['baseline_records_per_s']:>8,.0f} records/s  {r['baseline_cpu_us_per_record']:>6,.0f} us CPU/record"
+    )
     print(f"  ratio      {r['cpu_ratio']:.2f}x (target <= {CPU_TARGET_RATIO:g}x)")
-    print(f"memory: peak RSS {m['small_peak_rss_mb']:.0f} MB at {m['small_records']:,}, "
-          f"{m['large_peak_rss_mb']:.0f} MB at {m['large_records']:,} ({m['ratio']:.2f}x, target <= {RSS_TARGET_RATIO:g}x)")
+    print(
+        f"memory: peak RSS {m['small_peak_rss_mb']:.0f} MB at {m['small_records']:,}, "
+        f"{m['large_peak_rss_mb']:.0f} MB at {m['large_records']:,} ({m['ratio']:.2f}x, target <= {RSS_TARGET_RATIO:g}x)"
+    )
     print(json.dumps(r))
 
 

@@ -76,8 +76,11 @@ def throwaway_server(*, durable: bool = False) -> Iterator[str]:
     start = [f"{found}/pg_ctl", "-D", data, "-o", options, "-l", os.path.join(home, "log"), "-w", "start"]
     run(*start)
     try:
-        yield Server(f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres", lambda: run(*start),
-                     lambda: run(f"{found}/pg_ctl", "-D", data, "-m", "immediate", "-w", "stop"))
+        yield Server(
+            f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres",
+            lambda: run(*start),
+            lambda: run(f"{found}/pg_ctl", "-D", data, "-m", "immediate", "-w", "stop"),
+        )
     finally:
         run(f"{found}/pg_ctl", "-D", data, "-m", "immediate", "-w", "stop")
         shutil.rmtree(home, ignore_errors=True)

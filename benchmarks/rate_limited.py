@@ -44,11 +44,19 @@ RATIO_TARGET, SHARE_429_TARGET, LEARNING_429 = 1.05, 0.005, 2
 
 
 def run_one(
-    folder: Path, csv_path: Path, records: int, window_s: float, counting: str, configured: bool, shape: str,
+    folder: Path,
+    csv_path: Path,
+    records: int,
+    window_s: float,
+    counting: str,
+    configured: bool,
+    shape: str,
 ) -> dict[str, Any]:
     folder.mkdir()
     rate_limit = int(CEILING * window_s / BATCH)
-    with sandbox(folder, rate_limit=rate_limit, rate_window=window_s, latency_ms=LATENCY_MS, rate_counting=counting) as api:
+    with sandbox(
+        folder, rate_limit=rate_limit, rate_window=window_s, latency_ms=LATENCY_MS, rate_counting=counting
+    ) as api:
         config = write_config(folder, api, csv_path, rate_window_s=window_s)
         lines = config.read_text().splitlines()
         if not configured:
@@ -71,18 +79,31 @@ def run_one(
     ratio = child.wall_s / best
     share = limited / attempts
     return {
-        "records": records, "window_s": window_s, "counting": counting, "configured": configured, "shape": shape,
+        "records": records,
+        "window_s": window_s,
+        "counting": counting,
+        "configured": configured,
+        "shape": shape,
         "rate_limit": f"{rate_limit} requests / {window_s:g} s",
-        "whole_run_s": child.wall_s, "best_s": best, "ratio": ratio,
-        "service_ms": service_s * 1000, "delivery_s": last - first, "delivery_ratio": (last - first) / best,
-        "requests": attempts, "answered_429": limited, "share_429": share,
+        "whole_run_s": child.wall_s,
+        "best_s": best,
+        "ratio": ratio,
+        "service_ms": service_s * 1000,
+        "delivery_s": last - first,
+        "delivery_ratio": (last - first) / best,
+        "requests": attempts,
+        "answered_429": limited,
+        "share_429": share,
         "met": ratio <= RATIO_TARGET and (limited <= LEARNING_429 or share < SHARE_429_TARGET),
     }
 
 
 def run(
-    records: int = 20_000, windows: tuple[float, ...] = (1.0, 10.0, 60.0), countings: tuple[str, ...] = COUNTINGS,
-    configured: bool = False, shape: str = "burst",
+    records: int = 20_000,
+    windows: tuple[float, ...] = (1.0, 10.0, 60.0),
+    countings: tuple[str, ...] = COUNTINGS,
+    configured: bool = False,
+    shape: str = "burst",
 ) -> dict[str, Any]:
     """Each window under each counting, on one CSV of `records` rows."""
     scenarios = []
@@ -95,15 +116,21 @@ def run(
                 name = f"w{window_s:g}-{counting}"
                 scenarios.append(run_one(folder / name, csv_path, records, window_s, counting, configured, shape))
     return {
-        "records": records, "ceiling_persons_per_s": CEILING, "configured": configured, "shape": shape,
-        "latency_ms": LATENCY_MS, "scenarios": scenarios,
+        "records": records,
+        "ceiling_persons_per_s": CEILING,
+        "configured": configured,
+        "shape": shape,
+        "latency_ms": LATENCY_MS,
+        "scenarios": scenarios,
     }
 
 
 def describe(s: dict[str, Any]) -> str:
-    return (f"{s['records']:>7,} rows, {s['rate_limit']:>18}, {s['counting']:>7}: whole run {s['whole_run_s']:6.1f} s, "
-            f"best {s['best_s']:6.1f} s (answers {s['service_ms']:.0f} ms), ratio {s['ratio']:.3f} (delivery phase {s['delivery_ratio']:.3f}); 429s {s['answered_429']} of {s['requests']} "
-            f"= {s['share_429']:.2%} ({'met' if s['met'] else 'NOT met'})")
+    return (
+        f"{s['records']:>7,} rows, {s['rate_limit']:>18}, {s['counting']:>7}: whole run {s['whole_run_s']:6.1f} s, "
+        f"best {s['best_s']:6.1f} s (answers {s['service_ms']:.0f} ms), ratio {s['ratio']:.3f} (delivery phase {s['delivery_ratio']:.3f}); 429s {s['answered_429']} of {s['requests']} "
+        f"= {s['share_429']:.2%} ({'met' if s['met'] else 'NOT met'})"
+    )
 
 
 def main() -> None:
@@ -117,8 +144,10 @@ def main() -> None:
     windows = tuple(float(w) for w in args.only.split(","))
     r = run(args.records, windows, tuple(args.counting.split(",")), args.configured, args.shape)
     told = "configured" if args.configured else "unknown to capture-sync"
-    print(f"rate-limited sync, ceiling {CEILING:,.0f} persons/s, {LATENCY_MS} ms per answer, window {told}, "
-          f"shape {args.shape}; targets: ratio <= {RATIO_TARGET}, 429s <= {LEARNING_429} or < {SHARE_429_TARGET:.1%}")
+    print(
+        f"rate-limited sync, ceiling {CEILING:,.0f} persons/s, {LATENCY_MS} ms per answer, window {told}, "
+        f"shape {args.shape}; targets: ratio <= {RATIO_TARGET}, 429s <= {LEARNING_429} or < {SHARE_429_TARGET:.1%}"
+    )
     for s in r["scenarios"]:
         print("  " + describe(s), flush=True)
     print(json.dumps(r))

@@ -86,8 +86,10 @@ def main() -> None:
     parser.add_argument("--open-batches", type=int, default=3, help="batches written but never answered")
     args = parser.parse_args()
     r = run(args.entries, args.pending, args.open_batches)
-    print(f"resume: ledger of {r['entries']:,} entries ({r['ledger_mb']:,.0f} MB, built in {r['build_s']:.0f} s), "
-          f"{r['pending']:,} unsettled")
+    print(
+        f"resume: ledger of {r['entries']:,} entries ({r['ledger_mb']:,.0f} MB, built in {r['build_s']:.0f} s), "
+        f"{r['pending']:,} unsettled"
+    )
     print(f"  replay start -> first request  {r['first_request_s']:.3f} s (target < {TARGET_S:g} s)")
     print(f"  whole replay                   {r['replay_wall_s']:.1f} s")
     print(json.dumps(r))

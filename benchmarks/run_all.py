@@ -38,12 +38,22 @@ from rich.table import Table
 RESULTS = Path(__file__).with_name("results.json")
 
 FULL = {
-    "rate_limited": 20_000, "overhead": (100_000, 10_000), "resume": 1_000_000, "ledger": 100_000,
-    "stages": 30_000, "snapshot": 1_000_000, "failover": 8,
+    "rate_limited": 20_000,
+    "overhead": (100_000, 10_000),
+    "resume": 1_000_000,
+    "ledger": 100_000,
+    "stages": 30_000,
+    "snapshot": 1_000_000,
+    "failover": 8,
 }
 QUICK = {
-    "rate_limited": 3_000, "overhead": (10_000, 1_000), "resume": 100_000, "ledger": 10_000, "stages": 3_000,
-    "snapshot": 10_000, "failover": 2,
+    "rate_limited": 3_000,
+    "overhead": (10_000, 1_000),
+    "resume": 100_000,
+    "ledger": 10_000,
+    "stages": 3_000,
+    "snapshot": 10_000,
+    "failover": 2,
 }
 
 
@@ -65,24 +75,28 @@ def rows(r: dict[str, Any]) -> list[Row]:
             f"connector {oh['connector_cpu_us_per_record']:,.0f} us CPU/record, {oh['connector_records_per_s']:,.0f} records/s; "
             f"naive httpx {oh['baseline_cpu_us_per_record']:,.0f} us, {oh['baseline_records_per_s']:,.0f} records/s; "
             f"ratio {oh['cpu_ratio']:.2f}x",
-            f"<= {oh['cpu_target_ratio']:g}x the baseline", oh["cpu_ratio"] <= oh["cpu_target_ratio"],
+            f"<= {oh['cpu_target_ratio']:g}x the baseline",
+            oh["cpu_ratio"] <= oh["cpu_target_ratio"],
         ),
         Row(
             "3. Memory (peak RSS of the sync)",
             f"{mem['small_peak_rss_mb']:.0f} MB at {mem['small_records']:,}, {mem['large_peak_rss_mb']:.0f} MB at "
             f"{mem['large_records']:,} records ({mem['ratio']:.2f}x)",
-            f"within {mem['target_ratio'] - 1:.0%}", mem["ratio"] <= mem["target_ratio"],
+            f"within {mem['target_ratio'] - 1:.0%}",
+            mem["ratio"] <= mem["target_ratio"],
         ),
         Row(
             f"4. Resume ({res['entries']:,}-entry ledger, {res['pending']:,} unsettled)",
             f"{res['first_request_s']:.3f} s from `replay` start to the first request",
-            f"< {res['target_s']:g} s", res["first_request_s"] < res["target_s"],
+            f"< {res['target_s']:g} s",
+            res["first_request_s"] < res["target_s"],
         ),
         Row(
             f"5. Ledger ({led['entries']:,} entries, synchronous FULL)",
             f"{led['enqueued_per_s']:,.0f} enqueued/s, {led['settled_per_s']:,.0f} settled/s, "
             f"{led['bytes_per_entry']:,.0f} bytes/entry",
-            "(reported)", None,
+            "(reported)",
+            None,
         ),
         *_startup_rows(r["startup"]),
         *_snapshot_rows(r["snapshot"]),
@@ -94,11 +108,14 @@ def _failover_rows(fo: dict[str, Any] | None) -> list[Row]:
     """Figure 8 (issue 23): from a SIGKILL of the leading daemon to the integration's next request."""
     if fo is None:
         return [Row("8. Failover (PostgreSQL ledger)", "not measured: no PostgreSQL binaries (set PG_BIN)", "", None)]
-    return [Row(
-        f"8. Failover: SIGKILL of the leader -> next request, {fo['kills']} kills, lease_s = {fo['lease_s']:g}",
-        f"median {fo['median_s']:.2f} s, max {fo['max_s']:.2f} s",
-        f"max <= lease_s * 4/3 + 1 s = {fo['bound_s']:g} s", fo["max_s"] <= fo["bound_s"],
-    )]
+    return [
+        Row(
+            f"8. Failover: SIGKILL of the leader -> next request, {fo['kills']} kills, lease_s = {fo['lease_s']:g}",
+            f"median {fo['median_s']:.2f} s, max {fo['max_s']:.2f} s",
+            f"max <= lease_s * 4/3 + 1 s = {fo['bound_s']:g} s",
+            fo["max_s"] <= fo["bound_s"],
+        )
+    ]
 
 
 def _snapshot_rows(sn: dict[str, Any]) -> list[Row]:
@@ -107,13 +124,15 @@ def _snapshot_rows(sn: dict[str, Any]) -> list[Row]:
         Row(
             f"7. Snapshot pass over an unchanged {sn['rows']:,}-row CSV, against reading it",
             f"{sn['unchanged_pass_s']:.2f} s against {sn['read_s']:.2f} s ({sn['ratio']:.2f}x)",
-            f"<= {sn['target']:g}x", sn["ratio"] <= sn["target"],
+            f"<= {sn['target']:g}x",
+            sn["ratio"] <= sn["target"],
         ),
         Row(
             "   the same rows written anew (every row read, none mapped)",
             f"{sn['same_content_pass_s']:.2f} s ({sn['same_content_ratio']:.2f}x); a rewrite with "
             f"{sn['rewritten_expected']} new or changed rows enqueued {sn['rewritten_sent']}",
-            "(reported)", None,
+            "(reported)",
+            None,
         ),
     ]
 
@@ -122,31 +141,43 @@ def _startup_rows(su: dict[str, Any]) -> list[Row]:
     """Figure 6 (issue 15): whole-process wall time, median of a few runs, on a ledger as big as resume's."""
     return [
         Row(
-            f"6. Start-up: `--help`, median of {su['runs']}", f"{su['help_median_s']:.3f} s "
-            f"(min {min(su['help_s']):.3f}, max {max(su['help_s']):.3f})",
-            f"< {su['help_target_s']:g} s", su["help_median_s"] < su["help_target_s"],
+            f"6. Start-up: `--help`, median of {su['runs']}",
+            f"{su['help_median_s']:.3f} s (min {min(su['help_s']):.3f}, max {max(su['help_s']):.3f})",
+            f"< {su['help_target_s']:g} s",
+            su["help_median_s"] < su["help_target_s"],
         ),
         Row(
-            f"   `status` on {su['entries']:,} entries, median of {su['runs']}", f"{su['status_median_s']:.3f} s "
-            f"(min {min(su['status_s']):.3f}, max {max(su['status_s']):.3f})",
-            f"< {su['status_target_s']:g} s", su["status_median_s"] < su["status_target_s"],
+            f"   `status` on {su['entries']:,} entries, median of {su['runs']}",
+            f"{su['status_median_s']:.3f} s (min {min(su['status_s']):.3f}, max {max(su['status_s']):.3f})",
+            f"< {su['status_target_s']:g} s",
+            su["status_median_s"] < su["status_target_s"],
         ),
     ]
 
 
 def _rate_limited_rows(rl: dict[str, Any]) -> list[Row]:
     """Figure 1: a heading, then one row per window and counting (the window unknown to capture-sync)."""
-    out = [Row(f"1. Rate-limited, {rl['ceiling_persons_per_s']:,.0f} persons/s, window unknown: whole run "
-               "beside the best possible schedule, and 429s", "", "", None)]
+    out = [
+        Row(
+            f"1. Rate-limited, {rl['ceiling_persons_per_s']:,.0f} persons/s, window unknown: whole run "
+            "beside the best possible schedule, and 429s",
+            "",
+            "",
+            None,
+        )
+    ]
     for s in rl["scenarios"]:
-        out.append(Row(
-            f"   {s['records']:,} records, {s['rate_limit']}, {s['counting']} counting",
-            f"{s['whole_run_s']:.1f} s, best {s['best_s']:.1f} s: ratio {s['ratio']:.3f} "
-            f"(delivery phase {s['delivery_ratio']:.3f}); "
-            f"429s {s['answered_429']} of {s['requests']} = {s['share_429']:.2%}",
-            f"ratio <= {rate_limited.RATIO_TARGET}; 429s <= {rate_limited.LEARNING_429} or "
-            f"< {rate_limited.SHARE_429_TARGET:.1%}", s["met"],
-        ))
+        out.append(
+            Row(
+                f"   {s['records']:,} records, {s['rate_limit']}, {s['counting']} counting",
+                f"{s['whole_run_s']:.1f} s, best {s['best_s']:.1f} s: ratio {s['ratio']:.3f} "
+                f"(delivery phase {s['delivery_ratio']:.3f}); "
+                f"429s {s['answered_429']} of {s['requests']} = {s['share_429']:.2%}",
+                f"ratio <= {rate_limited.RATIO_TARGET}; 429s <= {rate_limited.LEARNING_429} or "
+                f"< {rate_limited.SHARE_429_TARGET:.1%}",
+                s["met"],
+            )
+        )
     return out
 
 
@@ -193,7 +224,7 @@ def main() -> None:
     results: dict[str, Any] = {
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, "
-                   f"Python {platform.python_version()}",
+        f"Python {platform.python_version()}",
         "quick": args.quick,
     }
     results["rate_limited"] = timed("rate-limited throughput", lambda: rate_limited.run(sizes["rate_limited"]), console)

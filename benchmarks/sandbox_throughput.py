@@ -53,10 +53,14 @@ def main() -> None:
     print(f"  persons sent      {result.sent}")
     print(f"  statuses          {dict(sorted(result.statuses.items()))}")
     print(f"  wall time         {result.duration_s:.2f} s")
-    print(f"  throughput        {result.persons_per_s:,.0f} persons/s "
-          f"({result.sent / args.persons / result.duration_s:,.1f} requests/s)")
+    print(
+        f"  throughput        {result.persons_per_s:,.0f} persons/s "
+        f"({result.sent / args.persons / result.duration_s:,.1f} requests/s)"
+    )
     print(f"  distinct persons  {len(result.identities)}")
-    print("  integrity         " + ("ok: no 500, none lost, none created twice" if not problems else "; ".join(problems)))
+    print(
+        "  integrity         " + ("ok: no 500, none lost, none created twice" if not problems else "; ".join(problems))
+    )
     sys.exit(1 if problems else 0)
 
 

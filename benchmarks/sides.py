@@ -30,7 +30,9 @@ def run(records: int = 100_000) -> dict[str, Any]:
         generate(csv_path, records, messy=False)
         whole_dir, split_dir = folder / "whole", folder / "split"
         with sandbox(whole_dir / "sandbox") as api:
-            whole = run_child([str(CLI), "sync", "-c", str(write_config(whole_dir, api, csv_path))], whole_dir / "log", api.env())
+            whole = run_child(
+                [str(CLI), "sync", "-c", str(write_config(whole_dir, api, csv_path))], whole_dir / "log", api.env()
+            )
         with sandbox(split_dir / "sandbox") as api:
             down = Api(CLOSED_PORT_URL, api.api_key, api.api_secret, api.db)
             config = write_config(split_dir, down, csv_path)

@@ -93,9 +93,16 @@ def run(rows: int = 1_000_000, rounds: int = 3) -> dict[str, Any]:
             _, rewritten = _pass(ledger, job)
     read_s, pass_s, same_s = statistics.median(reads), statistics.median(passes), statistics.median(rewrites)
     return {
-        "rows": rows, "read_s": read_s, "first_pass_s": first, "unchanged_pass_s": pass_s, "ratio": pass_s / read_s,
-        "same_content_pass_s": same_s, "same_content_ratio": same_s / read_s, "target": TARGET,
-        "rewritten_sent": rewritten.enqueued, "rewritten_expected": expected,
+        "rows": rows,
+        "read_s": read_s,
+        "first_pass_s": first,
+        "unchanged_pass_s": pass_s,
+        "ratio": pass_s / read_s,
+        "same_content_pass_s": same_s,
+        "same_content_ratio": same_s / read_s,
+        "target": TARGET,
+        "rewritten_sent": rewritten.enqueued,
+        "rewritten_expected": expected,
     }
 
 
@@ -106,12 +113,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     r = run(args.rows, args.rounds)
-    print(f"rows {r['rows']:,}: read {r['read_s']:.2f} s, first snapshot pass {r['first_pass_s']:.2f} s, "
-          f"unchanged pass {r['unchanged_pass_s']:.2f} s (medians of {args.rounds})")
-    print(f"unchanged pass / read: {r['ratio']:.2f} (target <= {TARGET}) {'met' if r['ratio'] <= TARGET else 'NOT met'}")
-    print(f"same content written anew (every row read, none mapped): {r['same_content_pass_s']:.2f} s, "
-          f"{r['same_content_ratio']:.2f} x the read")
-    print(f"rewritten file (every 1,000th row edited, 10 appended): {r['rewritten_sent']} enqueued, {r['rewritten_expected']} expected")
+    print(
+        f"rows {r['rows']:,}: read {r['read_s']:.2f} s, first snapshot pass {r['first_pass_s']:.2f} s, "
+        f"unchanged pass {r['unchanged_pass_s']:.2f} s (medians of {args.rounds})"
+    )
+    print(
+        f"unchanged pass / read: {r['ratio']:.2f} (target <= {TARGET}) {'met' if r['ratio'] <= TARGET else 'NOT met'}"
+    )
+    print(
+        f"same content written anew (every row read, none mapped): {r['same_content_pass_s']:.2f} s, "
+        f"{r['same_content_ratio']:.2f} x the read"
+    )
+    print(
+        f"rewritten file (every 1,000th row edited, 10 appended): {r['rewritten_sent']} enqueued, {r['rewritten_expected']} expected"
+    )
 
 
 if __name__ == "__main__":

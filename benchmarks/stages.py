@@ -53,17 +53,23 @@ def _bulk_response(batch_keys: list[str]) -> BulkCaptureResult:
             {"index": i, "idempotency_key": key, "person_id": str(uuid.uuid4()), "action": "created"}
             for i, key in enumerate(batch_keys)
         ],
-        duplicates=[], failed=[],
+        duplicates=[],
+        failed=[],
     )
 
 
 def _ledger_stages(
-    ledger: Ledger, label: str, version: str, mapped: list[Any], per_record: Callable[[str, Callable[[], Any]], Any],
-    batches: list[tuple[Member, ...]], wall: dict[str, float] | None = None,
+    ledger: Ledger,
+    label: str,
+    version: str,
+    mapped: list[Any],
+    per_record: Callable[[str, Callable[[], Any]], Any],
+    batches: list[tuple[Member, ...]],
+    wall: dict[str, float] | None = None,
 ) -> None:
     def enqueue() -> None:
         for start in range(0, len(mapped), CHUNK):
-            ledger.enqueue("bench", version, mapped[start:start + CHUNK], {"offset": start})
+            ledger.enqueue("bench", version, mapped[start : start + CHUNK], {"offset": start})
 
     def claim_and_settle() -> None:
         # Every member settles "captured" here; matching a response is timed on its own below.
@@ -73,8 +79,10 @@ def _ledger_stages(
             outcomes = [Outcome(m.entry_id, "captured", person_id=str(m.entry_id)) for m in work.members]
             work = ledger.settle(work, outcomes, [], then=Claim(BATCH))
 
-    for name, fn in ((f"{label}: enqueue (chunks of 1,000)", enqueue),
-                     (f"{label}: claim + settle (a transaction per batch)", claim_and_settle)):
+    for name, fn in (
+        (f"{label}: enqueue (chunks of 1,000)", enqueue),
+        (f"{label}: claim + settle (a transaction per batch)", claim_and_settle),
+    ):
         t0 = time.perf_counter()
         per_record(name, fn)
         if wall is not None:
@@ -100,7 +108,7 @@ def run(records: int = 30_000, postgres_url: str | None = None) -> dict[str, Any
         naive = per_record("naive: read the CSV into persons", lambda: list(naive_post.persons(str(csv_path))))
         per_record(
             "naive: JSON bodies",
-            lambda: [json.dumps({"persons": naive[i:i + BATCH]}).encode() for i in range(0, records, BATCH)],
+            lambda: [json.dumps({"persons": naive[i : i + BATCH]}).encode() for i in range(0, records, BATCH)],
         )
 
         source = build_source("bench", "csv", {"path": str(csv_path), "primary_key": "id"})

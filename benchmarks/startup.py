@@ -33,8 +33,15 @@ SOURCES = ("crm", "shop", "events", "legacy")
 
 # (upper bound of id * 7919 % 1000, state): a pseudo-random but reproducible spread of states.
 _SPREAD = (
-    (780, "captured"), (830, "duplicate"), (850, "rejected"), (855, "failed"), (860, "superseded"),
-    (862, "blocked"), (865, "in_flight"), (866, "unknown"), (1000, "pending"),
+    (780, "captured"),
+    (830, "duplicate"),
+    (850, "rejected"),
+    (855, "failed"),
+    (860, "superseded"),
+    (862, "blocked"),
+    (865, "in_flight"),
+    (866, "unknown"),
+    (1000, "pending"),
 )
 
 

@@ -68,7 +68,10 @@ def big_run(folder: Path, csv_path: Path, seconds: float) -> dict[str, Any]:
         read = db.execute("SELECT count(*) FROM entries").fetchone()[0]
     return {
         "first_request_s": None if first is None else first - started,
-        "peak_rss_mb": max(peak, usage.ru_maxrss / 1024), "seconds": seconds, "read": read, "delivered": delivered(ledger),
+        "peak_rss_mb": max(peak, usage.ru_maxrss / 1024),
+        "seconds": seconds,
+        "read": read,
+        "delivered": delivered(ledger),
     }
 
 
@@ -80,8 +83,13 @@ def run(records: int, small: int, seconds: float) -> dict[str, Any]:
         generate(small_csv, small, messy=False)
         big = big_run(folder / "big", big_csv, seconds)
         small_run = connector_run(folder / "small", small_csv, small)
-    return {"records": records, **big, "small_records": small, "small_peak_rss_mb": small_run.max_rss_mb,
-            "rss_ratio": big["peak_rss_mb"] / small_run.max_rss_mb}
+    return {
+        "records": records,
+        **big,
+        "small_records": small,
+        "small_peak_rss_mb": small_run.max_rss_mb,
+        "rss_ratio": big["peak_rss_mb"] / small_run.max_rss_mb,
+    }
 
 
 def main() -> None:
@@ -92,10 +100,14 @@ def main() -> None:
     args = parser.parse_args()
     r = run(args.records, args.small, args.seconds)
     first = "none" if r["first_request_s"] is None else f"{r['first_request_s']:.2f} s"
-    print(f"streaming: {r['records']:,}-row CSV: first request after {first}; after {r['seconds']:g} s "
-          f"{r['read']:,} read, {r['delivered']:,} delivered, peak RSS {r['peak_rss_mb']:.0f} MB")
-    print(f"  whole sync of {r['small_records']:,} rows: peak RSS {r['small_peak_rss_mb']:.0f} MB "
-          f"(ratio {r['rss_ratio']:.2f}, target <= 1.2)")
+    print(
+        f"streaming: {r['records']:,}-row CSV: first request after {first}; after {r['seconds']:g} s "
+        f"{r['read']:,} read, {r['delivered']:,} delivered, peak RSS {r['peak_rss_mb']:.0f} MB"
+    )
+    print(
+        f"  whole sync of {r['small_records']:,} rows: peak RSS {r['small_peak_rss_mb']:.0f} MB "
+        f"(ratio {r['rss_ratio']:.2f}, target <= 1.2)"
+    )
     print(json.dumps(r))
 
 

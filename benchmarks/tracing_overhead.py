@@ -37,7 +37,9 @@ def main() -> None:
         del os.environ[name]
     off = per_request_ns(args.requests)
     imported = any(m.startswith("opentelemetry") for m in sys.modules)
-    print(f"off: {off:,.0f} ns per request ({off / 100:.1f} ns per record at 100 per batch); opentelemetry imported: {imported}")
+    print(
+        f"off: {off:,.0f} ns per request ({off / 100:.1f} ns per record at 100 per batch); opentelemetry imported: {imported}"
+    )
 
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -48,7 +50,9 @@ def main() -> None:
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracing.use(provider)
     on = per_request_ns(max(args.requests // 10, 1))
-    print(f"on (SDK, in-memory exporter): {on / 1000:,.1f} us per request ({on / 100 / 1000:.2f} us per record at 100 per batch)")
+    print(
+        f"on (SDK, in-memory exporter): {on / 1000:,.1f} us per request ({on / 100 / 1000:.2f} us per record at 100 per batch)"
+    )
 
 
 if __name__ == "__main__":

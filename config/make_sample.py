@@ -19,16 +19,168 @@ NO_EMAIL_NO_PHONE = 25
 BAD_EMAILS = 25
 PHONE_ONLY = 60
 
-FIRST = ["James", "Mary", "Robert", "Patricia", "John", "Jennifer", "Michael", "Linda", "David", "Elizabeth", "William", "Barbara", "Richard", "Susan", "Joseph", "Jessica", "Thomas", "Sarah", "Charles", "Karen", "Christopher", "Lisa", "Daniel", "Nancy", "Matthew", "Betty", "Anthony", "Sandra", "Mark", "Margaret", "Donald", "Ashley", "Steven", "Kimberly", "Andrew", "Emily", "Paul", "Donna", "Joshua", "Michelle", "Kenneth", "Carol", "Kevin", "Amanda", "Brian", "Melissa", "George", "Deborah", "Timothy", "Stephanie", "Sofia", "Mateo", "Aisha", "Omar", "Priya", "Arjun", "Mei", "Wei", "Yuki", "Hiroshi", "Lucia", "Diego", "Fatima", "Noah", "Chloe", "Liam", "Zoe", "Ines", "Tomasz"]
-LAST = ["Smith", "Johnson", "Williams", "Brown", "Jones", "Garcia", "Miller", "Davis", "Rodriguez", "Martinez", "Hernandez", "Lopez", "Gonzalez", "Wilson", "Anderson", "Thomas", "Taylor", "Moore", "Jackson", "Martin", "Lee", "Perez", "Thompson", "White", "Harris", "Sanchez", "Clark", "Ramirez", "Lewis", "Robinson", "Walker", "Young", "Allen", "King", "Wright", "Scott", "Torres", "Nguyen", "Hill", "Flores", "Green", "Adams", "Nelson", "Baker", "Hall", "Rivera", "Campbell", "Mitchell", "Carter", "Roberts", "Patel", "Kowalski", "Okafor", "Tanaka", "Schmidt", "Rossi", "Dubois", "Jansen", "Novak"]
+FIRST = [
+    "James",
+    "Mary",
+    "Robert",
+    "Patricia",
+    "John",
+    "Jennifer",
+    "Michael",
+    "Linda",
+    "David",
+    "Elizabeth",
+    "William",
+    "Barbara",
+    "Richard",
+    "Susan",
+    "Joseph",
+    "Jessica",
+    "Thomas",
+    "Sarah",
+    "Charles",
+    "Karen",
+    "Christopher",
+    "Lisa",
+    "Daniel",
+    "Nancy",
+    "Matthew",
+    "Betty",
+    "Anthony",
+    "Sandra",
+    "Mark",
+    "Margaret",
+    "Donald",
+    "Ashley",
+    "Steven",
+    "Kimberly",
+    "Andrew",
+    "Emily",
+    "Paul",
+    "Donna",
+    "Joshua",
+    "Michelle",
+    "Kenneth",
+    "Carol",
+    "Kevin",
+    "Amanda",
+    "Brian",
+    "Melissa",
+    "George",
+    "Deborah",
+    "Timothy",
+    "Stephanie",
+    "Sofia",
+    "Mateo",
+    "Aisha",
+    "Omar",
+    "Priya",
+    "Arjun",
+    "Mei",
+    "Wei",
+    "Yuki",
+    "Hiroshi",
+    "Lucia",
+    "Diego",
+    "Fatima",
+    "Noah",
+    "Chloe",
+    "Liam",
+    "Zoe",
+    "Ines",
+    "Tomasz",
+]
+LAST = [
+    "Smith",
+    "Johnson",
+    "Williams",
+    "Brown",
+    "Jones",
+    "Garcia",
+    "Miller",
+    "Davis",
+    "Rodriguez",
+    "Martinez",
+    "Hernandez",
+    "Lopez",
+    "Gonzalez",
+    "Wilson",
+    "Anderson",
+    "Thomas",
+    "Taylor",
+    "Moore",
+    "Jackson",
+    "Martin",
+    "Lee",
+    "Perez",
+    "Thompson",
+    "White",
+    "Harris",
+    "Sanchez",
+    "Clark",
+    "Ramirez",
+    "Lewis",
+    "Robinson",
+    "Walker",
+    "Young",
+    "Allen",
+    "King",
+    "Wright",
+    "Scott",
+    "Torres",
+    "Nguyen",
+    "Hill",
+    "Flores",
+    "Green",
+    "Adams",
+    "Nelson",
+    "Baker",
+    "Hall",
+    "Rivera",
+    "Campbell",
+    "Mitchell",
+    "Carter",
+    "Roberts",
+    "Patel",
+    "Kowalski",
+    "Okafor",
+    "Tanaka",
+    "Schmidt",
+    "Rossi",
+    "Dubois",
+    "Jansen",
+    "Novak",
+]
 COMPANIES = (
-    "Acme Logistics", "Northwind Traders", "Blue Harbor Dental", "Greenfield Farms", "Summit Legal",
-    "Brightside Solar", "Riverbend Clinic", "Keystone Builders", "Orchid Analytics", "Pioneer Freight",
-    "Maple Street Bakery", "Copperline Media", "Harborview Hotels", "Ironwood Fitness", "Lumen Labs",
+    "Acme Logistics",
+    "Northwind Traders",
+    "Blue Harbor Dental",
+    "Greenfield Farms",
+    "Summit Legal",
+    "Brightside Solar",
+    "Riverbend Clinic",
+    "Keystone Builders",
+    "Orchid Analytics",
+    "Pioneer Freight",
+    "Maple Street Bakery",
+    "Copperline Media",
+    "Harborview Hotels",
+    "Ironwood Fitness",
+    "Lumen Labs",
 )
 TITLES = (
-    "Office Manager", "Owner", "CFO", "Operations Lead", "Marketing Director", "Sales Manager",
-    "Founder", "IT Administrator", "Practice Manager", "Purchasing Agent", "", "",
+    "Office Manager",
+    "Owner",
+    "CFO",
+    "Operations Lead",
+    "Marketing Director",
+    "Sales Manager",
+    "Founder",
+    "IT Administrator",
+    "Practice Manager",
+    "Purchasing Agent",
+    "",
+    "",
 )
 MAIL_DOMAINS = ("gmail.com", "outlook.com", "yahoo.com", "icloud.com", "proton.me", "fastmail.com")
 PLANS = ("free", "starter", "pro", "enterprise")
@@ -46,13 +198,15 @@ def phone(rng: random.Random) -> str:
 
 def bad_email(rng: random.Random, first: str, last: str) -> str:
     local = f"{first}.{last}".lower()
-    return rng.choice((
-        f"{local}@{rng.choice(MAIL_DOMAINS).replace('.', ',')}",  # a comma for the dot
-        f"{local}.{rng.choice(MAIL_DOMAINS)}",                  # no @
-        f"{local}@@{rng.choice(MAIL_DOMAINS)}",                 # two @
-        f"{first.lower()} {last.lower()}@{rng.choice(MAIL_DOMAINS)}",  # a space
-        f"@{rng.choice(MAIL_DOMAINS)}",                         # nothing before the @
-    ))
+    return rng.choice(
+        (
+            f"{local}@{rng.choice(MAIL_DOMAINS).replace('.', ',')}",  # a comma for the dot
+            f"{local}.{rng.choice(MAIL_DOMAINS)}",  # no @
+            f"{local}@@{rng.choice(MAIL_DOMAINS)}",  # two @
+            f"{first.lower()} {last.lower()}@{rng.choice(MAIL_DOMAINS)}",  # a space
+            f"@{rng.choice(MAIL_DOMAINS)}",  # nothing before the @
+        )
+    )
 
 
 def generate(rng: random.Random) -> list[dict[str, str]]:
@@ -67,12 +221,19 @@ def generate(rng: random.Random) -> list[dict[str, str]]:
         while email in used:
             email = f"{local}{rng.randint(100, 999)}@{domain}"
         used.add(email)
-        rows.append({
-            "id": f"C{n:05d}", "First": first, "Last": last if rng.random() < 0.95 else "",
-            "Email": email, "Phone": phone(rng) if rng.random() < 0.6 else "",
-            "Company": company, "Title": rng.choice(TITLES) if company else "",
-            "Plan": rng.choice(PLANS), "Signed Up": f"2026-{rng.randint(1, 10):02d}-{rng.randint(1, 28):02d}",
-        })
+        rows.append(
+            {
+                "id": f"C{n:05d}",
+                "First": first,
+                "Last": last if rng.random() < 0.95 else "",
+                "Email": email,
+                "Phone": phone(rng) if rng.random() < 0.6 else "",
+                "Company": company,
+                "Title": rng.choice(TITLES) if company else "",
+                "Plan": rng.choice(PLANS),
+                "Signed Up": f"2026-{rng.randint(1, 10):02d}-{rng.randint(1, 28):02d}",
+            }
+        )
     special = rng.sample(range(100, ROWS), SAME_EMAIL_OTHER_CASE + NO_EMAIL_NO_PHONE + BAD_EMAILS + PHONE_ONLY)
     marks = iter(special)
     for _ in range(SAME_EMAIL_OTHER_CASE):  # a later signup by the same person, email typed in another case

@@ -40,10 +40,17 @@ __all__ = [
 ]
 
 _HOME = {
-    "sync": "._api", "replay": "._api", "status": "._api", "StatusReport": "._api",
-    "RunReport": ".delivery", "Config": ".config", "load_config": ".config", "ExitCode": ".exit_codes",
+    "sync": "._api",
+    "replay": "._api",
+    "status": "._api",
+    "StatusReport": "._api",
+    "RunReport": ".delivery",
+    "Config": ".config",
+    "load_config": ".config",
+    "ExitCode": ".exit_codes",
     **dict.fromkeys(
-        ("CaptureSyncError", "ConfigError", "AuthenticationFailed", "Unsettled", "NeedsAttention", "SourceFailed"), "._errors",
+        ("CaptureSyncError", "ConfigError", "AuthenticationFailed", "Unsettled", "NeedsAttention", "SourceFailed"),
+        "._errors",
     ),
 }
 

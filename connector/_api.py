@@ -47,8 +47,12 @@ class StatusReport(LedgerStatus):
 
 
 def sync(
-    config: ConfigLike, *, sources: str | Sequence[str] | None = None, full_refresh: bool = False,
-    check: bool = True, log_level: str | None = None,
+    config: ConfigLike,
+    *,
+    sources: str | Sequence[str] | None = None,
+    full_refresh: bool = False,
+    check: bool = True,
+    log_level: str | None = None,
 ) -> RunReport:
     """One pass over the sources (all, or the ones named), then deliver everything the ledger holds
     unsettled: `capture-sync sync`. `full_refresh` reads the named sources from the start (their
@@ -66,18 +70,25 @@ def sync(
         if full_refresh:
             jobs = [replace(job, from_start=True) for job in jobs]
         beside_daemon = (
-            "full_refresh=True does not run beside it" if full_refresh
-            else "it runs one source or all: call sync once per source" if len(names) > 1 else None
+            "full_refresh=True does not run beside it"
+            if full_refresh
+            else "it runs one source or all: call sync once per source"
+            if len(names) > 1
+            else None
         )
 
         def work(ledger: Ledger, client: CaptureClient) -> Awaitable[RunReport]:
-            return delivery.sync(ledger, client, jobs, cfg.delivery_settings(), gate=lambda: pass_flow_gate(cfg, ledger))
+            return delivery.sync(
+                ledger, client, jobs, cfg.delivery_settings(), gate=lambda: pass_flow_gate(cfg, ledger)
+            )
 
         report = _deliver(cfg, work, "sync", {"source": names[0] if names else None}, beside_daemon)
     return _checked(report, check)
 
 
-def replay(config: ConfigLike, *, include_failed: bool = False, check: bool = True, log_level: str | None = None) -> RunReport:
+def replay(
+    config: ConfigLike, *, include_failed: bool = False, check: bool = True, log_level: str | None = None
+) -> RunReport:
     """Re-send what the ledger holds unsettled with the same keys and bodies: `capture-sync replay`.
     `include_failed` also re-sends failed entries (after fixing their cause). `check` as for `sync`.
     Beside a running daemon, the daemon replays, stalled batches included."""
@@ -87,7 +98,10 @@ def replay(config: ConfigLike, *, include_failed: bool = False, check: bool = Tr
 
         def work(ledger: Ledger, client: CaptureClient) -> Awaitable[RunReport]:
             return delivery.replay(
-                ledger, client, cfg.delivery_settings(), include_failed=include_failed,
+                ledger,
+                client,
+                cfg.delivery_settings(),
+                include_failed=include_failed,
                 gate=lambda: pass_flow_gate(cfg, ledger),
             )
 
@@ -176,4 +190,3 @@ def _checked(report: RunReport, check: bool) -> RunReport:
     if check:
         raise_for(report)
     return report
-

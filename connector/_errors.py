@@ -118,7 +118,9 @@ def translated() -> Iterator[None]:
     except CaptureSyncError:
         raise
     except ConfigProblem as exc:
-        raise ConfigError(f"the configuration has {len(exc.problems)} problem(s): {exc}", problems=exc.problems) from exc
+        raise ConfigError(
+            f"the configuration has {len(exc.problems)} problem(s): {exc}", problems=exc.problems
+        ) from exc
     except Refused as exc:
         raise error_for(exc.exit_code, str(exc)) from exc
     except Exception as exc:

@@ -27,10 +27,16 @@ def api_client(cfg: Config, transport: httpx.AsyncBaseTransport | None = None) -
     base_url, creds = cfg.api()
     tracing.name_integration(cfg.path.stem)  # the spans of what this client does name its config
     return CaptureClient(
-        base_url, creds.api_key, creds.api_secret, timeout_s=cfg.capture.timeout_s,
-        retry_policy=cfg.capture.retry.policy(), allow_insecure_http=cfg.capture.allow_insecure_http,
+        base_url,
+        creds.api_key,
+        creds.api_secret,
+        timeout_s=cfg.capture.timeout_s,
+        retry_policy=cfg.capture.retry.policy(),
+        allow_insecure_http=cfg.capture.allow_insecure_http,
         max_connections=max(cfg.capture.concurrency, 1),
-        credentials_from=creds.origins(), reload_credentials=cfg.reload_credentials, transport=transport,
+        credentials_from=creds.origins(),
+        reload_credentials=cfg.reload_credentials,
+        transport=transport,
     )
 
 
@@ -47,7 +53,9 @@ def open_ledger(cfg: LedgerLocation, *, exclusive: bool = False) -> Ledger:
     """`exclusive` takes the single-process lock: only one process may send from a ledger at a time,
     or a replay could re-send a batch another process is still waiting on."""
     ledger = Ledger(
-        cfg.ledger_target, synchronous=cfg.ledger.synchronous, password_file=cfg.ledger_password_file,
+        cfg.ledger_target,
+        synchronous=cfg.ledger.synchronous,
+        password_file=cfg.ledger_password_file,
         integration=cfg.integration_name,
     )
     if exclusive:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,7 +24,15 @@ from .api.client import check_base_url
 from .api.errors import InsecureURLError
 from .api.retry import RetryPolicy
 from .config_file import (
-    IntegrationSettings, LedgerLocation, LedgerSettings, Section, beside, integration_settings, read_toml, section, table,
+    IntegrationSettings,
+    LedgerLocation,
+    LedgerSettings,
+    Section,
+    beside,
+    integration_settings,
+    read_toml,
+    section,
+    table,
 )
 from .delivery import REJECTS_MAX_BYTES, DeliverySettings, RejectsFeed, SourceJob
 from .loopback import parse_address
@@ -51,8 +59,10 @@ class RetrySettings(Section):
 
     def policy(self) -> RetryPolicy:
         return RetryPolicy(
-            max_attempts=self.max_attempts, max_elapsed_s=self.max_elapsed_s,
-            initial_backoff_s=self.initial_backoff_s, max_backoff_s=max(self.max_backoff_s, self.initial_backoff_s),
+            max_attempts=self.max_attempts,
+            max_elapsed_s=self.max_elapsed_s,
+            initial_backoff_s=self.initial_backoff_s,
+            max_backoff_s=max(self.max_backoff_s, self.initial_backoff_s),
         )
 
 
@@ -142,13 +152,17 @@ class Config(LedgerLocation):
     base_url: str | None
     credentials: Credentials | None
     alerts: tuple[Alert, ...] = ()
-    integration: IntegrationSettings = IntegrationSettings()
+    integration: IntegrationSettings = field(default_factory=IntegrationSettings)
 
     def exposed_files(self) -> list[tuple[Path, int]]:
         """The ledger (with its -wal and -shm) and the credential files that exist and that other
         users may read, with their modes: the ledger holds every contact's payload."""
         ledger = self.ledger_path
-        files = [] if self.ledger.url else [ledger, ledger.with_name(ledger.name + "-wal"), ledger.with_name(ledger.name + "-shm")]
+        files = (
+            []
+            if self.ledger.url
+            else [ledger, ledger.with_name(ledger.name + "-wal"), ledger.with_name(ledger.name + "-shm")]
+        )
         files += [self.ledger_password_file] if self.ledger_password_file else []
         files += [beside(self.path.parent, f) for f in (self.capture.api_key_file, self.capture.api_secret_file) if f]
         exposed = []
@@ -178,15 +192,20 @@ class Config(LedgerLocation):
 
     def delivery_settings(self) -> DeliverySettings:
         return DeliverySettings(
-            batch_size=self.capture.batch_size, concurrency=self.capture.concurrency,
-            rate_window_s=self.capture.rate_window_s, rate_shape=self.capture.rate_shape, rejects=self._rejects_feed(),
+            batch_size=self.capture.batch_size,
+            concurrency=self.capture.concurrency,
+            rate_window_s=self.capture.rate_window_s,
+            rate_shape=self.capture.rate_shape,
+            rejects=self._rejects_feed(),
         )
 
     def _rejects_feed(self) -> RejectsFeed | None:
         daemon = self.daemon
         if daemon.rejects_file is None:
             return None
-        return RejectsFeed(beside(self.path.parent, daemon.rejects_file), daemon.rejects_max_bytes, daemon.rejects_contact_data)
+        return RejectsFeed(
+            beside(self.path.parent, daemon.rejects_file), daemon.rejects_max_bytes, daemon.rejects_contact_data
+        )
 
     def api(self) -> tuple[str, Credentials]:
         """What a command that talks to the API needs; raises ConfigProblem naming what is missing."""
@@ -299,9 +318,7 @@ def _check_schedule(text: Any, where: str, problems: list[str]) -> None:
         problems.append(f"{where}: {exc}")
 
 
-def _credential(
-    env: str, file: Path | None, folder: Path, key: str, problems: list[str]
-) -> tuple[str | None, str]:
+def _credential(env: str, file: Path | None, folder: Path, key: str, problems: list[str]) -> tuple[str | None, str]:
     """The value and where it came from; env takes precedence over the file."""
     if os.environ.get(env):
         return os.environ[env].strip(), f"env {env}"
@@ -318,7 +335,11 @@ def _credentials(capture: CaptureSettings, folder: Path, problems: list[str]) ->
     if api_key and secret:
         return Credentials(api_key, SecretStr(secret), key_from, secret_from)
     if api_key or secret:
-        missing = f"env {ENV_API_SECRET} or capture.api_secret_file" if api_key else f"env {ENV_API_KEY} or capture.api_key_file"
+        missing = (
+            f"env {ENV_API_SECRET} or capture.api_secret_file"
+            if api_key
+            else f"env {ENV_API_KEY} or capture.api_key_file"
+        )
         problems.append(f"credentials: the {'secret' if api_key else 'key'} is missing ({missing})")
     return None
 
@@ -348,7 +369,7 @@ def _sources(raw: Any, folder: Path, problems: list[str]) -> list[SourceConfig]:
         mode = options.pop("mode", "incremental")
         _check_schedule(schedule, f"{where}.schedule", problems)
         if mode not in ("incremental", "snapshot"):
-            problems.append(f"{where}.mode: {mode!r} is not a mode: \"incremental\" (the default) or \"snapshot\"")
+            problems.append(f'{where}.mode: {mode!r} is not a mode: "incremental" (the default) or "snapshot"')
         mapping = source = None
         if not isinstance(mapping_table, dict):
             problems.append(f"{where}.mapping: required table ([sources.mapping]) saying how fields become a person")
@@ -358,7 +379,7 @@ def _sources(raw: Any, folder: Path, problems: list[str]) -> list[SourceConfig]:
             except ConfigProblem as exc:
                 problems.extend(exc.problems)
         if not isinstance(type_name, str) or not type_name:
-            problems.append(f"{where}.type: required (csv, jsonl, sql, http or \"package.module:Class\")")
+            problems.append(f'{where}.type: required (csv, jsonl, sql, http or "package.module:Class")')
         else:
             try:
                 source = build_source(str(name), type_name, options, config_dir=folder)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
@@ -123,9 +123,11 @@ def read_toml(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigProblem([
-            f"{path}: no such config file (pass -c FILE or set {ENV_CONFIG}; config/capture-sync.example.toml is a start)"
-        ]) from None
+        raise ConfigProblem(
+            [
+                f"{path}: no such config file (pass -c FILE or set {ENV_CONFIG}; config/capture-sync.example.toml is a start)"
+            ]
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigProblem([f"{path}: cannot read it: {exc}"]) from None
     except tomllib.TOMLDecodeError as exc:
@@ -143,7 +145,7 @@ class LedgerPlace(LedgerLocation):
 
     path: Path  # the config file
     ledger: LedgerSettings
-    integration: IntegrationSettings = IntegrationSettings()
+    integration: IntegrationSettings = field(default_factory=IntegrationSettings)
 
 
 def integration_problem(path: Path, settings: IntegrationSettings | None, ledger: LedgerSettings | None) -> str | None:
@@ -159,7 +161,10 @@ def integration_problem(path: Path, settings: IntegrationSettings | None, ledger
 
 
 def integration_settings(
-    doc: dict[str, Any], path: Path, ledger: LedgerSettings | None, problems: list[str],
+    doc: dict[str, Any],
+    path: Path,
+    ledger: LedgerSettings | None,
+    problems: list[str],
 ) -> IntegrationSettings | None:
     """The `[integration]` table, checked with the name it falls back to."""
     settings = section(IntegrationSettings, table(doc, "integration", problems), "integration", problems)

@@ -43,7 +43,7 @@ def mask_phone(value: str) -> str:
     if value.strip().startswith("+"):
         code = _country_code(value)
         if code and digits.startswith(code):
-            prefix, national = f"+{code} ", digits[len(code):]
+            prefix, national = f"+{code} ", digits[len(code) :]
         else:
             prefix = "+"
     masked = "*" * (len(national) - 2) + national[-2:]

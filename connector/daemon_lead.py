@@ -5,6 +5,7 @@ sweeps' count that a standby or an unreadable ledger skips. Kept apart from the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -63,17 +64,21 @@ class Leading:
                 try:
                     await control.start()
                 except OSError as exc:
-                    raise ConfigProblem([f"control socket {control.path}: cannot listen there: {exc.strerror or exc}"]) from None
+                    raise ConfigProblem(
+                        [f"control socket {control.path}: cannot listen there: {exc.strerror or exc}"]
+                    ) from None
                 self._control = control
 
     def _gained(self, token: int) -> None:
         """The lease taken: the pauses as the ledger holds them, the control socket, and at once a
         sweep, which re-sends under their same keys the batches an earlier leader left open."""
+
         async def lead() -> None:
             self.paused = await asyncio.to_thread(self.ledger.paused)
             await self._turn_control(True)
             self._start(self._serve_requests())
             await self.sweep()
+
         self._start(lead())
 
     async def _serve_requests(self) -> None:
@@ -98,10 +103,8 @@ class Leading:
                     self._start(run(request, command, args))
             except LedgerError as exc:
                 log.warning("control.requests_unread", reason=str(exc), then="asks again in 0.5 s")
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(halt.wait(), REQUESTS_POLL_S)
-            except TimeoutError:
-                pass
 
     def _lost(self, why: str) -> None:
         self._start(self._turn_control(False))

@@ -39,7 +39,7 @@ def apply(
     naming its variable. Returns {dotted key: variable} of the keys set, for naming them in later problems."""
     applied: dict[str, str] = {}
     for var in sorted(v for v in environ if v.upper().startswith(PREFIX)):
-        parts = [p.lower() for p in var[len(PREFIX):].split("__")]
+        parts = [p.lower() for p in var[len(PREFIX) :].split("__")]
         if not all(parts) or len(parts) < 2:
             problems.append(f"env {var}: name a key as {PREFIX}<SECTION>__<KEY>, e.g. {PREFIX}CAPTURE__BATCH_SIZE")
             continue
@@ -119,7 +119,9 @@ def _set_named(doc: dict[str, Any], section: str, keys: list[str], value: Any) -
     matches = [t for t in tables if isinstance(t.get("name"), str) and _env_name(t["name"]) == wanted]
     if not matches:
         names = ", ".join(str(t["name"]) for t in tables if t.get("name")) or "none"
-        raise _Refused(f"no {section} entry named like {wanted!r} in the file (named: {names}); an override cannot add one")
+        raise _Refused(
+            f"no {section} entry named like {wanted!r} in the file (named: {names}); an override cannot add one"
+        )
     if len(matches) > 1:
         raise _Refused(f"{section} {', '.join(t['name'] for t in matches)} spell alike in a variable name; rename one")
     if rest[0] == "name":

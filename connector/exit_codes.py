@@ -9,12 +9,12 @@ from enum import IntEnum
 class ExitCode(IntEnum):
     OK = 0
     UNEXPECTED = 1
-    USAGE = 2          # usage or config error, the ledger held by another process, a source not readable
+    USAGE = 2  # usage or config error, the ledger held by another process, a source not readable
     AUTH = 3
-    UNSETTLED = 4      # work remains unsettled (outage), or a stop signal ended the run early
+    UNSETTLED = 4  # work remains unsettled (outage), or a stop signal ended the run early
     BLOCKED = 5
     SOURCE_FAILED = 6  # a source raised mid-read: what it yielded before was kept and delivered
-    FLOW_FAILED = 7    # `check --flow`: a step of the synthetic test flow failed (the server answered)
+    FLOW_FAILED = 7  # `check --flow`: a step of the synthetic test flow failed (the server answered)
     INTERRUPTED = 130  # KeyboardInterrupt outside the stop handler (typer's code)
 
 

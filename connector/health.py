@@ -30,7 +30,7 @@ log = structlog.get_logger("capture_sync.daemon")
 
 CAPTURES = ("capture_bulk", "capture_person")
 REFUSED = "the API refuses the credentials"
-SWEEP = "retry-sweep"              # the daemon's job names, as `next_run` knows them
+SWEEP = "retry-sweep"  # the daemon's job names, as `next_run` knows them
 STALLED_RETRY = "retry-stalled"
 CREDENTIALS = "credentials"
 
@@ -80,15 +80,15 @@ class DaemonHealth:
     started_at: float = field(default_factory=time.time)
     client: ClientInfo | None = None
     api_answered_at: float | None = None  # the last GET /info that succeeded
-    auth_failed: str | None = None        # why the API refuses the credentials in use; None when it accepts them
-    auth_since: float | None = None       # when the first request it refused was sent
-    outage_since: float | None = None     # delivery halted by an unavailable API since then; None when it delivers
-    last_outage: Outage | None = None     # the last outage that ended
+    auth_failed: str | None = None  # why the API refuses the credentials in use; None when it accepts them
+    auth_since: float | None = None  # when the first request it refused was sent
+    outage_since: float | None = None  # delivery halted by an unavailable API since then; None when it delivers
+    last_outage: Outage | None = None  # the last outage that ended
     stalled: Stalls = field(default_factory=Stalls)
-    unsettled: int = 0                    # the ledger's figures, as of the last `ledger_read`
+    unsettled: int = 0  # the ledger's figures, as of the last `ledger_read`
     blocked: int = 0
-    unread: dict[str, Unread] = field(default_factory=dict)       # source -> since when it is not read, why
-    passes: dict[str, SourcePass] = field(default_factory=dict)   # source (or "retry-sweep") -> its last pass
+    unread: dict[str, Unread] = field(default_factory=dict)  # source -> since when it is not read, why
+    passes: dict[str, SourcePass] = field(default_factory=dict)  # source (or "retry-sweep") -> its last pass
     last_success: dict[str, float] = field(default_factory=dict)  # source -> end of its last pass that succeeded
     # source -> what its passes read and made of it since start (read, enqueued, unchanged, rejected):
     # the metrics' counters, kept whole here because `passes` holds only the last pass
@@ -99,7 +99,7 @@ class DaemonHealth:
     # int | None, "since": epoch, "why": text}); empty on SQLite, where the one daemon leads
     roles: Callable[[], dict[str, dict[str, Any]]] = field(default=lambda: {}, repr=False)
     ledger_down: tuple[float, str] | None = None  # since when the ledger cannot be read, and why (the alerts' check)
-    _failing_since: float | None = None   # the first request of the current run of failures
+    _failing_since: float | None = None  # the first request of the current run of failures
 
     @property
     def ready(self) -> bool:
@@ -145,14 +145,25 @@ class DaemonHealth:
     def passed(self, name: str, report: RunReport) -> None:
         now = time.time()
         self.passes[name] = SourcePass(
-            now, report.duration_s, int(report.exit_code), report.read, report.rejected, report.captured,
-            report.duplicate, report.failed, report.halted_by,
+            now,
+            report.duration_s,
+            int(report.exit_code),
+            report.read,
+            report.rejected,
+            report.captured,
+            report.duplicate,
+            report.failed,
+            report.halted_by,
         )
         if _succeeded(report):
             self.last_success[name] = now
         totals = self.read_totals.setdefault(name, Counter())
         totals.update(
-            read=report.read, enqueued=report.enqueued, unchanged=report.unchanged, rejected=report.rejected, late=report.late,
+            read=report.read,
+            enqueued=report.enqueued,
+            unchanged=report.unchanged,
+            rejected=report.rejected,
+            late=report.late,
         )
         # a halt: GET /info failed (no capture was tried), or a request's retries ran out (begun already)
         if report.halted_by and not report.auth_failed:
@@ -199,11 +210,18 @@ class DaemonHealth:
         reason = answer_reason(attempt.status_code, error.name, error.code)
         was = self.stalled
         self.stalled = Stalls(
-            was.entries + attempt.persons, was.batches + 1, was.since or attempt.started_at, reason,
+            was.entries + attempt.persons,
+            was.batches + 1,
+            was.since or attempt.started_at,
+            reason,
         )
         log.warning(
-            "batch.stalled", reason=reason, entries=attempt.persons, operation=attempt.operation,
-            key_prefix=(attempt.idempotency_key or "")[:14], then=self.stall_then(),
+            "batch.stalled",
+            reason=reason,
+            entries=attempt.persons,
+            operation=attempt.operation,
+            key_prefix=(attempt.idempotency_key or "")[:14],
+            then=self.stall_then(),
         )
 
     # --- what it tells ------------------------------------------------------------------------
@@ -215,8 +233,7 @@ class DaemonHealth:
             return f"not retried automatically (spec 4.4 rule 4): `{replay}` re-sends them with the same keys"
         at = self.next_run(STALLED_RETRY)
         when = f", next at {_iso(at)}" if at else ""
-        return (f"re-sent on [daemon] retry_stalled_every ({self.retry_stalled_every}{when}); "
-                f"`{replay}` sends them now")
+        return f"re-sent on [daemon] retry_stalled_every ({self.retry_stalled_every}{when}); `{replay}` sends them now"
 
     def describe(self, now: float) -> dict[str, Any]:
         """The live state for `status`, the control channel and the page: JSON-able, times as epoch
@@ -227,12 +244,20 @@ class DaemonHealth:
             "started_at": self.started_at,
             "ready": self.ready,
             "unready_reasons": self.unready_reasons,
-            "auth": None if self.auth_failed is None else {"refused_since": self.auth_since, "reason": self.auth_failed},
-            "outage": None if self.outage_since is None else {
-                "since": self.outage_since, "seconds": round(now - self.outage_since, 1),
+            "auth": None
+            if self.auth_failed is None
+            else {"refused_since": self.auth_since, "reason": self.auth_failed},
+            "outage": None
+            if self.outage_since is None
+            else {
+                "since": self.outage_since,
+                "seconds": round(now - self.outage_since, 1),
             },
-            "last_outage": None if self.last_outage is None else {
-                **asdict(self.last_outage), "seconds": round(self.last_outage.until - self.last_outage.since, 1),
+            "last_outage": None
+            if self.last_outage is None
+            else {
+                **asdict(self.last_outage),
+                "seconds": round(self.last_outage.until - self.last_outage.since, 1),
             },
             "stalled": None if not stalled.entries else {**asdict(stalled), "then": self.stall_then()},
             "unread_sources": {name: asdict(u) for name, u in self.unread.items()},
@@ -269,6 +294,9 @@ def _succeeded(report: RunReport) -> bool:
     code is not the test: entries blocked or unsettled from any earlier pass make it 5 or 4, and
     those have their own alert and status lines; they must not make every source look stale."""
     return not (
-        report.halted_by or report.unavailable or report.source_failures or report.stopped
+        report.halted_by
+        or report.unavailable
+        or report.source_failures
+        or report.stopped
         or report.ended_by is not None
     )

@@ -46,8 +46,19 @@ from connector.durations import duration_s
 from connector.source import BadRecord, Passed, Record, SourceError, SourceOptions
 
 __all__ = [
-    "HELD_BACK", "CursorOptions", "CursorType", "HeldBack", "Lookback", "Row", "Scan", "check_lookback", "cursor_key",
-    "end_of_pass", "lookback_amount", "order_of", "read_incremental",
+    "HELD_BACK",
+    "CursorOptions",
+    "CursorType",
+    "HeldBack",
+    "Lookback",
+    "Row",
+    "Scan",
+    "check_lookback",
+    "cursor_key",
+    "end_of_pass",
+    "lookback_amount",
+    "order_of",
+    "read_incremental",
 ]
 
 CursorType = Literal["string", "number", "datetime"]
@@ -84,7 +95,6 @@ HELD_BACK = HeldBack()
 Scan = Callable[[Any | None, Any | None], Iterator[Row | HeldBack]]
 
 
-
 def lookback_amount(raw: str | float | None) -> timedelta | float | None:
     """A `lookback` option as an amount: `"10m"`-style durations (s, m, h, d) or a plain number."""
     if raw is None:
@@ -108,7 +118,7 @@ Lookback = Annotated[
     str | float | None,
     AfterValidator(_valid_lookback),
     Field(
-        description='Start each pass this far before the last cursor value, for rows committed late: a duration '
+        description="Start each pass this far before the last cursor value, for rows committed late: a duration "
         '("30s", "10m", "2h", "1d") for a datetime cursor, a number for a number cursor; not for string cursors.'
     ),
 ]

@@ -82,10 +82,10 @@ class Leadership:
     def __init__(self, lease: Lease, lease_s: float) -> None:
         self.lease, self.lease_s = lease, lease_s
         self.margin_s = max(lease_s / 5, 0.5)  # stop this much before the database may hand the lease over
-        self.period_s = lease_s / 3            # renew (or try to take) this often
-        self.deadline = 0.0                    # monotonic: nothing is sent from here on unless renewed
+        self.period_s = lease_s / 3  # renew (or try to take) this often
+        self.deadline = 0.0  # monotonic: nothing is sent from here on unless renewed
         self.role = Role()
-        self.halt = asyncio.Event()            # the passes of the term in hand stop on it
+        self.halt = asyncio.Event()  # the passes of the term in hand stop on it
         self.halt.set()
         self._timer: asyncio.TimerHandle | None = None
         self._closed = asyncio.Event()
@@ -119,7 +119,8 @@ class Leadership:
             if self.leads or not stop.is_set():
                 await self._round()
             waits = [asyncio.ensure_future(e.wait()) for e in (self._closed, stop) if not e.is_set()] or [
-                asyncio.ensure_future(self._closed.wait())]
+                asyncio.ensure_future(self._closed.wait())
+            ]
             _, pending = await asyncio.wait(waits, timeout=self.period_s, return_when=asyncio.FIRST_COMPLETED)
             for waiter in pending:
                 waiter.cancel()
@@ -150,8 +151,12 @@ class Leadership:
                 token = await asyncio.to_thread(self.lease.take)
         except LedgerError as exc:
             if self.leads:
-                log.warning("lease.renew_failed", integration=self.lease.integration, reason=str(exc),
-                            then=f"leading until the lease runs out ({max(self.deadline - time.monotonic(), 0):.1f} s)")
+                log.warning(
+                    "lease.renew_failed",
+                    integration=self.lease.integration,
+                    reason=str(exc),
+                    then=f"leading until the lease runs out ({max(self.deadline - time.monotonic(), 0):.1f} s)",
+                )
             else:
                 self.role.why = f"standing by: the ledger database does not answer ({exc})"
             return
@@ -176,8 +181,15 @@ class Leadership:
             return False
         self._resting_until = time.monotonic() + 3 * self.period_s
         await asyncio.to_thread(self.lease.release)
-        log.info("lease.handed_back", integration=self.lease.integration, holder=self.holder, leads=mine,
-                 share=fair, fewest=fewest, reason="another live daemon leads fewer integrations")
+        log.info(
+            "lease.handed_back",
+            integration=self.lease.integration,
+            holder=self.holder,
+            leads=mine,
+            share=fair,
+            fewest=fewest,
+            reason="another live daemon leads fewer integrations",
+        )
         self._lose("handed back to balance the integrations over the live daemons")
         return True
 
@@ -204,8 +216,14 @@ class Leadership:
             self._timer.cancel()
             self._timer = None
         if self.leads:
-            log.warning("lease.lost", integration=self.lease.integration, holder=self.holder, token=self.role.token,
-                        reason=why, then="stops this integration's passes and stands by")
+            log.warning(
+                "lease.lost",
+                integration=self.lease.integration,
+                holder=self.holder,
+                token=self.role.token,
+                reason=why,
+                then="stops this integration's passes and stands by",
+            )
             self.role = Role(why=f"standing by: {why}")
             self.on_loss(why)
         else:

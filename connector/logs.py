@@ -165,7 +165,8 @@ def configure(level: str | int = "INFO", *, json: bool | None = None, stream: Te
         redact_pii,
     ]
     rendering: list[Processor] = (
-        [structlog.processors.JSONRenderer()] if json
+        [structlog.processors.JSONRenderer()]
+        if json
         else [inert_values, structlog.dev.ConsoleRenderer(colors=stream.isatty())]
     )
     formatter = structlog.stdlib.ProcessorFormatter(

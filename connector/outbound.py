@@ -57,7 +57,11 @@ def _shown(origin: Origin) -> str:
 
 
 def check_hop(
-    from_url: str | httpx.URL, to_url: str | httpx.URL, bound: Origin, *, follow_foreign_origins: bool = False,
+    from_url: str | httpx.URL,
+    to_url: str | httpx.URL,
+    bound: Origin,
+    *,
+    follow_foreign_origins: bool = False,
     what: str = "a redirect",
 ) -> None:
     """Raise OriginRefused when a hop (a redirect, a next link) from `from_url` to `to_url` must not be
@@ -79,8 +83,10 @@ def insecure_reason(url: str | httpx.URL) -> str | None:
     """Why plain http may not carry a credential to `url` (None: it may): only loopback is exempt."""
     scheme, host, _ = origin_of(url)
     if scheme == "http" and not is_loopback(host):
-        return f"refusing plain http to {host} with a credential (it would travel in clear): " \
-               "use https, or set allow_insecure_http = true"
+        return (
+            f"refusing plain http to {host} with a credential (it would travel in clear): "
+            "use https, or set allow_insecure_http = true"
+        )
     return None
 
 
@@ -103,8 +109,13 @@ class OriginBoundAuth(httpx.Auth):
     default): a client that follows redirects itself copies headers past this check."""
 
     def __init__(
-        self, url: str | httpx.URL, headers: Mapping[str, str], *, follow_foreign_origins: bool = False,
-        allow_insecure_http: bool = False, max_redirects: int = MAX_REDIRECTS,
+        self,
+        url: str | httpx.URL,
+        headers: Mapping[str, str],
+        *,
+        follow_foreign_origins: bool = False,
+        allow_insecure_http: bool = False,
+        max_redirects: int = MAX_REDIRECTS,
     ) -> None:
         self.origin = origin_of(url)
         if headers and not allow_insecure_http and (why := insecure_reason(url)):
@@ -139,8 +150,12 @@ class OriginBoundAuth(httpx.Auth):
 
 
 def bound_client(
-    url: str, credential: Mapping[str, str] | None = None, *, follow_foreign_origins: bool = False,
-    allow_insecure_http: bool = False, **client_options: Any,
+    url: str,
+    credential: Mapping[str, str] | None = None,
+    *,
+    follow_foreign_origins: bool = False,
+    allow_insecure_http: bool = False,
+    **client_options: Any,
 ) -> httpx.Client:
     """An httpx.Client whose requests carry the `credential` headers (and `url`'s userinfo, as Basic
     auth) only to `url`'s origin, following redirects hop by hop under those rules. `client_options`
@@ -149,7 +164,9 @@ def bound_client(
     `follow_redirects=True` (which bypasses the auth flow) sends the credential nowhere else."""
     _, basic = userinfo_auth(url)
     auth = OriginBoundAuth(
-        url, {**basic, **(credential or {})}, follow_foreign_origins=follow_foreign_origins,
+        url,
+        {**basic, **(credential or {})},
+        follow_foreign_origins=follow_foreign_origins,
         allow_insecure_http=allow_insecure_http,
     )
     hooks = client_options.pop("event_hooks", {})

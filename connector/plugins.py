@@ -48,8 +48,10 @@ def import_object(target: str, search: Path | None = None) -> Any:
         obj: Any = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         top = module_name.partition(".")[0]
-        if search is None or exc.name != top or not (
-            (search / f"{top}.py").is_file() or (search / top / "__init__.py").is_file()
+        if (
+            search is None
+            or exc.name != top
+            or not ((search / f"{top}.py").is_file() or (search / top / "__init__.py").is_file())
         ):
             raise
         if str(search) not in sys.path:
@@ -93,7 +95,7 @@ def source_types() -> dict[str, type[Source]]:
 
 
 def load_source_type(type_name: str, search: Path | None = None) -> type[Source]:
-    """"csv" | an entry-point name | "package.module:Class" (installed, or in `search`); raises ConfigProblem."""
+    """ "csv" | an entry-point name | "package.module:Class" (installed, or in `search`); raises ConfigProblem."""
     if ":" in type_name:
         try:
             return _load(type_name, search)
@@ -107,7 +109,7 @@ def load_source_type(type_name: str, search: Path | None = None) -> type[Source]
                 raise ConfigProblem([f"source type {type_name!r} ({found.origin}) does not load: {found.error}"])
             return found.cls
     known = ", ".join(t.name for t in discover())
-    raise ConfigProblem([f"unknown source type {type_name!r} (installed: {known}; or use \"package.module:Class\")"])
+    raise ConfigProblem([f'unknown source type {type_name!r} (installed: {known}; or use "package.module:Class")'])
 
 
 def build_source(name: str, type_name: str, options: dict[str, Any], config_dir: Path | None = None) -> Source:

@@ -25,7 +25,9 @@ class TerminalProgress:
             TimeElapsedColumn(),
             console=console,
         )
-        self._tasks: dict[str, TaskID] = {stage: self.display.add_task(label, total=None) for stage, label in _LABELS.items()}
+        self._tasks: dict[str, TaskID] = {
+            stage: self.display.add_task(label, total=None) for stage, label in _LABELS.items()
+        }
 
     def advance(self, what: Stage, n: int) -> None:
         self.display.advance(self._tasks[what], n)

@@ -41,26 +41,35 @@ def batch_recovery(batch: BatchDetail | None, config_path: Path, *, daemon: bool
         cause = (
             "likely cause: the first request with this key timed out on our side while the server was still "
             "running it, so the retry met a 409 (spec 4.4 rule 3: no automatic retry)"
-            if after_timeout else
-            "likely cause: the server has an earlier request with this key that needs manual recovery (spec 4.4 rule 3)"
+            if after_timeout
+            else "likely cause: the server has an earlier request with this key that needs manual recovery (spec 4.4 rule 3)"
         )
         return [
             Step(cause),
-            Step("check in the CRM whether these persons arrived, then "
-                 + ("stop the daemon (`ledger resolve` is refused while it holds the ledger) and either" if daemon else "either")),
+            Step(
+                "check in the CRM whether these persons arrived, then "
+                + (
+                    "stop the daemon (`ledger resolve` is refused while it holds the ledger) and either"
+                    if daemon
+                    else "either"
+                )
+            ),
             Step(
                 "send it again under its same key: once the first request has finished, the server answers "
-                "with its earlier result instead of capturing again" if batch.operation == "person" else
-                "send them again in a new batch; their per-person keys let the server recognise any it already has",
+                "with its earlier result instead of capturing again"
+                if batch.operation == "person"
+                else "send them again in a new batch; their per-person keys let the server recognise any it already has",
                 resolve_command(config_path, batch.key, "requeue"),
             ),
             Step("never send them again", resolve_command(config_path, batch.key, "dismiss")),
         ]
     if batch.state == "stalled":
-        return [Step(
-            f"stopped by a non-retryable server error; `capture-sync replay -c {config_path}` re-sends it with the "
-            "same key and body"
-        )]
+        return [
+            Step(
+                f"stopped by a non-retryable server error; `capture-sync replay -c {config_path}` re-sends it with the "
+                "same key and body"
+            )
+        ]
     return []
 
 
@@ -74,8 +83,11 @@ class Advice:
 
 
 def advice(
-    report: StatusReport, live: Mapping[str, Any] | None, config_path: Path,
-    *, recorded_pauses: Mapping[str, float] | None = None,
+    report: StatusReport,
+    live: Mapping[str, Any] | None,
+    config_path: Path,
+    *,
+    recorded_pauses: Mapping[str, float] | None = None,
 ) -> list[Advice]:
     """One line per state that holds, most urgent first; "nothing to do" when none does.
 
@@ -100,7 +112,9 @@ def _live_lines(live: Mapping[str, Any] | None, health: Mapping[str, Any], c: st
         return
     unread: dict[str, Mapping[str, Any]] = health.get("unread_sources") or {}
     if auth := health.get("auth"):
-        names = ", ".join(f"{n} since {_at(u['since'])}" for n, u in sorted(unread.items()) if u["kind"] == "credentials")
+        names = ", ".join(
+            f"{n} since {_at(u['since'])}" for n, u in sorted(unread.items()) if u["kind"] == "credentials"
+        )
         unread_too = f" and these sources are not read: {names}" if names else ""
         yield Advice(
             "credentials_refused",
@@ -138,7 +152,10 @@ def _recorded_pauses(paused: Mapping[str, float], c: str) -> Iterator[Advice]:
 
 
 def _ledger_lines(
-    report: StatusReport, live: Mapping[str, Any] | None, health: Mapping[str, Any], c: str,
+    report: StatusReport,
+    live: Mapping[str, Any] | None,
+    health: Mapping[str, Any],
+    c: str,
 ) -> Iterator[Advice]:
     """The ledger's unsettled work, by kind; `health` ({} without a daemon) says what the daemon will do."""
     daemon = live is not None
@@ -151,9 +168,12 @@ def _ledger_lines(
         stalled = health.get("stalled") or {}
         why = f" ({stalled['reason']}, since {_at(stalled['since'])})" if stalled.get("reason") else ""
         then = stalled.get("then") or f"`capture-sync replay {c}` re-sends them with the same keys"
-        yield Advice("stalled", f"{att.stalled} entries stalled: a non-retryable answer stopped their batches{why}; {then}")
-    resolve = ("then stop the daemon (`ledger resolve` is refused while it holds the ledger) and run" if daemon
-               else "then run")
+        yield Advice(
+            "stalled", f"{att.stalled} entries stalled: a non-retryable answer stopped their batches{why}; {then}"
+        )
+    resolve = (
+        "then stop the daemon (`ledger resolve` is refused while it holds the ledger) and run" if daemon else "then run"
+    )
     if att.blocked:
         yield Advice(
             "blocked",
@@ -192,7 +212,8 @@ def _pending(n: int, health: Mapping[str, Any], c: str, *, daemon: bool) -> Advi
         )
     if daemon:
         return Advice(
-            "pending", f"{n} entries wait to be sent: the daemon sends them on its next pass or retry sweep ({sweep})",
+            "pending",
+            f"{n} entries wait to be sent: the daemon sends them on its next pass or retry sweep ({sweep})",
         )
     return Advice(
         "pending",

@@ -85,7 +85,7 @@ def _path(path: str) -> str:
         return f"/{HIDDEN}"
     if "@" in path:  # `https://us/er:pw@host`: a user with a raw "/" spills into the path
         tail = path.rpartition("@")[2]
-        path = f"/{HIDDEN}" + tail[tail.find("/"):] if "/" in tail else f"/{HIDDEN}"
+        path = f"/{HIDDEN}" + tail[tail.find("/") :] if "/" in tail else f"/{HIDDEN}"
     return quote(path, safe=_PATH_SAFE)
 
 

@@ -33,7 +33,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -44,10 +44,10 @@ from .alerts import Alerts
 from .api import CaptureError, Unauthorized
 from .control import DaemonStopping
 from .daemon_lead import Leading
-from .ledger import LedgerFenced
 from .delivery import RunReport, SourceJob, preflight, replay, sync
 from .health import CREDENTIALS, SWEEP, DaemonHealth
 from .health import STALLED_RETRY as STALLED
+from .ledger import LedgerFenced
 from .ops import raise_open_files_limit
 from .problems import ConfigProblem
 from .schedule import schedule_trigger
@@ -70,8 +70,14 @@ class Daemon(Leading):
     """Runs the configured sources on their schedules until `stop` is set."""
 
     def __init__(
-        self, config: Config, ledger: Ledger, client: CaptureClient, stop: asyncio.Event, *,
-        http: HttpAddress | None = None, leadership: Leadership | None = None,
+        self,
+        config: Config,
+        ledger: Ledger,
+        client: CaptureClient,
+        stop: asyncio.Event,
+        *,
+        http: HttpAddress | None = None,
+        leadership: Leadership | None = None,
     ) -> None:
         """`http`: where to serve /metrics, /healthz, /readyz and the status page (connector.ops).
         `leadership`: on a shared PostgreSQL ledger, the lease this daemon leads its integration by
@@ -82,10 +88,14 @@ class Daemon(Leading):
         self.settings = config.delivery_settings()
         self.exit_code = 0
         self.health = DaemonHealth(
-            tuple(s.name for s in config.sources), config.path, config.daemon.retry_stalled_every,
+            tuple(s.name for s in config.sources),
+            config.path,
+            config.daemon.retry_stalled_every,
         )
         client.observers.append(self.health.observe)  # outage and stall times are the requests' own
-        self.alerts = Alerts(config.alerts, self.health, ledger, config=config.path, sources=[s.name for s in config.sources])
+        self.alerts = Alerts(
+            config.alerts, self.health, ledger, config=config.path, sources=[s.name for s in config.sources]
+        )
         self._one_at_a_time = asyncio.Lock()
         self._checking = asyncio.Lock()
         self._running: set[asyncio.Task[Any]] = set()
@@ -98,7 +108,11 @@ class Daemon(Leading):
             self.health.roles = lambda: {config.integration_name: asdict(leadership.role)}
 
     async def _pass(
-        self, name: str, start: Callable[[], Awaitable[RunReport]], *, operator: bool = False,
+        self,
+        name: str,
+        start: Callable[[], Awaitable[RunReport]],
+        *,
+        operator: bool = False,
         sources: Sequence[str] = (),
     ) -> RunReport | None:
         """One pass of a source (`name`) or of the retry sweep, under the one-at-a-time lock. A
@@ -111,8 +125,10 @@ class Daemon(Leading):
         assert task is not None
         if self.leadership is not None and not self.leadership.leads:
             if operator:
-                raise DaemonStopping(f"this daemon stands by for integration {self.config.integration_name}: "
-                                     "ask again; the command reaches the daemon that leads it")
+                raise DaemonStopping(
+                    f"this daemon stands by for integration {self.config.integration_name}: "
+                    "ask again; the command reaches the daemon that leads it"
+                )
             return None
         self._running.add(task)
         try:
@@ -127,8 +143,12 @@ class Daemon(Leading):
                         raise DaemonStopping("the daemon is stopping or lost its lease: run the command again")
                     return None
                 if not operator and self._held(name):
-                    log.info("pass.held", run=what, paused_since=self._paused_since(name),
-                             then=f"resume: capture-sync resume -c {shlex.quote(str(self.config.path))}")
+                    log.info(
+                        "pass.held",
+                        run=what,
+                        paused_since=self._paused_since(name),
+                        then=f"resume: capture-sync resume -c {shlex.quote(str(self.config.path))}",
+                    )
                     return None
                 report = await start()
             for source in sources or [name]:
@@ -136,20 +156,28 @@ class Daemon(Leading):
             if report.auth_failed:
                 self._refused(report.halted_by or "authentication failed", run=what)
             elif report.blocked_total:
-                log.warning("entries are blocked: see `capture-sync ledger list --state blocked`", blocked=report.blocked_total)
+                log.warning(
+                    "entries are blocked: see `capture-sync ledger list --state blocked`", blocked=report.blocked_total
+                )
             return report
         except LedgerFenced as exc:  # the lease passed while this pass ran: nothing more of it is recorded or sent
             if self.leadership is not None:
                 self.leadership.lost(str(exc))
             if operator:
                 raise DaemonStopping(str(exc)) from None
-        except ConfigProblem as exc:  # the source changed under the daemon (a column gone): fix the config or the source
+        except (
+            ConfigProblem
+        ) as exc:  # the source changed under the daemon (a column gone): fix the config or the source
             log.error("source.misconfigured", run=what, problems=exc.problems)
             if operator:
                 raise
         except Exception as exc:  # one failing pass (a missing file, a locked ledger) must not end the daemon
-            log.error("pass failed; the next tick tries again", run=what, error=f"{type(exc).__name__}: {exc}",
-                      exc_info=log.isEnabledFor(logging.DEBUG))
+            log.error(
+                "pass failed; the next tick tries again",
+                run=what,
+                error=f"{type(exc).__name__}: {exc}",
+                exc_info=log.isEnabledFor(logging.DEBUG),
+            )
             if operator:
                 raise
         finally:
@@ -159,7 +187,8 @@ class Daemon(Leading):
 
     async def sync_source(self, job: SourceJob) -> None:
         await self._pass(
-            job.name, lambda: sync(self.ledger, self.client, [job], self.settings, stop=self._halt, on_info=self.health.answered)
+            job.name,
+            lambda: sync(self.ledger, self.client, [job], self.settings, stop=self._halt, on_info=self.health.answered),
         )
 
     # --- what an operator asks through the control channel (connector.control) --------------
@@ -170,7 +199,7 @@ class Daemon(Leading):
 
     def _paused_since(self, name: str) -> str:
         since = self.paused.get(name, self.paused.get(ALL, 0.0))
-        return datetime.fromtimestamp(since, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return datetime.fromtimestamp(since, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def state(self) -> dict[str, Any]:
         """The control channel's `state`: what is paused (a source's name, or "*": all) and the health."""
@@ -180,18 +209,36 @@ class Daemon(Leading):
         """`capture-sync sync [--source NAME]` beside the daemon: a pass now, paused or not."""
         jobs = self.config.jobs(source)  # ConfigProblem for a name not configured
         names = [job.name for job in jobs]
-        report = await self._pass(source or "sync", lambda: sync(
-            self.ledger, self.client, jobs, self.settings, stop=self._halt, on_info=self.health.answered,
-        ), operator=True, sources=names)
+        report = await self._pass(
+            source or "sync",
+            lambda: sync(
+                self.ledger,
+                self.client,
+                jobs,
+                self.settings,
+                stop=self._halt,
+                on_info=self.health.answered,
+            ),
+            operator=True,
+            sources=names,
+        )
         assert report is not None  # an operator pass raises rather than skip
         return report
 
     async def replay_now(self, include_failed: bool) -> RunReport:
         """`capture-sync replay` beside the daemon: stalled batches included, as the command by itself."""
-        report = await self._pass("replay", lambda: replay(
-            self.ledger, self.client, self.settings, include_failed=include_failed, stop=self._halt,
-            on_info=self.health.answered,
-        ), operator=True)
+        report = await self._pass(
+            "replay",
+            lambda: replay(
+                self.ledger,
+                self.client,
+                self.settings,
+                include_failed=include_failed,
+                stop=self._halt,
+                on_info=self.health.answered,
+            ),
+            operator=True,
+        )
         assert report is not None
         return report
 
@@ -201,8 +248,12 @@ class Daemon(Leading):
         paused is being read. Returns what is paused now."""
         name = self.config.jobs(source)[0].name if source else ALL
         self.paused[name] = await asyncio.to_thread(self.ledger.pause, name)
-        log.info("daemon.paused", source=name, then=f"capture-sync resume -c {shlex.quote(str(self.config.path))}"
-                 + (f" --source {shlex.quote(name)}" if source else ""))
+        log.info(
+            "daemon.paused",
+            source=name,
+            then=f"capture-sync resume -c {shlex.quote(str(self.config.path))}"
+            + (f" --source {shlex.quote(name)}" if source else ""),
+        )
         async with self._one_at_a_time:
             return dict(self.paused)
 
@@ -224,7 +275,9 @@ class Daemon(Leading):
     def _refused(self, reason: str, **context: Any) -> None:
         if self.health.auth_failed is None:
             log.error(
-                "daemon.auth_failed", reason=reason, **context,
+                "daemon.auth_failed",
+                reason=reason,
+                **context,
                 then="nothing is sent until the credentials work: fix the files (a rotated secret goes into "
                 "its file); they are read again on every credentials tick and at once on SIGHUP",
             )
@@ -245,8 +298,12 @@ class Daemon(Leading):
                 self.health.answered(await self.client.use_credentials(pair))
             except Unauthorized as exc:
                 if self.health.auth_failed is None:  # the pair in use still works: keep it
-                    log.error("credentials.refused", trigger=trigger, reason=str(exc),
-                              then="the pair in use goes on being used; fix the files")
+                    log.error(
+                        "credentials.refused",
+                        trigger=trigger,
+                        reason=str(exc),
+                        then="the pair in use goes on being used; fix the files",
+                    )
                     return True
                 self._refused(str(exc), trigger=trigger)
                 return False
@@ -273,34 +330,54 @@ class Daemon(Leading):
         non-retryable answer stopped are not sent (spec 4.4 rule 4): they wait for `replay`."""
         if self._held(SWEEP) or not await self._counted(self.ledger.sweepable_count):
             return
-        await self._pass(SWEEP, lambda: replay(
-            self.ledger, self.client, self.settings, include_stalled=False, stop=self._halt, on_info=self.health.answered,
-        ))
+        await self._pass(
+            SWEEP,
+            lambda: replay(
+                self.ledger,
+                self.client,
+                self.settings,
+                include_stalled=False,
+                stop=self._halt,
+                on_info=self.health.answered,
+            ),
+        )
 
     async def retry_stalled(self) -> None:
         """`[daemon] retry_stalled_every`: the operator's own schedule for re-sending stalled batches."""
         if self._held(STALLED) or not await self._counted(self.ledger.unsettled_count):
             return
-        await self._pass(STALLED, lambda: replay(self.ledger, self.client, self.settings, stop=self._halt, on_info=self.health.answered))
+        await self._pass(
+            STALLED,
+            lambda: replay(self.ledger, self.client, self.settings, stop=self._halt, on_info=self.health.answered),
+        )
 
     def _scheduler(self) -> AsyncIOScheduler:
         scheduler = AsyncIOScheduler(job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None})
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         for source in self.config.sources:
             trigger = schedule_trigger(source.schedule)
             first = {"next_run_time": now} if isinstance(trigger, IntervalTrigger) else {}
-            scheduler.add_job(self.sync_source, trigger, args=[source.job], id=f"source:{source.name}", name=source.name, **first)
+            scheduler.add_job(
+                self.sync_source, trigger, args=[source.job], id=f"source:{source.name}", name=source.name, **first
+            )
         scheduler.add_job(self.sweep, schedule_trigger(self.config.daemon.retry_sweep), id=SWEEP, name=SWEEP)
         if self.config.daemon.retry_stalled_every is not None:
             scheduler.add_job(
-                self.retry_stalled, schedule_trigger(self.config.daemon.retry_stalled_every), id=STALLED, name=STALLED,
+                self.retry_stalled,
+                schedule_trigger(self.config.daemon.retry_stalled_every),
+                id=STALLED,
+                name=STALLED,
             )
         scheduler.add_job(
-            self.credentials_tick, schedule_trigger(self.config.daemon.credentials_check), id=CREDENTIALS,
+            self.credentials_tick,
+            schedule_trigger(self.config.daemon.credentials_check),
+            id=CREDENTIALS,
             name=CREDENTIALS,
         )
         if self.config.alerts:  # a tick for what changes between passes: an outage's length, a stale source
-            scheduler.add_job(self.alerts.check, schedule_trigger(self.config.daemon.alerts_check), id="alerts", name="alerts")
+            scheduler.add_job(
+                self.alerts.check, schedule_trigger(self.config.daemon.alerts_check), id="alerts", name="alerts"
+            )
         return scheduler
 
     async def serve(self) -> int:
@@ -312,8 +389,11 @@ class Daemon(Leading):
             raise ConfigProblem(found.config_problems)
         self.paused = await asyncio.to_thread(self.ledger.paused)
         if self.paused:
-            log.warning("daemon.starts_paused", paused=sorted(self.paused),
-                        then=f"capture-sync resume -c {shlex.quote(str(self.config.path))}")
+            log.warning(
+                "daemon.starts_paused",
+                paused=sorted(self.paused),
+                then=f"capture-sync resume -c {shlex.quote(str(self.config.path))}",
+            )
         if self.leadership is None:  # else while it leads (`_gained`)
             await self._turn_control(True)  # at once: a command asked while GET /info waits finds it
         leading = asyncio.ensure_future(self.leadership.run(self.stop)) if self.leadership is not None else None
@@ -348,7 +428,9 @@ class Daemon(Leading):
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGHUP, lambda: self._start(self.check_credentials("SIGHUP")))
         log.info(
-            "daemon started", sources=[s.name for s in self.config.sources], ledger=self.config.ledger_name,
+            "daemon started",
+            sources=[s.name for s in self.config.sources],
+            ledger=self.config.ledger_name,
             unavailable=unavailable,  # said now: a source's first tick may be an hour away
             open_files_limit=open_files,
         )

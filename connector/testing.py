@@ -128,7 +128,9 @@ class SourceContract:
         with pytest.raises(SourceError):
             self.build(broken).check()
 
-    def test_columns_when_given_are_fields_every_record_has(self, source_options: dict[str, Any], records: list[Record]) -> None:
+    def test_columns_when_given_are_fields_every_record_has(
+        self, source_options: dict[str, Any], records: list[Record]
+    ) -> None:
         source = self.build(source_options)
         try:
             columns = source.columns()

@@ -116,7 +116,8 @@ def _from_environment() -> Tracer | None:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError:
         log.warning(
-            "tracing.unavailable", exporters=names,
+            "tracing.unavailable",
+            exporters=names,
             why="OTEL_* variables ask for traces but the otel extra is not installed: pip install 'capture-sync[otel]'",
         )
         return None
@@ -141,7 +142,9 @@ def _exporter(name: str) -> Any:
         return ConsoleSpanExporter()
     if name != "otlp":
         raise ValueError(f"unknown exporter {name!r}: use otlp, console or none")
-    protocol = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc"
+    protocol = (
+        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc"
+    )
     if protocol.strip() == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     elif protocol.strip() == "http/protobuf":
@@ -172,16 +175,23 @@ def run(report: RunReport) -> AbstractContextManager[None]:
 @contextmanager
 def _run(tracer: Tracer, report: RunReport) -> Iterator[None]:
     with tracer.start_as_current_span(
-        "capture_sync.run", attributes=_attributes(operation=report.kind), record_exception=False,
+        "capture_sync.run",
+        attributes=_attributes(operation=report.kind),
+        record_exception=False,
         set_status_on_exception=False,
     ) as span:
         try:
             yield
         finally:
             code = int(report.exit_code)
-            span.set_attributes(_attributes(
-                exit_code=code, unsettled=report.unsettled, stopped=report.stopped, **report.counts(),
-            ))
+            span.set_attributes(
+                _attributes(
+                    exit_code=code,
+                    unsettled=report.unsettled,
+                    stopped=report.stopped,
+                    **report.counts(),
+                )
+            )
             if code:
                 _failed(span, report.ended_by_error or f"exit {code}")
 
@@ -196,7 +206,9 @@ def source_read(name: str, report: RunReport) -> AbstractContextManager[None]:
 def _source_read(tracer: Tracer, name: str, report: RunReport) -> Iterator[None]:
     read, rejected = report.read, report.rejected
     with tracer.start_as_current_span(
-        "capture_sync.source.read", attributes=_attributes(source=name), record_exception=False,
+        "capture_sync.source.read",
+        attributes=_attributes(source=name),
+        record_exception=False,
         set_status_on_exception=False,
     ) as span:
         try:
@@ -205,7 +217,9 @@ def _source_read(tracer: Tracer, name: str, report: RunReport) -> Iterator[None]
             _failed(span, type(exc).__name__)
             raise
         finally:
-            span.set_attributes({"capture_sync.records": report.read - read, "capture_sync.rejected": report.rejected - rejected})
+            span.set_attributes(
+                {"capture_sync.records": report.read - read, "capture_sync.rejected": report.rejected - rejected}
+            )
             if name in report.source_failures:
                 _failed(span, "the source failed mid-read")
 
@@ -219,7 +233,9 @@ def request(operation: str, size: int) -> AbstractContextManager[None]:
 @contextmanager
 def _traced_request(tracer: Tracer, operation: str, size: int) -> Iterator[None]:
     with tracer.start_as_current_span(
-        "capture_api.request", attributes=_attributes(operation=operation, size=size), record_exception=False,
+        "capture_api.request",
+        attributes=_attributes(operation=operation, size=size),
+        record_exception=False,
         set_status_on_exception=False,
     ) as span:
         trace = _RequestTrace(span)
@@ -231,7 +247,9 @@ def _traced_request(tracer: Tracer, operation: str, size: int) -> Iterator[None]
             raise
         finally:
             _request.reset(token)
-            span.set_attributes({"capture_sync.attempts": trace.attempts, "capture_sync.rate_limited": trace.rate_limited})
+            span.set_attributes(
+                {"capture_sync.attempts": trace.attempts, "capture_sync.rate_limited": trace.rate_limited}
+            )
 
 
 def attempted(number: int, status_code: int | None) -> None:

@@ -121,4 +121,3 @@ class CsvSource(FileSource):
             if len(row) > width:
                 data["_extra"] = row[width:]
             yield first_line, data
-

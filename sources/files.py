@@ -56,13 +56,18 @@ FileOrder = Literal["name", "mtime"]
 
 
 class FileOptions(CursorOptions):
-    path: ConfigPath = Field(description="A file, or a glob of files (e.g. `data/signups-*.csv`, `exports/**/*.jsonl`).")
+    path: ConfigPath = Field(
+        description="A file, or a glob of files (e.g. `data/signups-*.csv`, `exports/**/*.jsonl`)."
+    )
     encoding: str = Field("utf-8", description="Text encoding; a UTF-8 byte order mark is skipped.")
     order: FileOrder = Field(
-        "name", description="Order of the files of a glob: name (natural: export-9 before export-10) or mtime (oldest first)."
+        "name",
+        description="Order of the files of a glob: name (natural: export-9 before export-10) or mtime (oldest first).",
     )
     settle_s: float = Field(
-        60.0, ge=0, description="A last line without its newline is held back until the file has been unmodified this long."
+        60.0,
+        ge=0,
+        description="A last line without its newline is held back until the file has been unmodified this long.",
     )
 
     @field_validator("encoding")
@@ -73,7 +78,9 @@ class FileOptions(CursorOptions):
         except LookupError:
             raise ValueError(f"unknown encoding {value!r}") from None
         if "\n".encode(value) != b"\n":
-            raise ValueError(f"encoding {value!r} is not supported: use an ASCII-compatible one (utf-8, latin-1, cp1252)")
+            raise ValueError(
+                f"encoding {value!r} is not supported: use an ASCII-compatible one (utf-8, latin-1, cp1252)"
+            )
         return value
 
 
@@ -158,7 +165,12 @@ class LineReader:
         if self.settled:
             return False
         self.held_back = True
-        log.warning("source.line_held_back", file=self.name, line=self.line, reason="no newline yet; read once complete or settled")
+        log.warning(
+            "source.line_held_back",
+            file=self.name,
+            line=self.line,
+            reason="no newline yet; read once complete or settled",
+        )
         return True
 
 
@@ -286,7 +298,9 @@ class FileSource(Source[FileOptions]):
                 return
             done |= {fingerprint}
 
-    def _scan_file(self, match: Match, position: dict[str, Any] | None, done: frozenset[str]) -> Generator[Row, None, bool]:
+    def _scan_file(
+        self, match: Match, position: dict[str, Any] | None, done: frozenset[str]
+    ) -> Generator[Row, None, bool]:
         """The rows of one file from `position`; returns whether its last line was held back. `done`
         (the files read to their end before it) goes into every row's position, as a sorted list."""
         opts, rel = self.options, match.rel
@@ -299,7 +313,9 @@ class FileSource(Source[FileOptions]):
             fh.seek(offset)
             settled = time.time() - os.fstat(fh.fileno()).st_mtime >= opts.settle_s
             lines = LineReader(fh, rel, opts.encoding, offset, line, settled)
-            order: dict[str, Any] = {"order": "mtime", "mtime": match.mtime_ns} if opts.order == "mtime" else {"order": "name"}
+            order: dict[str, Any] = (
+                {"order": "mtime", "mtime": match.mtime_ns} if opts.order == "mtime" else {"order": "name"}
+            )
             order["done"] = sorted(done)
             for first_line, data in self.records(fh, lines):
                 position = {"file": rel, "offset": lines.offset, "line": lines.line, "tail": lines.tail, **order}

@@ -38,9 +38,13 @@ Pagination = Literal["none", "next_link", "link_header", "cursor", "page"]
 
 class HttpOptions(SourceOptions):
     url: str = Field(description="The first page, e.g. https://api.example.com/v1/contacts.")
-    records_path: str | None = Field(None, description="Dotted path of the record list in the body (default: the body).")
+    records_path: str | None = Field(
+        None, description="Dotted path of the record list in the body (default: the body)."
+    )
     id_field: str = Field("id", description="Dotted path of each record's stable id.")
-    params: dict[str, str] = Field({}, description="Extra query parameters (no credentials: page URLs go into the state).")
+    params: dict[str, str] = Field(
+        {}, description="Extra query parameters (no credentials: page URLs go into the state)."
+    )
     auth_env: str | None = Field(None, description="Environment variable holding the credential.")
     auth_header: str = Field("Authorization", description="Header that carries the credential.")
     auth_scheme: str | None = Field(None, description="Prefix of the credential, e.g. Bearer.")
@@ -61,7 +65,9 @@ class HttpOptions(SourceOptions):
     follow_foreign_origins: bool = Field(
         False, description="Follow a redirect or next page to another origin, without the credential (default: refuse)."
     )
-    allow_insecure_http: bool = Field(False, description="Send a credential over plain http to a host other than loopback.")
+    allow_insecure_http: bool = Field(
+        False, description="Send a credential over plain http to a host other than loopback."
+    )
 
     @field_validator("url")
     @classmethod
@@ -130,8 +136,11 @@ class HttpSource(Source[HttpOptions]):
                 headers[opts.auth_header] = f"{opts.auth_scheme} {credential}" if opts.auth_scheme else credential
             try:
                 self._client = bound_client(
-                    opts.url, headers, follow_foreign_origins=opts.follow_foreign_origins,
-                    allow_insecure_http=opts.allow_insecure_http, headers={"Accept": "application/json"},
+                    opts.url,
+                    headers,
+                    follow_foreign_origins=opts.follow_foreign_origins,
+                    allow_insecure_http=opts.allow_insecure_http,
+                    headers={"Accept": "application/json"},
                     timeout=opts.timeout_s,
                 )
             except OriginRefused as exc:
@@ -200,7 +209,9 @@ class HttpSource(Source[HttpOptions]):
 
     def _hop(self, from_url: str, to_url: str, what: str) -> None:
         try:
-            check_hop(from_url, to_url, self._origin, follow_foreign_origins=self.options.follow_foreign_origins, what=what)
+            check_hop(
+                from_url, to_url, self._origin, follow_foreign_origins=self.options.follow_foreign_origins, what=what
+            )
         except OriginRefused as exc:
             raise SourceError(_refusal(exc)) from None
 
@@ -226,7 +237,9 @@ class HttpSource(Source[HttpOptions]):
             return self._kept(urljoin(url, link)) if link else None
         if opts.pagination == "cursor":
             token = dig(body, opts.next_path)
-            return str(httpx.URL(url).copy_set_param(opts.cursor_param, str(token))) if token not in (None, "") else None
+            return (
+                str(httpx.URL(url).copy_set_param(opts.cursor_param, str(token))) if token not in (None, "") else None
+            )
         if opts.pagination == "page" and records:
             page = int(httpx.URL(url).params.get(opts.page_param, opts.first_page))
             return str(httpx.URL(url).copy_set_param(opts.page_param, str(page + 1)))

@@ -43,4 +43,3 @@ def _parse(text: str, undecodable: str | None) -> dict[str, Any] | Unreadable:
     if not isinstance(data, dict):
         return Unreadable("not a JSON object", shown(text))
     return data
-

@@ -50,7 +50,9 @@ from connector.source import ConfigPath, Item, Source, SourceError, SourceOption
 
 class SqlOptions(SourceOptions):
     url: str | None = Field(None, description="SQLAlchemy URL, e.g. postgresql+psycopg://reader@db/crm.")
-    url_env: str | None = Field(None, description="Environment variable holding the URL (keeps a password out of the file).")
+    url_env: str | None = Field(
+        None, description="Environment variable holding the URL (keeps a password out of the file)."
+    )
     table: str | None = Field(None, description="Table to read, or schema.table.")
     query: str | None = Field(None, description="A SELECT to read instead of a table.")
     primary_key: str = Field(description="Column with a unique, stable id.")
@@ -103,7 +105,11 @@ def encode(value: Any) -> Any:
     return str(value) if isinstance(value, UUID) else value
 
 
-_DECODERS: dict[str, Callable[[str], Any]] = {"datetime": datetime.fromisoformat, "date": date.fromisoformat, "decimal": Decimal}
+_DECODERS: dict[str, Callable[[str], Any]] = {
+    "datetime": datetime.fromisoformat,
+    "date": date.fromisoformat,
+    "decimal": Decimal,
+}
 
 
 def decode(value: Any) -> Any:
@@ -183,7 +189,9 @@ class SqlSource(Source[SqlOptions]):
         rel, _, _ = self._relation()
         with self._connect() as conn:
             try:
-                result: sa.CursorResult[Any] = conn.execute(sa.select(sa.literal_column("*")).select_from(rel).limit(limit))
+                result: sa.CursorResult[Any] = conn.execute(
+                    sa.select(sa.literal_column("*")).select_from(rel).limit(limit)
+                )
                 result.all()
             except sa.exc.SQLAlchemyError as exc:
                 raise SourceError(f"cannot read {self.options.table or 'the query'}: {_reason(exc)}") from None
@@ -244,8 +252,13 @@ class SqlSource(Source[SqlOptions]):
                 yield self._row(row), {"cursor": end, "null": position}
 
     def _keyset(
-        self, conn: sa.Connection, rel: sa.FromClause, group: sa.ColumnElement[Any] | None, key: sa.ColumnElement[Any],
-        where: sa.ColumnElement[bool], position: dict[str, Any] | None,
+        self,
+        conn: sa.Connection,
+        rel: sa.FromClause,
+        group: sa.ColumnElement[Any] | None,
+        key: sa.ColumnElement[Any],
+        where: sa.ColumnElement[bool],
+        position: dict[str, Any] | None,
     ) -> Iterator[tuple[dict[str, Any], sa.RowMapping]]:
         """The rows of `where` in (group, key) order (`group` None: key order) after `position` (None:
         from the first), each with its position {"cursor": group value, "key": key value}. The rows of
@@ -328,12 +341,20 @@ class SqlSource(Source[SqlOptions]):
         problem = f"no value in primary key {opts.primary_key!r}"
         if c is not None:  # rows without a key that share a cursor value share this id
             value = _plain(c)
-            return Row(f"{opts.cursor}={value}", data, None, where=f"{rel} row with {opts.cursor} = {value}", problem=problem)
+            return Row(
+                f"{opts.cursor}={value}", data, None, where=f"{rel} row with {opts.cursor} = {value}", problem=problem
+            )
         if opts.cursor is not None:
             problem += f" nor in cursor {opts.cursor!r}"
         text = json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
         digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-        return Row(f"row:{digest}", data, None, where=f"{rel} row without {opts.primary_key}, content {digest}", problem=problem)
+        return Row(
+            f"row:{digest}",
+            data,
+            None,
+            where=f"{rel} row without {opts.primary_key}, content {digest}",
+            problem=problem,
+        )
 
     def close(self) -> None:
         if self._engine is not None:

@@ -1,20 +1,20 @@
 """Shared fixtures: the sandbox Capture API in-process, or as a `capture-sync sandbox serve` process.
 
-    def test_x(sandbox):                       # in-process, free loopback port, fresh db
-        key, secret = sandbox.create_client(rate_limit=1000)
-        httpx.get(sandbox.base_url + "/info", headers=sandbox.headers(key, secret))
+def test_x(sandbox):                       # in-process, free loopback port, fresh db
+    key, secret = sandbox.create_client(rate_limit=1000)
+    httpx.get(sandbox.base_url + "/info", headers=sandbox.headers(key, secret))
 
-    def test_y(sandbox_factory):               # the same with faults, another rate window or behaviour
-        box = sandbox_factory(faults=Faults(p_retryable_503=1.0), rate_window_s=1.0,
-                              behaviour=Behaviour(bulk_result_shape="bare"))
+def test_y(sandbox_factory):               # the same with faults, another rate window or behaviour
+    box = sandbox_factory(faults=Faults(p_retryable_503=1.0), rate_window_s=1.0,
+                          behaviour=Behaviour(bulk_result_shape="bare"))
 
-    def test_z(sandbox_process):               # a real process: kill it, restart on the same port/db
-        proc = sandbox_process(p_commit_drop=0.2, seed=7)
-        proc.kill(); again = sandbox_process(db=proc.db, port=proc.port)
+def test_z(sandbox_process):               # a real process: kill it, restart on the same port/db
+    proc = sandbox_process(p_commit_drop=0.2, seed=7)
+    proc.kill(); again = sandbox_process(db=proc.db, port=proc.port)
 
-    def test_w(gated_sandbox):                 # in-process, capture requests failed at will, answers counted
-        box, gate = gated_sandbox()
-        gate.captures = False                  # every capture answered 503 retryable: false; GET /info answers
+def test_w(gated_sandbox):                 # in-process, capture requests failed at will, answers counted
+    box, gate = gated_sandbox()
+    gate.captures = False                  # every capture answered 503 retryable: false; GET /info answers
 """
 
 from __future__ import annotations
@@ -60,7 +60,6 @@ class RunningSandbox:
         return out
 
 
-
 @pytest.fixture(autouse=True)
 def _secrets_registered_by_this_test_only() -> Iterator[None]:
     """The log masking's secrets are process-wide (a CLI run in-process registers its config's). One
@@ -68,14 +67,18 @@ def _secrets_registered_by_this_test_only() -> Iterator[None]:
     yield
     logs._secrets.clear()
 
+
 @pytest.fixture
 def sandbox_factory(tmp_path: Path) -> Iterator[Callable[..., RunningSandbox]]:
     """Start in-process sandboxes: factory(db_path=None, faults=None, rate_window_s=60.0, behaviour=None)."""
     started: list[SandboxServer] = []
 
     def start(
-        db_path: Path | None = None, faults: Faults | None = None, rate_window_s: float = 60.0,
-        behaviour: Behaviour | None = None, wrap: Callable[[Any], Any] | None = None,
+        db_path: Path | None = None,
+        faults: Faults | None = None,
+        rate_window_s: float = 60.0,
+        behaviour: Behaviour | None = None,
+        wrap: Callable[[Any], Any] | None = None,
     ) -> RunningSandbox:
         db = db_path or tmp_path / f"sandbox-{len(started)}.sqlite3"
         server = SandboxServer(db, faults=faults, rate_window_s=rate_window_s, behaviour=behaviour)
@@ -124,7 +127,11 @@ class CaptureGate:
 
         failing = self.captures
         if scope["method"] == "POST" and failing is not None:
-            code, text = ("capture_unavailable", "capture is temporarily unavailable") if failing else ("capture_failed", "capture failed")
+            code, text = (
+                ("capture_unavailable", "capture is temporarily unavailable")
+                if failing
+                else ("capture_failed", "capture failed")
+            )
             return await error_response(ApiError(503, code, text, retryable=failing))(scope, receive, counted)
         await self.app(scope, receive, counted)
 
@@ -179,6 +186,7 @@ def debug_logs() -> Iterator[io.StringIO]:
     httpx_log.setLevel(saved_httpx)
     structlog.configure(**saved_config)
 
+
 # --- a real PostgreSQL server the tests start themselves (the SQL source's tests, the ledger's second engine) ---
 
 
@@ -228,4 +236,3 @@ def ledger_target(request: pytest.FixtureRequest, tmp_path: Path) -> str | Path:
         return tmp_path / "ledger.sqlite3"
     url: str = request.getfixturevalue("postgres_ledger_url")
     return url
-

@@ -45,7 +45,9 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
             if stmt.level:
                 up = package.split(".")[: len(package.split(".")) - stmt.level + 1]
                 base = ".".join([*up, *([stmt.module] if stmt.module else [])])
-            targets.update(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in stmt.names)
+            targets.update(
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in stmt.names
+            )
     found = set()
     for target in targets:
         parts = target.split(".")

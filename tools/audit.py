@@ -25,7 +25,15 @@ from packaging.version import Version
 
 ADVISORIES = Path(__file__).with_name("advisories.toml")
 PIP_AUDIT = [
-    sys.executable, "-m", "pip_audit", "--local", "--skip-editable", "--format", "json", "--progress-spinner", "off",
+    sys.executable,
+    "-m",
+    "pip_audit",
+    "--local",
+    "--skip-editable",
+    "--format",
+    "json",
+    "--progress-spinner",
+    "off",
 ]
 
 

@@ -64,7 +64,11 @@ def _sources_entries(text: str, deb822: bool) -> Iterator[tuple[list[str], list[
                     key, _, value = line.partition(":")
                     fields[key.strip().lower()] = value.strip()
             if "deb" in fields.get("types", "").split() and fields.get("enabled", "yes").lower() != "no":
-                yield fields.get("uris", "").split(), fields.get("suites", "").split(), fields.get("components", "").split()
+                yield (
+                    fields.get("uris", "").split(),
+                    fields.get("suites", "").split(),
+                    fields.get("components", "").split(),
+                )
         return
     for line in text.splitlines():
         words = re.sub(r"\[[^]]*\]", "", line.split("#", 1)[0]).split()
@@ -105,7 +109,14 @@ def base_image() -> str:
     if not tarball.is_file():
         _debootstrap(mirror, tarball)
     _run(
-        "podman", "import", "--change", f"ENV=PATH={PATH}", "--change", "CMD=/bin/bash", str(tarball), name,
+        "podman",
+        "import",
+        "--change",
+        f"ENV=PATH={PATH}",
+        "--change",
+        "CMD=/bin/bash",
+        str(tarball),
+        name,
     )
     return name
 
@@ -137,8 +148,20 @@ def build(base: str | None, tag: str | None = None) -> str:
     # --format docker: the OCI image format has no HEALTHCHECK; Docker's keeps it. --force-rm: a failed
     # build leaves no working container behind.
     _run(
-        "buildah", "bud", "--isolation", "chroot", "--format", "docker", "--layers", "--force-rm", *args,
-        "-f", str(ROOT / "Containerfile"), "-t", name, str(ROOT),
+        "buildah",
+        "bud",
+        "--isolation",
+        "chroot",
+        "--format",
+        "docker",
+        "--layers",
+        "--force-rm",
+        *args,
+        "-f",
+        str(ROOT / "Containerfile"),
+        "-t",
+        name,
+        str(ROOT),
     )
     return name
 

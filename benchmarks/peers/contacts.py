@@ -34,4 +34,6 @@ def generate(path: Path, rows: int) -> None:
         out.writerow(COLUMNS)
         for i in range(rows):
             plan = "pro" if i % 3 else "basic"
-            out.writerow([i, f"Person{i % 997}", f"Number{i}", f"person.{i}@example.com", phone(i), "Example, Inc.", plan])
+            out.writerow(
+                [i, f"Person{i % 997}", f"Number{i}", f"person.{i}@example.com", phone(i), "Example, Inc.", plan]
+            )

@@ -17,7 +17,7 @@ HERE = Path(__file__).resolve().parent
 
 @dataclass(frozen=True)
 class Job:
-    folder: Path        # this run's own folder (ledger, pipeline state, configs, log)
+    folder: Path  # this run's own folder (ledger, pipeline state, configs, log)
     csv_path: Path
     api: Api
     peers_python: Path  # the interpreter of .venv-peers
@@ -53,10 +53,16 @@ def dlt_peer(job: Job) -> Commands:
 def singer_peer(job: Job) -> Commands:
     tap_config, target_config = job.folder / "tap.json", job.folder / "target.json"
     tap_config.write_text(json.dumps({"path": str(job.csv_path)}))
-    target_config.write_text(json.dumps({
-        "base_url": job.api.base_url, "api_key": job.api.api_key, "api_secret": job.api.api_secret,
-        "batch_size_rows": 100,
-    }))
+    target_config.write_text(
+        json.dumps(
+            {
+                "base_url": job.api.base_url,
+                "api_key": job.api.api_key,
+                "api_secret": job.api.api_secret,
+                "batch_size_rows": 100,
+            }
+        )
+    )
     python = str(job.peers_python)
     return [
         [python, str(HERE / "singer_tap.py"), "--config", str(tap_config)],

@@ -34,11 +34,18 @@ def contacts(path: str) -> Iterator[list[dict[str, Any]]]:
     page: list[dict[str, Any]] = []
     with open(path, newline="", encoding="utf-8") as fh:
         for row in csv.DictReader(fh):
-            page.append({
-                "id": int(row["id"]), "name": f"{row['First']} {row['Last']}", "first_name": row["First"],
-                "last_name": row["Last"], "email": row["Email"], "phone": row["Phone"],
-                "company": row["Company"], "custom_fields": {"plan": row["Plan"]},
-            })
+            page.append(
+                {
+                    "id": int(row["id"]),
+                    "name": f"{row['First']} {row['Last']}",
+                    "first_name": row["First"],
+                    "last_name": row["Last"],
+                    "email": row["Email"],
+                    "phone": row["Phone"],
+                    "company": row["Company"],
+                    "custom_fields": {"plan": row["Plan"]},
+                }
+            )
             if len(page) == 1000:
                 yield page
                 page = []

@@ -89,8 +89,8 @@ def store_counts(db: Path) -> tuple[int, int]:
 @dataclass(frozen=True)
 class Usage:
     exit_codes: tuple[int, ...]
-    wall_s: float      # from the first spawn to the last exit
-    cpu_s: float       # user + sys of every process of the contender
+    wall_s: float  # from the first spawn to the last exit
+    cpu_s: float  # user + sys of every process of the contender
     peak_rss_mb: float  # sum of the processes' peaks
 
 
@@ -103,9 +103,15 @@ def run_processes(commands: Sequence[Sequence[str]], log: Path, env: dict[str, s
         for i, command in enumerate(commands):
             last = i == len(commands) - 1
             stdin = procs[-1].stdout if procs else None
-            procs.append(subprocess.Popen(
-                list(command), stdin=stdin, stdout=out if last else subprocess.PIPE, stderr=out, env=env,
-            ))
+            procs.append(
+                subprocess.Popen(
+                    list(command),
+                    stdin=stdin,
+                    stdout=out if last else subprocess.PIPE,
+                    stderr=out,
+                    env=env,
+                )
+            )
             if stdin is not None:
                 stdin.close()  # the next process owns the pipe's reading end now
         codes, rss_kib = [], 0

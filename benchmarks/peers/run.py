@@ -60,7 +60,7 @@ class Run:
     doubled: int
     requests: int
     answered_429: int
-    window_s: float = 0.0       # rate-limited runs: the window and how the sandbox counts it
+    window_s: float = 0.0  # rate-limited runs: the window and how the sandbox counts it
     counting: str = ""
 
     @property
@@ -73,8 +73,14 @@ class Run:
 
 
 def run_once(
-    name: str, round_no: int, folder: Path, csv_path: Path, records: int, rate: tuple[float, str] | None,
-    peers_python: Path, tell_window: bool,
+    name: str,
+    round_no: int,
+    folder: Path,
+    csv_path: Path,
+    records: int,
+    rate: tuple[float, str] | None,
+    peers_python: Path,
+    tell_window: bool,
 ) -> Run:
     rate_limited = rate is not None
     window, counting = rate or (60.0, "sliding")
@@ -86,16 +92,34 @@ def run_once(
         statuses = dict(api.statuses)
     captured, doubled = store_counts(api.db)
     return Run(
-        name, round_no, rate_limited, records, usage.exit_codes, usage.wall_s, usage.cpu_s / records * 1e6,
-        usage.peak_rss_mb, captured, doubled, sum(statuses.values()), statuses.get(429, 0),
-        window if rate_limited else 0.0, counting if rate_limited else "",
+        name,
+        round_no,
+        rate_limited,
+        records,
+        usage.exit_codes,
+        usage.wall_s,
+        usage.cpu_s / records * 1e6,
+        usage.peak_rss_mb,
+        captured,
+        doubled,
+        sum(statuses.values()),
+        statuses.get(429, 0),
+        window if rate_limited else 0.0,
+        counting if rate_limited else "",
     )
 
 
 def best_s(records: int, window_s: float, counting: str) -> float:
     """The best possible schedule of a rate-limited run: the limit alone, answers taking no time."""
-    return best_finish(-(-records // BATCH), 1, int(RATE_PER_S * window_s), window_s, counting,  # type: ignore[arg-type]
-                       concurrency=1, service_s=0.0)
+    return best_finish(
+        -(-records // BATCH),
+        1,
+        int(RATE_PER_S * window_s),
+        window_s,
+        counting,  # type: ignore[arg-type]
+        concurrency=1,
+        service_s=0.0,
+    )
 
 
 def median(runs: list[Run], field: str) -> float:
@@ -111,17 +135,24 @@ def summary(runs: list[Run]) -> dict[str, dict[str, Any]]:
         if free:
             out[name] |= {
                 "cpu_us_per_record": median(free, "cpu_us_per_record"),
-                "cpu_us_per_record_range": [min(r.cpu_us_per_record for r in free), max(r.cpu_us_per_record for r in free)],
+                "cpu_us_per_record_range": [
+                    min(r.cpu_us_per_record for r in free),
+                    max(r.cpu_us_per_record for r in free),
+                ],
                 "wall_s": median(free, "wall_s"),
                 "peak_rss_mb": median(free, "peak_rss_mb"),
-                "captured": min(r.captured for r in free), "doubled": max(r.doubled for r in free),
+                "captured": min(r.captured for r in free),
+                "doubled": max(r.doubled for r in free),
             }
         if limited:
             out[name]["rate_limited"] = {
                 scenario: {
-                    "wall_s": median(these, "wall_s"), "best_s": best_s(these[0].records, these[0].window_s, these[0].counting),
-                    "answered_429": median(these, "answered_429"), "requests": median(these, "requests"),
-                    "captured": min(r.captured for r in these), "doubled": max(r.doubled for r in these),
+                    "wall_s": median(these, "wall_s"),
+                    "best_s": best_s(these[0].records, these[0].window_s, these[0].counting),
+                    "answered_429": median(these, "answered_429"),
+                    "requests": median(these, "requests"),
+                    "captured": min(r.captured for r in these),
+                    "doubled": max(r.doubled for r in these),
                 }
                 for scenario in dict.fromkeys(r.scenario for r in limited)
                 for these in [[r for r in limited if r.scenario == scenario]]
@@ -131,17 +162,22 @@ def summary(runs: list[Run]) -> dict[str, dict[str, Any]]:
 
 def table(result: dict[str, Any]) -> Table:
     p = result["parameters"]
-    t = Table(title=(
-        f"capture-sync and its peers: medians of {p['rounds']} alternating rounds, {p['records']:,} records, no rate limit"
-    ))
+    t = Table(
+        title=(
+            f"capture-sync and its peers: medians of {p['rounds']} alternating rounds, {p['records']:,} records, no rate limit"
+        )
+    )
     for column in ("contender", "CPU/record", "wall", "peak RSS", "captured", "doubled"):
         t.add_column(column, justify="left" if column == "contender" else "right")
     for name, s in result["summary"].items():
         lo, hi = s["cpu_us_per_record_range"]
         t.add_row(
             name + ("" if s["all_exited_0"] else " (a run failed)"),
-            f"{s['cpu_us_per_record']:,.0f} us ({lo:,.0f}-{hi:,.0f})", f"{s['wall_s']:.1f} s",
-            f"{s['peak_rss_mb']:,.0f} MB", f"{s['captured']:,}", f"{s['doubled']:,}",
+            f"{s['cpu_us_per_record']:,.0f} us ({lo:,.0f}-{hi:,.0f})",
+            f"{s['wall_s']:.1f} s",
+            f"{s['peak_rss_mb']:,.0f} MB",
+            f"{s['captured']:,}",
+            f"{s['doubled']:,}",
         )
     return t
 
@@ -153,10 +189,12 @@ def rate_table(result: dict[str, Any]) -> Table | None:
     names = [n for n, s in summary_.items() if "rate_limited" in s]
     if not names:
         return None
-    t = Table(title=(
-        f"rate-limited: {p['rate_records']:,} records at {CEILING:,.0f} persons/s, medians of {p['rounds']} rounds: "
-        "whole run s / best possible s = ratio, 429s"
-    ))
+    t = Table(
+        title=(
+            f"rate-limited: {p['rate_records']:,} records at {CEILING:,.0f} persons/s, medians of {p['rounds']} rounds: "
+            "whole run s / best possible s = ratio, 429s"
+        )
+    )
     t.add_column("window, counting")
     for name in names:
         t.add_column(name, justify="right")
@@ -165,14 +203,17 @@ def rate_table(result: dict[str, Any]) -> Table | None:
         for name in names:
             r = summary_[name]["rate_limited"][scenario]
             ratio = f"{r['wall_s'] / r['best_s']:.2f}" if r["best_s"] > 0 else "- (the limit never binds)"
-            cells.append(f"{r['wall_s']:.1f} / {r['best_s']:.1f} = {ratio}, "
-                         f"{r['answered_429']:,.0f} x 429" + ("" if r["doubled"] == 0 else f", {r['doubled']} doubled"))
+            cells.append(
+                f"{r['wall_s']:.1f} / {r['best_s']:.1f} = {ratio}, "
+                f"{r['answered_429']:,.0f} x 429" + ("" if r["doubled"] == 0 else f", {r['doubled']} doubled")
+            )
         t.add_row(scenario, *cells)
     return t
 
 
 def tree() -> str:
     """The commit capture-sync ran from, "+dirty" when the work tree had uncommitted changes."""
+
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True).stdout.strip()
 
@@ -184,13 +225,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--records", type=int, default=100_000, help="rows of the run with no rate limit")
     parser.add_argument("--rate-records", type=int, default=20_000, help="rows of the rate-limited run (0: skip it)")
-    parser.add_argument("--rate-windows", default="1", help="windows of the rate-limited runs, seconds, comma-separated")
     parser.add_argument(
-        "--rate-counting", default="sliding", help="how the sandbox counts them: sliding, fixed, bucket (comma-separated)",
+        "--rate-windows", default="1", help="windows of the rate-limited runs, seconds, comma-separated"
+    )
+    parser.add_argument(
+        "--rate-counting",
+        default="sliding",
+        help="how the sandbox counts them: sliding, fixed, bucket (comma-separated)",
     )
     parser.add_argument("--peers-python", type=Path, default=PEERS_PYTHON, help="the interpreter of .venv-peers")
     parser.add_argument(
-        "--told", action="store_true",
+        "--told",
+        action="store_true",
         help="tell capture-sync the window (rate_window_s = 1) in the rate-limited run; by default it is "
         "left unset, as no peer is told it, and the limiter finds it",
     )
@@ -212,7 +258,7 @@ def main() -> None:
         if args.rate_records:
             generate(small, args.rate_records)
         for round_no in range(args.rounds):
-            order = names[round_no % len(names):] + names[:round_no % len(names)]
+            order = names[round_no % len(names) :] + names[: round_no % len(names)]
             plan: list[tuple[str, tuple[float, str] | None]] = [(n, None) for n in order if args.records]
             plan += [(n, rate) for rate in rates for n in order] if args.rate_records else []
             for name, rate in plan:
@@ -221,7 +267,13 @@ def main() -> None:
                 where = f"limited-{rate[0]:g}-{rate[1]}" if rate is not None else "free"
                 run_folder = folder / f"r{round_no}-{name}-{where}"
                 run = run_once(
-                    name, round_no, run_folder, small if limited else big, records, rate, args.peers_python,
+                    name,
+                    round_no,
+                    run_folder,
+                    small if limited else big,
+                    records,
+                    rate,
+                    args.peers_python,
                     args.told,
                 )
                 runs.append(run)
@@ -241,10 +293,13 @@ def main() -> None:
         "capture_sync_tree": capture_sync_tree,
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()},
         "parameters": {
-            "rounds": args.rounds, "records": args.records, "rate_records": args.rate_records,
+            "rounds": args.rounds,
+            "records": args.records,
+            "rate_records": args.rate_records,
             "rate_limits": [f"{int(RATE_PER_S * w)} requests / {w:g} s, {c}" for w, c in rates],
             "ceiling_persons_per_s": CEILING,
-            "capture_sync_told_window": args.told, "seconds": round(time.time() - started, 1),
+            "capture_sync_told_window": args.told,
+            "seconds": round(time.time() - started, 1),
         },
         "summary": summary(runs),
         "runs": [asdict(r) | {"share_of_ceiling": r.share_of_ceiling} for r in runs],

@@ -37,9 +37,14 @@ class PersonsStream(Stream):
         with open(self.config["path"], newline="", encoding="utf-8") as fh:
             for row in csv.DictReader(fh):
                 yield {
-                    "id": int(row["id"]), "name": f"{row['First']} {row['Last']}", "first_name": row["First"],
-                    "last_name": row["Last"], "email": row["Email"], "phone": row["Phone"],
-                    "company": row["Company"], "custom_fields": {"plan": row["Plan"]},
+                    "id": int(row["id"]),
+                    "name": f"{row['First']} {row['Last']}",
+                    "first_name": row["First"],
+                    "last_name": row["Last"],
+                    "email": row["Email"],
+                    "phone": row["Phone"],
+                    "company": row["Company"],
+                    "custom_fields": {"plan": row["Plan"]},
                 }
 
     def post_process(self, row: dict[str, Any], context: dict | None = None) -> dict[str, Any] | None:

@@ -26,8 +26,11 @@ from urllib3.util.retry import Retry
 def _session(api_key: str, api_secret: str) -> requests.Session:
     """One keep-alive session for the sink's life; POST retried too (the key makes that safe)."""
     retry = Retry(
-        total=8, backoff_factor=0.5, status_forcelist=(429, 500, 502, 503, 504),
-        allowed_methods=None, respect_retry_after_header=True,
+        total=8,
+        backoff_factor=0.5,
+        status_forcelist=(429, 500, 502, 503, 504),
+        allowed_methods=None,
+        respect_retry_after_header=True,
     )
     session = requests.Session()
     session.mount("http://", HTTPAdapter(max_retries=retry))

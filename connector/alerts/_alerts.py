@@ -45,16 +45,26 @@ class Alerts:
     """Every `[[alerts]]` entry with its own memory of active conditions and its own webhook."""
 
     def __init__(
-        self, alerts: Sequence[Alert], health: DaemonHealth, ledger: Counts, *, config: Path,
-        sources: Sequence[str], clock: Callable[[], float] = time.time, policy: SendPolicy | None = None,
+        self,
+        alerts: Sequence[Alert],
+        health: DaemonHealth,
+        ledger: Counts,
+        *,
+        config: Path,
+        sources: Sequence[str],
+        clock: Callable[[], float] = time.time,
+        policy: SendPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.health, self.ledger, self.clock = health, ledger, clock
         self.sources = tuple(sources)
         self.context = Context(config.absolute(), self.sources, socket.gethostname())
         self.entries = [
-            (alert, Watch(alert.settings),
-             Webhook(alert.label, alert.url, timeout_s=alert.settings.timeout_s, policy=policy, transport=transport))
+            (
+                alert,
+                Watch(alert.settings),
+                Webhook(alert.label, alert.url, timeout_s=alert.settings.timeout_s, policy=policy, transport=transport),
+            )
             for alert in alerts
         ]
         self._one_at_a_time = asyncio.Lock()  # a tick and a pass's check must not judge out of order

@@ -121,11 +121,15 @@ def _escape(text: str) -> str:
 def slack_body(body: dict[str, Any]) -> dict[str, Any]:
     """A Slack incoming-webhook body: `text` (notifications, clients without blocks) and blocks."""
     started = body["status"] == "started"
-    title = f"{':rotating_light:' if started else ':white_check_mark:'} capture-sync: {body['condition']} {body['status']}"
+    title = (
+        f"{':rotating_light:' if started else ':white_check_mark:'} capture-sync: {body['condition']} {body['status']}"
+    )
     counts = ", ".join(f"{k} {v}" for k, v in body["counts"].items()) or "none"
     facts = [
-        f"*Since*\n{body['since']}", f"*Sources*\n{_escape(', '.join(body['sources']) or '-')}",
-        f"*Counts*\n{_escape(counts)}", f"*Host*\n{_escape(body['host'])}",
+        f"*Since*\n{body['since']}",
+        f"*Sources*\n{_escape(', '.join(body['sources']) or '-')}",
+        f"*Counts*\n{_escape(counts)}",
+        f"*Host*\n{_escape(body['host'])}",
     ]
     return {
         "text": f"capture-sync {body['condition']} {body['status']}: {body['summary']}",
@@ -134,9 +138,12 @@ def slack_body(body: dict[str, Any]) -> dict[str, Any]:
             {"type": "section", "text": {"type": "mrkdwn", "text": _escape(body["summary"])}},
             {"type": "section", "fields": [{"type": "mrkdwn", "text": f} for f in facts]},
             {"type": "section", "text": {"type": "mrkdwn", "text": f"Run: `{_escape(body['command'])}`"}},
-            {"type": "context", "elements": [
-                {"type": "mrkdwn", "text": _escape(f"alert {body['alert']} · config {body['config']}")},
-            ]},
+            {
+                "type": "context",
+                "elements": [
+                    {"type": "mrkdwn", "text": _escape(f"alert {body['alert']} · config {body['config']}")},
+                ],
+            },
         ],
     }
 

@@ -48,9 +48,21 @@ class Snapshot:
     @classmethod
     def of(cls, health: DaemonHealth, sources: tuple[str, ...], now: float) -> Snapshot:
         return cls(
-            now, health.started_at, sources, health.auth_failed, health.outage_since, dict(health.passes),
-            dict(health.last_success), health.blocked, health.unsettled, health.auth_since, health.last_outage,
-            health.stalled, health.stall_then(), dict(health.unread), health.ledger_down,
+            now,
+            health.started_at,
+            sources,
+            health.auth_failed,
+            health.outage_since,
+            dict(health.passes),
+            dict(health.last_success),
+            health.blocked,
+            health.unsettled,
+            health.auth_since,
+            health.last_outage,
+            health.stalled,
+            health.stall_then(),
+            dict(health.unread),
+            health.ledger_down,
         )
 
 
@@ -90,10 +102,13 @@ Judge = Callable[[Snapshot, AlertSettings], Iterator[tuple[str | None, Verdict |
 def _auth(snap: Snapshot, _: AlertSettings) -> Iterator[tuple[str | None, Verdict | None]]:
     """The entries the ledger holds unsent, and the sources not read since (their new rows wait
     unread: no figure counts them)."""
-    since = snap.auth_since or snap.now  # nothing is read from the refusal on: a source not marked yet is unread since then
-    unread = ", ".join(
-        f"{name} since {_iso(u.since if (u := snap.unread.get(name)) else since)}" for name in snap.sources
-    ) or "none"
+    since = (
+        snap.auth_since or snap.now
+    )  # nothing is read from the refusal on: a source not marked yet is unread since then
+    unread = (
+        ", ".join(f"{name} since {_iso(u.since if (u := snap.unread.get(name)) else since)}" for name in snap.sources)
+        or "none"
+    )
     notes = {"unread": unread}
     yield None, Verdict(snap.auth_failed is not None, snap.auth_since, {"unsettled": snap.unsettled}, notes)
 
@@ -140,7 +155,12 @@ def _stale(snap: Snapshot, settings: AlertSettings) -> Iterator[tuple[str | None
 
 
 JUDGES: dict[Condition, Judge] = {
-    "auth": _auth, "blocked": _blocked, "outage": _outage, "reject_rate": _reject_rate, "stale": _stale, "ledger": _ledger,
+    "auth": _auth,
+    "blocked": _blocked,
+    "outage": _outage,
+    "reject_rate": _reject_rate,
+    "stale": _stale,
+    "ledger": _ledger,
     "stalled": _stalled,
 }
 

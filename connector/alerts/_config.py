@@ -26,6 +26,7 @@ Condition = Literal["auth", "blocked", "outage", "reject_rate", "stale", "stalle
 CONDITIONS: tuple[Condition, ...] = get_args(Condition)
 Format = Literal["json", "slack"]
 
+
 def parse_duration(value: Any) -> float:
     """`"90s"`, `"10m"`, `"2h"`, `"1d"` (or a plain number of seconds) as seconds."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
@@ -53,7 +54,7 @@ class AlertSettings(BaseModel):
     conditions: tuple[Condition, ...] = CONDITIONS
     outage_after: Duration = 600.0
     reject_share: float = Field(0.1, ge=0, lt=1)  # fires when a pass rejects more than this share
-    reject_min_read: int = Field(10, ge=1)        # passes reading fewer records say nothing either way
+    reject_min_read: int = Field(10, ge=1)  # passes reading fewer records say nothing either way
     stale_after: Duration = 7200.0
     timeout_s: float = Field(5.0, gt=0, le=60)
 
@@ -134,7 +135,8 @@ def _unfit(url: str, allow_insecure_http: bool) -> str | None:
     if parsed.scheme not in ("http", "https") or not parsed.host:
         return "must be an http(s) URL with a host"
     if parsed.scheme == "http" and not allow_insecure_http and not is_loopback(parsed.host):
-        return "refusing plain http to a host other than loopback (the URL would travel in clear): " \
-               "use https, or set allow_insecure_http = true"
+        return (
+            "refusing plain http to a host other than loopback (the URL would travel in clear): "
+            "use https, or set allow_insecure_http = true"
+        )
     return None
-

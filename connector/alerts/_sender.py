@@ -70,7 +70,12 @@ class Webhook:
     """One `[[alerts]]` entry's webhook; use from the event loop only."""
 
     def __init__(
-        self, label: str, url: SecretStr, *, timeout_s: float, policy: SendPolicy | None = None,
+        self,
+        label: str,
+        url: SecretStr,
+        *,
+        timeout_s: float,
+        policy: SendPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.label, self._url, self._timeout_s = label, url, timeout_s
@@ -91,8 +96,12 @@ class Webhook:
         if self._queue.full():
             dropped = self._queue.get_nowait()
             self._queue.task_done()
-            log.warning("alert.dropped", alert=self.label, **dropped.about,
-                        reason=f"{self.policy.queue_size} alerts wait for a webhook that keeps failing")
+            log.warning(
+                "alert.dropped",
+                alert=self.label,
+                **dropped.about,
+                reason=f"{self.policy.queue_size} alerts wait for a webhook that keeps failing",
+            )
         self._queue.put_nowait(Outgoing(body, about))
         if self._worker is None or self._worker.done():
             self._worker = asyncio.get_running_loop().create_task(self._work(), name=f"alerts:{self.label}")
@@ -119,16 +128,27 @@ class Webhook:
                 with attempt:
                     await self._send(item.body)
         except (httpx.HTTPError, WebhookRefused) as exc:
-            log.error("alert.undelivered", alert=self.label, **item.about, error=_error(exc),
-                      then="given up; the next change of a condition is sent as usual")
+            log.error(
+                "alert.undelivered",
+                alert=self.label,
+                **item.about,
+                error=_error(exc),
+                then="given up; the next change of a condition is sent as usual",
+            )
         else:
             log.info("alert.sent", alert=self.label, **item.about)
 
     def _failed(self, item: Outgoing, state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
         wait = state.next_action.sleep if state.next_action else 0.0
-        log.warning("alert.send_failed", alert=self.label, **item.about, attempt=state.attempt_number,
-                    error=_error(exc), retry_in_s=round(wait, 2))
+        log.warning(
+            "alert.send_failed",
+            alert=self.label,
+            **item.about,
+            attempt=state.attempt_number,
+            error=_error(exc),
+            retry_in_s=round(wait, 2),
+        )
 
     async def _send(self, body: dict[str, Any]) -> None:
         if self._client is None:

@@ -34,9 +34,7 @@ def check_idempotency_key(key: str) -> str:
     if not isinstance(key, str):
         raise InvalidIdempotencyKey(f"Idempotency-Key must be a string, got {type(key).__name__}")
     if not 1 <= len(key) <= MAX_KEY_LENGTH:
-        raise InvalidIdempotencyKey(
-            f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} characters, got {len(key)}"
-        )
+        raise InvalidIdempotencyKey(f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} characters, got {len(key)}")
     if not key.isascii() or not key.isprintable():
         raise InvalidIdempotencyKey("Idempotency-Key must be printable ASCII")
     return key
@@ -116,7 +114,11 @@ def parse_response(response: httpx.Response, result_model: type[R], operation: s
         name = code = retryable = None
     cls = STATUS_ERRORS.get(status, UnexpectedStatus)
     kwargs: dict[str, Any] = {
-        "status_code": status, "name": name, "code": code, "retryable": retryable, "operation": operation
+        "status_code": status,
+        "name": name,
+        "code": code,
+        "retryable": retryable,
+        "operation": operation,
     }
     if cls is RateLimited:
         kwargs["retry_after"] = parse_retry_after(response.headers.get("Retry-After"))

@@ -47,7 +47,12 @@ from .models import (
 from .retry import NO_RETRY, RetryPolicy
 
 __all__ = [
-    "Attempt", "CaptureClient", "CredentialPair", "RateGate", "check_base_url", "check_idempotency_key",
+    "Attempt",
+    "CaptureClient",
+    "CredentialPair",
+    "RateGate",
+    "check_base_url",
+    "check_idempotency_key",
     "parse_retry_after",
 ]
 
@@ -190,9 +195,7 @@ class CaptureClient:
             base_url=self.base_url,
             auth=self._auth,
             timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
-            ),
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
             headers={"Accept": "application/json", "User-Agent": "capture-sync"},
             verify=_tls_context(),
             transport=transport,
@@ -226,9 +229,7 @@ class CaptureClient:
         else:
             model = person if isinstance(person, PersonInput) else PersonInput.model_validate(person)
             body = encode_json(model.to_json_dict())
-        return await self._call(
-            "POST", "/person", body, idempotency_key, PersonCaptureResult, "capture_person"
-        )
+        return await self._call("POST", "/person", body, idempotency_key, PersonCaptureResult, "capture_person")
 
     async def capture_bulk(
         self,
@@ -331,8 +332,11 @@ class CaptureClient:
                 refused = exc
         if self.credentials_from is not None and not isinstance(refused, _NotSent):
             refused = Unauthorized(
-                f"{refused.message}; {self.credentials_from}", status_code=refused.status_code, name=refused.name,
-                code=refused.code, operation=refused.operation,
+                f"{refused.message}; {self.credentials_from}",
+                status_code=refused.status_code,
+                name=refused.name,
+                code=refused.code,
+                operation=refused.operation,
             )
         if self._latch is None:
             self._latch, self._refused_at = refused, self._last_401_at or time.time()
@@ -343,12 +347,18 @@ class CaptureClient:
         assert self._latch is not None
         latch = self._latch
         return _NotSent(
-            f"{latch.message} (not sent: the API refuses these credentials)", name=latch.name, code=latch.code,
+            f"{latch.message} (not sent: the API refuses these credentials)",
+            name=latch.name,
+            code=latch.code,
             operation=operation,
         )
 
     async def _retrying(
-        self, request: _Request, result_model: type[R], *, auth: _CaptureAuth | None = None,
+        self,
+        request: _Request,
+        result_model: type[R],
+        *,
+        auth: _CaptureAuth | None = None,
         policy: RetryPolicy | None = None,
     ) -> R:
         async for attempt in (policy or self.retry_policy).retrying():
@@ -356,9 +366,7 @@ class CaptureClient:
                 return await self._attempt(request, result_model, auth, attempt.retry_state.attempt_number)
         raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
 
-    async def _attempt(
-        self, request: _Request, result_model: type[R], auth: _CaptureAuth | None, number: int = 1
-    ) -> R:
+    async def _attempt(self, request: _Request, result_model: type[R], auth: _CaptureAuth | None, number: int = 1) -> R:
         method, path, body, key, operation, cost = request
         if self.rate_gate is not None:
             await self.rate_gate.acquire(cost)
@@ -381,13 +389,9 @@ class CaptureClient:
             except httpx.TimeoutException as exc:
                 raise OutcomeUnknown(f"request timed out ({type(exc).__name__})", operation=operation) from None
             except httpx.TransportError as exc:
-                raise OutcomeUnknown(
-                    f"connection failed ({type(exc).__name__})", operation=operation
-                ) from None
+                raise OutcomeUnknown(f"connection failed ({type(exc).__name__})", operation=operation) from None
             except httpx.RequestError as exc:  # e.g. an undecodable body: sent, answer unreadable
-                raise OutcomeUnknown(
-                    f"request failed ({type(exc).__name__})", operation=operation
-                ) from None
+                raise OutcomeUnknown(f"request failed ({type(exc).__name__})", operation=operation) from None
             return parse_response(response, result_model, operation)
         except CaptureError as exc:
             error = exc

@@ -45,7 +45,7 @@ def _is_plain_email(value: str) -> bool:
     return (
         match is not None
         and value.index("@") <= 64
-        and "--" not in value[value.index("@"):]
+        and "--" not in value[value.index("@") :]
         and match.group(1).lower() not in email_validator.SPECIAL_USE_DOMAIN_NAMES
     )
 
@@ -70,8 +70,15 @@ Email = Annotated[str, AfterValidator(_check_email)]
 NonEmpty = Annotated[str, Field(min_length=1)]
 
 PERSON_FIELDS = (
-    "name", "first_name", "last_name", "email", "phone",
-    "company", "job_title", "notes", "custom_fields",
+    "name",
+    "first_name",
+    "last_name",
+    "email",
+    "phone",
+    "company",
+    "job_title",
+    "notes",
+    "custom_fields",
 )
 
 
@@ -98,7 +105,8 @@ class PersonInput(BaseModel):
             nulls = [k for k, v in data.items() if v is None and k in cls.model_fields]
             if nulls:
                 raise PydanticCustomError(
-                    "null_field", "{fields} must not be null (leave the field out instead)",
+                    "null_field",
+                    "{fields} must not be null (leave the field out instead)",
                     {"fields": ", ".join(f"`{k}`" for k in nulls)},
                 )
         return data
@@ -248,9 +256,7 @@ def encode_json(payload: Any) -> bytes:
 
 
 def encode_bulk(persons: Sequence[BulkPersonInput | dict[str, Any]]) -> bytes:
-    items: Iterable[dict[str, Any]] = (
-        p.to_json_dict() if isinstance(p, PersonInput) else p for p in persons
-    )
+    items: Iterable[dict[str, Any]] = (p.to_json_dict() if isinstance(p, PersonInput) else p for p in persons)
     return encode_json({"persons": list(items)})
 
 

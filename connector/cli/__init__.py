@@ -30,41 +30,60 @@ class Entry(NamedTuple):
 COMMANDS: dict[str, Entry] = {
     "sandbox": Entry("sandbox", "app", None, "The local Capture API (sandbox): serve it, manage its clients."),
     "demo": Entry(
-        "demo", "demo", "Start here",
+        "demo",
+        "demo",
+        "Start here",
         "Start the sandbox Capture API, sync the sample contacts into it, print a summary and the status.",
     ),
     "check": Entry(
-        "check", "check", "Talk to the Capture API",
+        "check",
+        "check",
+        "Talk to the Capture API",
         "Call GET /info and print the client's settings (never the secret), then check each source.",
     ),
     "sync": Entry(
-        "sync", "sync", "Talk to the Capture API",
+        "sync",
+        "sync",
+        "Talk to the Capture API",
         "One pass over the sources, then deliver everything the ledger holds unsettled.",
     ),
     "run": Entry(
-        "run", "run", "Talk to the Capture API",
+        "run",
+        "run",
+        "Talk to the Capture API",
         "The daemon: each source on its schedule plus a retry sweep, until SIGTERM or SIGINT.",
     ),
     "replay": Entry(
-        "sync", "replay", "Talk to the Capture API",
+        "sync",
+        "replay",
+        "Talk to the Capture API",
         "Re-send what the ledger holds unsettled, with the same idempotency keys and bodies.",
     ),
     "pause": Entry(
-        "pause", "pause", "Talk to the Capture API",
+        "pause",
+        "pause",
+        "Talk to the Capture API",
         "Stop the daemon reading a source on its schedule; without --source, stop all it does by itself.",
     ),
     "resume": Entry(
-        "pause", "resume", "Talk to the Capture API",
+        "pause",
+        "resume",
+        "Talk to the Capture API",
         "Lift a pause (without --source, every pause); a running daemon reads what was held at once.",
     ),
     "status": Entry(
-        "status", "status", "Inspect", "Counts by state and source, the last runs, and one line of advice for each state that holds.",
+        "status",
+        "status",
+        "Inspect",
+        "Counts by state and source, the last runs, and one line of advice for each state that holds.",
     ),
     "ledger": Entry("ledger", "app", "Inspect", "Inspect the ledger's entries and batches, and resolve blocked ones."),
     "sources": Entry("sources", "app", "Inspect", "Source types: the built-ins and installed plugins."),
     "runs": Entry("runs", "app", "Inspect", "Run history, and the records each run changed."),
     "state": Entry(
-        "state", "app", "Inspect",
+        "state",
+        "app",
+        "Inspect",
         "A source's cursor (where its next read starts): show it, set it, reset it; the old value is kept.",
     ),
 }
@@ -132,7 +151,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
     verbose: bool = typer.Option(
         False, "-v", "--verbose", help="As -v after the command: DEBUG logs, and a traceback on unexpected errors."
     ),

@@ -50,7 +50,11 @@ err = InertConsole(stderr=True, highlight=False, soft_wrap=True)
 
 _CONFIG_OPTION = typer.Option(DEFAULT_PATH, "-c", "--config", envvar=ENV_CONFIG, help="The config file.")
 _CONFIGS_OPTION = typer.Option(
-    [], "-c", "--config", envvar=ENV_CONFIG, show_default=str(DEFAULT_PATH),
+    [],
+    "-c",
+    "--config",
+    envvar=ENV_CONFIG,
+    show_default=str(DEFAULT_PATH),
     help="A config file: one integration. Repeat it to run several integrations in one process.",
 )
 _VERBOSE_OPTION = typer.Option(False, "-v", "--verbose", help="DEBUG logs, and a traceback on unexpected errors.")
@@ -63,7 +67,11 @@ def fail(message: str, code: ExitCode) -> NoReturn:
 
 
 def command(
-    *, config: bool = True, ledger_only: bool = False, log_level: str = "INFO", many: bool = False,
+    *,
+    config: bool = True,
+    ledger_only: bool = False,
+    log_level: str = "INFO",
+    many: bool = False,
 ) -> Callable[[Callable[..., int | None]], Callable[..., None]]:
     """Adds --log-level, -v (and -c/--config, passed as `cfg: Config`) to a command, and maps its
     failures to exit codes. The command returns its exit code (None means 0). `ledger_only`: the
@@ -80,10 +88,15 @@ def command(
             inspect.Parameter("verbose", inspect.Parameter.KEYWORD_ONLY, default=_VERBOSE_OPTION, annotation=bool),
         ]
         if config:
-            extra.insert(0, inspect.Parameter(
-                "config_path", inspect.Parameter.KEYWORD_ONLY, default=_CONFIGS_OPTION if many else _CONFIG_OPTION,
-                annotation=list[Path] if many else Path,
-            ))
+            extra.insert(
+                0,
+                inspect.Parameter(
+                    "config_path",
+                    inspect.Parameter.KEYWORD_ONLY,
+                    default=_CONFIGS_OPTION if many else _CONFIG_OPTION,
+                    annotation=list[Path] if many else Path,
+                ),
+            )
 
         @functools.wraps(fn)
         def wrapper(**kwargs: Any) -> None:
@@ -234,7 +247,10 @@ def run_until_signal(start: Callable[[asyncio.Event], Awaitable[T]]) -> T:
 def table(title: str | None, *columns: str, numeric: tuple[str, ...] = ()) -> Table:
     """A rich table; on a pipe it prints as plain aligned text without colours."""
     t = Table(
-        title=title, title_justify="left", min_width=len(title or ""), box=box.SIMPLE if out.is_terminal else None,
+        title=title,
+        title_justify="left",
+        min_width=len(title or ""),
+        box=box.SIMPLE if out.is_terminal else None,
         pad_edge=False,
     )
     for name in columns:
@@ -281,8 +297,8 @@ def print_outcome(report: RunReport, config: Path | None = None) -> None:
     if report.rejected and report.kind != "dry_run":
         where = f" -c {shlex.quote(str(config))}" if config is not None else ""
         out.print(
-            f"{report.rejected} record(s) rejected, never sent: "
-            f"capture-sync ledger list{where} --state rejected", markup=False,
+            f"{report.rejected} record(s) rejected, never sent: capture-sync ledger list{where} --state rejected",
+            markup=False,
         )
     for reason in report.unavailable.values():
         err.print(f"not read: {logs.mask_secrets(reason)}", markup=False)

@@ -17,8 +17,10 @@ def ask_daemon(cfg: LedgerLocation, command: str, args: dict[str, Any], *, quiet
     """The running daemon's answer to `command`; a refusal or failure ends the command with its
     one line and exit code. Called once the ledger's daemon lock was found taken."""
     if not quiet:
-        err.print(f"a capture-sync daemon holds {cfg.ledger_name}: it runs `{command}` now; waiting for the outcome",
-                  markup=False)
+        err.print(
+            f"a capture-sync daemon holds {cfg.ledger_name}: it runs `{command}` now; waiting for the outcome",
+            markup=False,
+        )
     try:
         return forward(cfg.ledger_path, command, args, leader_asker(cfg))
     except Refused as exc:

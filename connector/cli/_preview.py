@@ -52,9 +52,7 @@ def source_from_options(type_name: str, options: list[str]) -> Source:
         return build_source(PREVIEW_NAME, type_name, parse_pairs(options, "--option"))
     except ConfigProblem as exc:
         prefix = f"sources.{PREVIEW_NAME}."
-        renamed = [
-            p.replace(f"{prefix}type:", "--type:").replace(prefix, "--option ") for p in exc.problems
-        ]
+        renamed = [p.replace(f"{prefix}type:", "--type:").replace(prefix, "--option ") for p in exc.problems]
         raise ConfigProblem(renamed) from exc
 
 
@@ -109,11 +107,21 @@ def as_dict(index: int, item: Record | BadRecord, mapping: Mapping | None) -> di
     """One item for `--json`, and what the mapping makes of it."""
     if isinstance(item, BadRecord):
         return {
-            "index": index, "kind": "bad_record", "id": item.id, "where": item.where, "reason": item.reason,
-            "raw": item.raw, "state": item.state,
+            "index": index,
+            "kind": "bad_record",
+            "id": item.id,
+            "where": item.where,
+            "reason": item.reason,
+            "raw": item.raw,
+            "state": item.state,
         }
     shown: dict[str, Any] = {
-        "index": index, "kind": "record", "id": item.id, "where": item.where, "order": item.order, "data": item.data,
+        "index": index,
+        "kind": "record",
+        "id": item.id,
+        "where": item.where,
+        "order": item.order,
+        "data": item.data,
         "state": item.state,
     }
     if mapping is not None:

@@ -28,7 +28,9 @@ def check(
     flow: bool = typer.Option(False, "--flow", help=_FLOW_HELP),
     yes: bool = typer.Option(False, "--yes", "-y", help="With --flow: send the test persons without asking."),
     as_json: bool = typer.Option(
-        False, "--json", help="Print one JSON object for machines (the client's settings and each source's check, "
+        False,
+        "--json",
+        help="Print one JSON object for machines (the client's settings and each source's check, "
         "or with --flow every step), and nothing else on stdout.",
     ),
 ) -> int:
@@ -68,14 +70,18 @@ def check(
     exposed = cfg.exposed_files()
     if as_json:
         assert cfg.credentials is not None  # api_client needed them
-        emit_json({
-            "base_url": cfg.base_url, "client": data.model_dump(),
-            "credentials": {"key_from": cfg.credentials.key_from, "secret_from": cfg.credentials.secret_from},
-            "sources": [{"name": s.name, "schedule": s.schedule, "check": verdicts[s.name]} for s in cfg.sources],
-            "config_problems": found.config_problems, "unavailable": found.unavailable,
-            "readable_by_others": [{"path": str(path), "mode": f"{mode:04o}"} for path, mode in exposed],
-            "exit_code": int(code),
-        })
+        emit_json(
+            {
+                "base_url": cfg.base_url,
+                "client": data.model_dump(),
+                "credentials": {"key_from": cfg.credentials.key_from, "secret_from": cfg.credentials.secret_from},
+                "sources": [{"name": s.name, "schedule": s.schedule, "check": verdicts[s.name]} for s in cfg.sources],
+                "config_problems": found.config_problems,
+                "unavailable": found.unavailable,
+                "readable_by_others": [{"path": str(path), "mode": f"{mode:04o}"} for path, mode in exposed],
+                "exit_code": int(code),
+            }
+        )
         return code
     t = table(f"Capture API client at {cfg.base_url}", "setting", "value")
     t.add_row("client name", data.client_name)
@@ -110,8 +116,10 @@ def _flow(cfg: Config, yes: bool, as_json: bool) -> int:
     base_url, creds = cfg.api()
     if not yes:
         if not sys.stdin.isatty():
-            fail("check --flow sends synthetic test persons: confirm with --yes (no terminal to ask on); nothing was sent",
-                 ExitCode.USAGE)
+            fail(
+                "check --flow sends synthetic test persons: confirm with --yes (no terminal to ask on); nothing was sent",
+                ExitCode.USAGE,
+            )
         if not typer.confirm(
             f"Send a few synthetic test persons to {base_url} ({creds.origins()})? Use a disposable test client.",
             err=True,
@@ -131,18 +139,27 @@ def _flow(cfg: Config, yes: bool, as_json: bool) -> int:
             ledger.record_flow_pass(base_url, report.client_name, report.summary())
     code = report.exit_code
     if as_json:
-        out.print_json(json.dumps({
-            "base_url": base_url, "client_name": report.client_name,
-            "credentials": {"key_from": creds.key_from, "secret_from": creds.secret_from},
-            "passed": report.passed, "exit_code": int(code), "recorded": recorded,
-            "steps": [s.as_dict() for s in report.steps],
-        }))
+        out.print_json(
+            json.dumps(
+                {
+                    "base_url": base_url,
+                    "client_name": report.client_name,
+                    "credentials": {"key_from": creds.key_from, "secret_from": creds.secret_from},
+                    "passed": report.passed,
+                    "exit_code": int(code),
+                    "recorded": recorded,
+                    "steps": [s.as_dict() for s in report.steps],
+                }
+            )
+        )
         return code
     out.print(f"Synthetic test flow against {base_url}", markup=False)
     _credentials_line(cfg)
     for n, step in enumerate(report.steps, 1):
         verdict = "PASS" if step.passed else "FAIL" if step.ran else "SKIP"
-        out.print(f"{verdict}  {n}. {step.name}: {TITLES[step.name]}\n        {step.seen}", markup=False, soft_wrap=True)
+        out.print(
+            f"{verdict}  {n}. {step.name}: {TITLES[step.name]}\n        {step.seen}", markup=False, soft_wrap=True
+        )
         for line in step.details:
             out.print(f"          - {line}", markup=False, soft_wrap=True)
     if recorded:

@@ -108,7 +108,9 @@ def demo(
         async def go(stop):
             async with api_client(cfg) as client:
                 with progress_for(out) as progress:
-                    return await delivery.sync(ledger, client, cfg.jobs(), cfg.delivery_settings(), progress=progress, stop=stop)
+                    return await delivery.sync(
+                        ledger, client, cfg.jobs(), cfg.delivery_settings(), progress=progress, stop=stop
+                    )
 
         with open_ledger(cfg, exclusive=True) as ledger:
             report = run_until_signal(go)
@@ -123,15 +125,24 @@ def _summary(report: delivery.RunReport, csv: Path) -> None:
     """What this run did, in the ledger's words (the states `status` counts, design 3): the counts
     come from the run's report, never from the sandbox, so they are what a real CRM run would show."""
     if report.read == 0 and report.sent == 0:
-        out.print(f"Nothing new to capture: every contact in {csv.name} was delivered by an earlier run "
-                  "(the ledger remembers each one; nothing was sent twice).", markup=False)
+        out.print(
+            f"Nothing new to capture: every contact in {csv.name} was delivered by an earlier run "
+            "(the ledger remembers each one; nothing was sent twice).",
+            markup=False,
+        )
         return
     t = table(f"Demo summary: {report.read} contacts read from {csv.name}", "state", "count", "", numeric=("count",))
     for state, count, meaning in (
-        ("captured", report.captured, "listed in the API's `successful`: a person created, or merged into one "
-         "the CRM already had"),
-        ("duplicate", report.duplicate, "listed in the API's `duplicates`: the CRM reported an existing person; "
-         "never sent again"),
+        (
+            "captured",
+            report.captured,
+            "listed in the API's `successful`: a person created, or merged into one the CRM already had",
+        ),
+        (
+            "duplicate",
+            report.duplicate,
+            "listed in the API's `duplicates`: the CRM reported an existing person; never sent again",
+        ),
         ("rejected", report.rejected, "failed local validation; never sent"),
         ("failed", report.failed, "refused by the API"),
         ("blocked", report.blocked, "the API answered 409; see `capture-sync status`"),

@@ -46,7 +46,9 @@ def list_(
     limit: int = typer.Option(
         100, "--limit", min=1, help="At most this many entries; when there are more, a line on stderr says how many."
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object per line (JSON Lines): an entry each, with its payload."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print one JSON object per line (JSON Lines): an entry each, with its payload."
+    ),
 ) -> int:
     """List the entries in one state (oldest first).
 
@@ -88,9 +90,15 @@ def show(
     ),
     source: str | None = typer.Option(None, "--source", help="With --record: the source the record comes from."),
     record: str | None = typer.Option(
-        None, "--record", help="With --source: the record's id in that source; every version of it is shown, oldest first."
+        None,
+        "--record",
+        help="With --source: the record's id in that source; every version of it is shown, oldest first.",
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the entry or batch); with --record one JSON array, a version each."),
+    as_json: bool = typer.Option(
+        False,
+        "--json",
+        help="Print one JSON object (the entry or batch); with --record one JSON array, a version each.",
+    ),
 ) -> int:
     """Show one entry (with every batch and attempt it was part of), one batch, or every version of one record.
 
@@ -117,7 +125,8 @@ def show(
                 fail(f"no entry or batch has the key {key!r}", ExitCode.USAGE)
         daemon = daemon_state(cfg.ledger_path) is not None
         recoveries = [
-            [step.line() for step in batch_recovery(_blocking_batch(ledger, d), cfg.path, daemon=daemon)] for d in details
+            [step.line() for step in batch_recovery(_blocking_batch(ledger, d), cfg.path, daemon=daemon)]
+            for d in details
         ]
     if as_json:
         shown = [asdict(d) for d in details]
@@ -144,24 +153,49 @@ def _blocking_batch(ledger: Ledger, detail: EntryDetail | BatchDetail) -> BatchD
 def _print_detail(detail: EntryDetail | BatchDetail) -> None:
     if isinstance(detail, EntryDetail):
         e = detail.entry
-        for name, value in (("key", e.key), ("source", e.source), ("record", e.record_id), ("state", e.state),
-                            ("person_id", e.person_id), ("updated", e.updated_at), ("last error", e.last_error),
-                            ("notes", e.notes)):
+        for name, value in (
+            ("key", e.key),
+            ("source", e.source),
+            ("record", e.record_id),
+            ("state", e.state),
+            ("person_id", e.person_id),
+            ("updated", e.updated_at),
+            ("last error", e.last_error),
+            ("notes", e.notes),
+        ):
             if value or name != "notes":
                 out.print(f"{name:>10}: {value or ''}", markup=False)
         out.print(f"{'payload':>10}: {json.dumps(e.payload, ensure_ascii=False)}", markup=False)
         out.print(f"{'batches':>10}: {', '.join(detail.batches) or 'none yet'}", markup=False)
     else:
-        for name, value in (("batch", detail.key), ("operation", detail.operation), ("state", detail.state),
-                            ("last error", detail.last_error)):
+        for name, value in (
+            ("batch", detail.key),
+            ("operation", detail.operation),
+            ("state", detail.state),
+            ("last error", detail.last_error),
+        ):
             out.print(f"{name:>10}: {value or ''}", markup=False)
         _entries_table(f"{len(detail.members)} members", detail.members)
-    attempts = table("Attempts", "started (UTC)", "operation", "status", "error", "retryable", "ms", "outcome", numeric=("status", "ms"))
+    attempts = table(
+        "Attempts",
+        "started (UTC)",
+        "operation",
+        "status",
+        "error",
+        "retryable",
+        "ms",
+        "outcome",
+        numeric=("status", "ms"),
+    )
     for a in detail.attempts:
         attempts.add_row(
-            a.started_at or "", a.operation, "" if a.status_code is None else str(a.status_code),
-            "/".join(x for x in (a.error_name, a.error_code) if x), "" if a.retryable is None else str(a.retryable).lower(),
-            "" if a.latency_ms is None else f"{a.latency_ms:.0f}", a.outcome,
+            a.started_at or "",
+            a.operation,
+            "" if a.status_code is None else str(a.status_code),
+            "/".join(x for x in (a.error_name, a.error_code) if x),
+            "" if a.retryable is None else str(a.retryable).lower(),
+            "" if a.latency_ms is None else f"{a.latency_ms:.0f}",
+            a.outcome,
         )
     out.print(attempts)
 
@@ -171,7 +205,9 @@ def _print_detail(detail: EntryDetail | BatchDetail) -> None:
 def resolve(
     cfg: LedgerPlace,
     key: str = typer.Argument(..., help="The per-person or batch key to resolve."),
-    requeue: bool = typer.Option(False, "--requeue", help="Send it again (under a new batch key) on the next sync or replay."),
+    requeue: bool = typer.Option(
+        False, "--requeue", help="Send it again (under a new batch key) on the next sync or replay."
+    ),
     dismiss: bool = typer.Option(False, "--dismiss", help="Give up on it; it is never sent again."),
 ) -> int:
     """Resolve a blocked, failed or unknown entry or batch by hand: requeue it or dismiss it.
@@ -209,9 +245,13 @@ def resolve(
 def copy_(
     cfg: LedgerPlace,
     to: str = typer.Option(
-        ..., "--to", help="The new ledger: postgresql://USER@HOST:PORT/DB (password from PGPASSWORD or ~/.pgpass), or a SQLite file's path."
+        ...,
+        "--to",
+        help="The new ledger: postgresql://USER@HOST:PORT/DB (password from PGPASSWORD or ~/.pgpass), or a SQLite file's path.",
     ),
-    to_password_file: Path | None = typer.Option(None, "--to-password-file", help="A file holding the target database's password."),
+    to_password_file: Path | None = typer.Option(
+        None, "--to-password-file", help="A file holding the target database's password."
+    ),
 ) -> int:
     """Copy the ledger into a new, empty one: SQLite to PostgreSQL, or back.
 
@@ -221,12 +261,20 @@ def copy_(
 
     Example: capture-sync ledger copy -c capture-sync.toml --to postgresql://capture@db.internal:5432/capture
     """
-    with open_existing(cfg, exclusive=True) as ledger, Ledger(
-        to, password_file=to_password_file, integration=cfg.integration_name,
-    ) as target:
+    with (
+        open_existing(cfg, exclusive=True) as ledger,
+        Ledger(
+            to,
+            password_file=to_password_file,
+            integration=cfg.integration_name,
+        ) as target,
+    ):
         target.acquire_daemon_lock()
         if not target.is_empty():
-            fail(f"ledger {target.name} is not empty: `ledger copy` fills a new, empty ledger only; name another", ExitCode.USAGE)
+            fail(
+                f"ledger {target.name} is not empty: `ledger copy` fills a new, empty ledger only; name another",
+                ExitCode.USAGE,
+            )
         counts = ledger.copy_to(target)
     where = f'url = "{target.name}"' if target.path is None else f'path = "{target.path.resolve()}"'
     out.print(

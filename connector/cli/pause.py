@@ -42,7 +42,11 @@ def pause(cfg: Config, source: str | None = _SOURCE) -> int:
             ledger.pause(name)
             paused = ledger.paused()
         running = False
-    what = f"source {name}" if source else "everything the daemon does by itself (every source's ticks and the retry sweeps)"
+    what = (
+        f"source {name}"
+        if source
+        else "everything the daemon does by itself (every source's ticks and the retry sweeps)"
+    )
     since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(paused[name]))
     out.print(f"paused {what} since {since}", markup=False)
     if not running:
@@ -72,7 +76,11 @@ def resume(cfg: Config, source: str | None = _SOURCE) -> int:
         out.print(f"source {name} was not paused" if name else "nothing was paused", markup=False)
     else:
         names = ", ".join("everything" if n == ALL else n for n in lifted)
-        then = "the daemon runs a pass of it now" if running else f"no daemon runs on {cfg.ledger_name}: the next `capture-sync run` reads it on schedule"
+        then = (
+            "the daemon runs a pass of it now"
+            if running
+            else f"no daemon runs on {cfg.ledger_name}: the next `capture-sync run` reads it on schedule"
+        )
         out.print(f"resumed {names}: {then}", markup=False)
     if still:
         held = ", ".join("everything" if n == ALL else n for n in still)
@@ -81,4 +89,6 @@ def resume(cfg: Config, source: str | None = _SOURCE) -> int:
 
 
 def _resume_command(cfg: Config, source: str | None) -> str:
-    return f"capture-sync resume -c {shlex.quote(str(cfg.path))}" + (f" --source {shlex.quote(source)}" if source else "")
+    return f"capture-sync resume -c {shlex.quote(str(cfg.path))}" + (
+        f" --source {shlex.quote(source)}" if source else ""
+    )

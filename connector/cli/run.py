@@ -18,14 +18,18 @@ def run(
     cfg: Config,
     once: bool = typer.Option(False, "--once", help="Run every source once, deliver, and exit (for cron or a timer)."),
     http: str | None = typer.Option(
-        None, "--http", metavar="HOST:PORT",
+        None,
+        "--http",
+        metavar="HOST:PORT",
         help="Serve /metrics (Prometheus), /healthz, /readyz and a status page at / there, e.g. 127.0.0.1:9464 "
         "(overrides [daemon] http_address; port 0 picks a free one, logged as ops.serving).",
     ),
     http_public: bool = typer.Option(
-        False, "--http-public", help="Allow an --http address that is not loopback: the endpoints have no login.",
+        False,
+        "--http-public",
+        help="Allow an --http address that is not loopback: the endpoints have no login.",
     ),
- more: list[Config] | None = None,
+    more: list[Config] | None = None,
 ) -> int:
     """The daemon: each source on its schedule plus a retry sweep, until SIGTERM or SIGINT.
 
@@ -66,7 +70,9 @@ def run(
             daemons = []
             for i, (c, ledger) in enumerate(zip(configs, ledgers, strict=True)):
                 client = await clients.enter_async_context(api_client(c))
-                leadership = Leadership(ledger.lease(holder_id(), c.daemon.lease_s), c.daemon.lease_s) if shared(c) else None
+                leadership = (
+                    Leadership(ledger.lease(holder_id(), c.daemon.lease_s), c.daemon.lease_s) if shared(c) else None
+                )
                 daemons.append(Daemon(c, ledger, client, stop, http=address if i == 0 else None, leadership=leadership))
             if not once:
                 return max(await asyncio.gather(*(d.serve() for d in daemons)))

@@ -37,7 +37,7 @@ _COUNTS_SHOWN = ("read", "enqueued", "rejected", "sent", "captured", "merged", "
 def list_runs(
     cfg: LedgerPlace,
     limit: int = typer.Option(20, "--limit", min=1, help="The newest N runs."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object {\"runs\": [...]} on stdout."),
+    as_json: bool = typer.Option(False, "--json", help='Print one JSON object {"runs": [...]} on stdout.'),
 ) -> int:
     """The newest runs: syncs, replays, daemon passes, and operator commands (ledger resolve, state set).
 
@@ -53,14 +53,25 @@ def list_runs(
         emit_json({"runs": [asdict(r) for r in runs]})
         return 0
     t = table(
-        "Runs", "run", "kind", "started (UTC)", "took", "exit", *_COUNTS_SHOWN, "what",
+        "Runs",
+        "run",
+        "kind",
+        "started (UTC)",
+        "took",
+        "exit",
+        *_COUNTS_SHOWN,
+        "what",
         numeric=("run", "exit", *_COUNTS_SHOWN),
     )
     for r in runs:
         what = r.note or ", ".join(r.sources)
         t.add_row(
-            str(r.id), r.kind, r.started_at or "", r.took(),
-            "" if r.exit_code is None else str(r.exit_code), *(str(r.counts.get(c, 0)) for c in _COUNTS_SHOWN),
+            str(r.id),
+            r.kind,
+            r.started_at or "",
+            r.took(),
+            "" if r.exit_code is None else str(r.exit_code),
+            *(str(r.counts.get(c, 0)) for c in _COUNTS_SHOWN),
             f"{what}: {r.reason}" if what and r.reason else what or r.reason or "",
         )
     out.print(t)
@@ -78,11 +89,12 @@ def show_run(
     ),
     output: Path | None = typer.Option(None, "--output", dir_okay=False, help="Write the report to this file (0600)."),
     show_contact_data: bool = typer.Option(
-        False, "--show-contact-data",
+        False,
+        "--show-contact-data",
         help="Show names, emails and phones in full (default: masked, e.g. A*** L***, a***@example.org).",
     ),
     as_json: bool = typer.Option(
-        False, "--json", help="Print one JSON object {\"run\": ..., \"entries\": [...]} on stdout."
+        False, "--json", help='Print one JSON object {"run": ..., "entries": [...]} on stdout.'
     ),
 ) -> int:
     """The records a run changed last, with source, record id, state, reason and attempts.
@@ -138,7 +150,9 @@ def _row(run_id: int, entry: RunEntry, columns: dict[str, tuple[str, ...]], show
     raw = payload.get("record") if isinstance(payload.get("record"), dict) else None
     if raw is None:
         email, phone = str(payload.get("email") or ""), str(payload.get("phone") or "")
-        name = str(payload.get("name") or " ".join(str(payload[k]) for k in ("first_name", "last_name") if payload.get(k)))
+        name = str(
+            payload.get("name") or " ".join(str(payload[k]) for k in ("first_name", "last_name") if payload.get(k))
+        )
     else:
         email = _first(raw, columns.get("email", ())) or next((str(v) for v in raw.values() if "@" in str(v)), "")
         phone = _first(raw, columns.get("phone", ()))
@@ -150,8 +164,16 @@ def _row(run_id: int, entry: RunEntry, columns: dict[str, tuple[str, ...]], show
         email, phone, reason, record_id = mask_email(email), mask_phone(phone), mask_text(reason), mask_text(record_id)
         name = mask_name(name)
     return {
-        "run": run_id, "source": entry.source, "record_id": record_id, "state": entry.state, "reason": reason,
-        "attempts": entry.attempts, "name": name, "email": email, "phone": phone, "key": entry.key,
+        "run": run_id,
+        "source": entry.source,
+        "record_id": record_id,
+        "state": entry.state,
+        "reason": reason,
+        "attempts": entry.attempts,
+        "name": name,
+        "email": email,
+        "phone": phone,
+        "key": entry.key,
         "updated_at": entry.updated_at or "",
     }
 
@@ -175,7 +197,8 @@ def _table(run: RunView, rows: list[dict[str, Any]], state: str | None) -> Table
     shown = ("source", "record_id", "state", "attempts", "name", "email", "phone", "reason")
     t = table(
         f"run {run.id} ({run.kind}, started {run.started_at}, exit {run.exit_code}): {len(rows)} {what}entries",
-        *shown, numeric=("attempts",),
+        *shown,
+        numeric=("attempts",),
     )
     for row in rows:
         t.add_row(*(str(row[c]) for c in shown))

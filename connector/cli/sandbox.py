@@ -72,50 +72,59 @@ def _client(db: Path) -> Iterator[SandboxStore]:
 @fault_options
 def serve(
     host: str = typer.Option(
-        "127.0.0.1", help="Interface to listen on; any other than loopback is reachable from other machines (warned).",
+        "127.0.0.1",
+        help="Interface to listen on; any other than loopback is reachable from other machines (warned).",
     ),
     port: int = typer.Option(DEFAULT_PORT, min=0, max=65535, help="Port; 0 picks a free one."),
     db: Path = DbOption,
     rate_window: float = typer.Option(60.0, "--rate-window", min=0.001, help="Rate-limit window, seconds."),
     rate_limit_unit: RateLimitUnit = typer.Option(
-        "requests", "--rate-limit-unit",
+        "requests",
+        "--rate-limit-unit",
         help="What a client's rate_limit counts per window (spec 8): requests, or persons (a bulk request of "
         "100 costs 100).",
     ),
     rate_counting: RateCounting = typer.Option(
-        "sliding", "--rate-counting",
+        "sliding",
+        "--rate-counting",
         help="How the window counts (spec 8 does not say): sliding (any --rate-window seconds), fixed (reset at "
         "each multiple of the window), or bucket (a token bucket of rate_limit refilled over the window).",
     ),
     retry_after: Literal["yes", "no"] = typer.Option(
-        "yes", "--retry-after",
+        "yes",
+        "--retry-after",
         help="Send Retry-After on a 429 (yes), or no rate-limit header at all (no).",
     ),
     bulk_result_shape: BulkResultShape = typer.Option(
-        "echo", "--bulk-result-shape",
+        "echo",
+        "--bulk-result-shape",
         help="The objects in successful, duplicates and failed (spec 2.6). echo: 0-based request index, "
         "idempotency_key, email, phone, person_id; nested: {result: {id, action}, input} and {input, errors}; "
         "index1: 1-based index and person_id (or error); array_index: index within its own array, listed in "
         "reverse, upper-cased email; bare: person_id (or error) only.",
     ),
     invalid_person: InvalidPerson = typer.Option(
-        "failed", "--invalid-person",
+        "failed",
+        "--invalid-person",
         help="A bulk person that fails validation (spec 4.3): listed in `failed` while the others are captured, "
         "or reject-request: the whole request gets a 400 and nothing is captured.",
     ),
     idempotency_scope: IdempotencyScope = typer.Option(
-        "operation", "--idempotency-scope",
+        "operation",
+        "--idempotency-scope",
         help="Keys per (client, operation), or shared: POST /person's Idempotency-Key and bulk persons' "
         "idempotency_key are one namespace (a key captured by one is a replay or duplicate in the other; spec 4.4).",
     ),
     person_key_scope: PersonKeyScope = typer.Option(
-        "client", "--person-key-scope",
+        "client",
+        "--person-key-scope",
         help="How long a bulk person's idempotency_key is remembered (spec 2.2): for the client, or request: "
         "within one request only, so a person re-offered in a later request is captured again (check --flow "
         "fails its per-person key scope step).",
     ),
     admin_token_file: Path | None = typer.Option(
-        None, "--admin-token-file",
+        None,
+        "--admin-token-file",
         help="Where to write the admin token that `sandbox faults` needs (mode 0600; removed on a clean stop). "
         "Default: $XDG_RUNTIME_DIR/capture-sync/sandbox-admin-PORT.token, else "
         "/tmp/capture-sync-UID/sandbox-admin-PORT.token.",
@@ -140,7 +149,12 @@ def serve(
 
     settings = fault_settings(faults)
     behaviour = Behaviour(
-        bulk_result_shape, invalid_person, idempotency_scope, person_key_scope, rate_limit_unit, retry_after == "yes",
+        bulk_result_shape,
+        invalid_person,
+        idempotency_scope,
+        person_key_scope,
+        rate_limit_unit,
+        retry_after == "yes",
         rate_counting,
     )
     stop_signals = {signal.SIGINT, signal.SIGTERM}
@@ -149,7 +163,12 @@ def serve(
     token = new_token()
     try:
         with SandboxServer(
-            db, host=host, port=port, faults=settings.faults(), rate_window_s=rate_window, behaviour=behaviour,
+            db,
+            host=host,
+            port=port,
+            faults=settings.faults(),
+            rate_window_s=rate_window,
+            behaviour=behaviour,
             admin_token=token,
         ) as server:
             token_file = (admin_token_file or default_token_file(server.port)).absolute()
@@ -172,7 +191,9 @@ def create_client(
     default_lead_source: str | None = typer.Option(None, "--default-lead-source"),
     inactive: bool = typer.Option(False, "--inactive", help="Create it inactive (its requests get 401)."),
     write_credentials_to: Path | None = typer.Option(
-        None, "--write-credentials", metavar="DIR",
+        None,
+        "--write-credentials",
+        metavar="DIR",
         help="Write the key and secret to DIR/api_key and DIR/api_secret (mode 0600, DIR made 0700) and print "
         "the two config lines naming them, instead of printing the secret.",
     ),
@@ -200,8 +221,11 @@ def create_client(
         key_file, secret_file = write_credentials(write_credentials_to, key, secret, force=force)
     except (CredentialFilesExist, OSError) as exc:
         fail(f"client {key} was created but its credentials could not be written: {exc}", ExitCode.USAGE)
-    err.print(f"client {key} created; wrote {key_file} and {secret_file} (mode 0600). "
-              "Put these lines under [capture] in your config:", markup=False)
+    err.print(
+        f"client {key} created; wrote {key_file} and {secret_file} (mode 0600). "
+        "Put these lines under [capture] in your config:",
+        markup=False,
+    )
     typer.echo(config_lines(key_file, secret_file))
 
 
@@ -247,8 +271,9 @@ def set_rate_limit(
 def persons(
     db: Path = typer.Option(DEFAULT_DB, "--db", help="The sandbox's SQLite file (as given to `sandbox serve`)."),
     as_json: bool = typer.Option(
-        False, "--json",
-        help="One JSON object {\"persons\": [...]}: each person's id, identity, data (its fields now), lead_source, "
+        False,
+        "--json",
+        help='One JSON object {"persons": [...]}: each person\'s id, identity, data (its fields now), lead_source, '
         "created_by, created_at, updated_at (Unix seconds), captures (how many) and last_capture (client, "
         "operation, action, at, person_key and the fields it wrote).",
     ),
@@ -271,11 +296,18 @@ def persons(
     for person in listed:
         last = person["last_capture"] or {}
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(last["at"])) if last else ""
-        t.add_row(*map(escape, (  # the fields are data, not rich markup
-            person["id"], person["identity"], str(person["captures"]),
-            f"{last['action']} {when} by {last['client']}" if last else "",
-            json.dumps(last.get("data"), ensure_ascii=False) if last else "",
-        )))
+        t.add_row(
+            *map(
+                escape,
+                (  # the fields are data, not rich markup
+                    person["id"],
+                    person["identity"],
+                    str(person["captures"]),
+                    f"{last['action']} {when} by {last['client']}" if last else "",
+                    json.dumps(last.get("data"), ensure_ascii=False) if last else "",
+                ),
+            )
+        )
     out.print(t)
 
 

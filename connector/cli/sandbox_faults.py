@@ -34,17 +34,21 @@ faults_app = typer.Typer(
 )
 
 _URL = typer.Option(
-    f"http://127.0.0.1:{DEFAULT_PORT}", "--url",
+    f"http://127.0.0.1:{DEFAULT_PORT}",
+    "--url",
     help="The sandbox: the base URL `sandbox serve` printed, or just http://127.0.0.1:PORT (this machine only).",
 )
 _TOKEN_FILE = typer.Option(
-    None, "--admin-token-file",
+    None,
+    "--admin-token-file",
     help="The admin token file `sandbox serve` wrote (its second line names it). Default: the one of the URL's "
     "port, $XDG_RUNTIME_DIR/capture-sync/sandbox-admin-PORT.token, else "
     "/tmp/capture-sync-UID/sandbox-admin-PORT.token.",
 )
 _JSON = typer.Option(
-    False, "--json", help="Print the faults in force as one JSON object (every fault, by its field name).",
+    False,
+    "--json",
+    help="Print the faults in force as one JSON object (every fault, by its field name).",
 )
 
 
@@ -58,7 +62,8 @@ class _Sandbox:
         if not is_loopback(parts.hostname):
             fail(
                 f"--url {url!r} is not on this machine: the admin endpoint answers loopback clients only, so run "
-                "this command where the sandbox runs, with its 127.0.0.1 URL", ExitCode.USAGE,
+                "this command where the sandbox runs, with its 127.0.0.1 URL",
+                ExitCode.USAGE,
             )
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.origin = f"{parts.scheme}://{parts.netloc}"
@@ -71,7 +76,8 @@ class _Sandbox:
             fail(
                 f"no admin token at {self.token_file}: no sandbox started by this user serves on port {self.port}, "
                 f"or it was started with --admin-token-file; start one with `capture-sync sandbox serve --port "
-                f"{self.port}`, or pass the file its second line names with --admin-token-file", ExitCode.USAGE,
+                f"{self.port}`, or pass the file its second line names with --admin-token-file",
+                ExitCode.USAGE,
             )
         except TokenFileError as exc:
             fail(str(exc), ExitCode.USAGE)
@@ -83,13 +89,18 @@ class _Sandbox:
         token = self._token()
         try:
             response = httpx.request(
-                method, self.origin + ADMIN_PATH, json=body, headers={"Authorization": f"Bearer {token}"},
-                timeout=10.0, trust_env=False,  # a proxy from the environment must not see the token
+                method,
+                self.origin + ADMIN_PATH,
+                json=body,
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=10.0,
+                trust_env=False,  # a proxy from the environment must not see the token
             )
         except httpx.HTTPError as exc:
             fail(
                 f"the sandbox at {self.origin} did not answer ({type(exc).__name__}): is it running? "
-                f"Start it with `capture-sync sandbox serve --port {self.port}`", ExitCode.UNSETTLED,
+                f"Start it with `capture-sync sandbox serve --port {self.port}`",
+                ExitCode.UNSETTLED,
             )
         if response.status_code == 200:
             faults: dict[str, Any] = response.json()["data"]["faults"]
@@ -104,7 +115,8 @@ class _Sandbox:
         if response.status_code == 401:
             fail(
                 f"the sandbox at {self.origin} refused the admin token in {self.token_file} ({message}): pass the "
-                "file its `sandbox serve` second line names with --admin-token-file", ExitCode.AUTH,
+                "file its `sandbox serve` second line names with --admin-token-file",
+                ExitCode.AUTH,
             )
         if response.status_code in (400, 403):
             fail(f"the sandbox at {self.origin} refused: {message}", ExitCode.USAGE)
@@ -156,7 +168,8 @@ def set_faults(
     if not faults:
         fail(
             "give at least one fault option (`capture-sync sandbox faults set --help` lists them), or clear them all "
-            "with `capture-sync sandbox faults clear`", ExitCode.USAGE,
+            "with `capture-sync sandbox faults clear`",
+            ExitCode.USAGE,
         )
     sandbox = _Sandbox(url, admin_token_file)
     _print(sandbox.origin, sandbox.call("PATCH", faults), as_json)

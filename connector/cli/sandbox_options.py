@@ -35,7 +35,9 @@ def fault_options(fn: Callable[..., None]) -> Callable[..., None]:
     own = [p for p in sig.parameters.values() if p.name != "faults"]
     extra = [
         inspect.Parameter(
-            name, inspect.Parameter.KEYWORD_ONLY, default=_option(name, field.description),
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=_option(name, field.description),
             annotation=cast(Any, field.annotation) | None,
         )
         for name, field in fields.items()

@@ -19,7 +19,11 @@ app = typer.Typer(help="Source types: the built-ins and installed plugins.", no_
 
 
 def _option_line(name: str, field: FieldInfo) -> str:
-    default = "required" if field.is_required() else f"default {json.dumps(field.get_default(call_default_factory=True), default=str)}"
+    default = (
+        "required"
+        if field.is_required()
+        else f"default {json.dumps(field.get_default(call_default_factory=True), default=str)}"
+    )
     return f"    {name:<16} {default:<24} {field.description or ''}".rstrip()
 
 
@@ -34,19 +38,30 @@ def _describe(found: SourceType) -> list[str]:
 
 def _as_dict(found: SourceType) -> dict[str, Any]:
     """One source type for `--json`: what `_describe` prints, as fields."""
-    options = {} if found.cls is None else {
-        name: {
-            "required": field.is_required(),
-            "default": None if field.is_required() else field.get_default(call_default_factory=True),
-            "description": field.description,
+    options = (
+        {}
+        if found.cls is None
+        else {
+            name: {
+                "required": field.is_required(),
+                "default": None if field.is_required() else field.get_default(call_default_factory=True),
+                "description": field.description,
+            }
+            for name, field in found.cls.Options.model_fields.items()
         }
-        for name, field in found.cls.Options.model_fields.items()
-    }
+    )
     lines = (found.cls.__doc__ or "").strip().splitlines() if found.cls else []
     return {
-        "name": found.name, "origin": found.origin, "builtin": found.origin == "built-in", "target": found.target,
-        "loads": found.cls is not None, "error": found.error, "summary": lines[0] if lines else None,
-        "description": "\n".join(lines) or None, "options": options, "options_schema": _schema(found),
+        "name": found.name,
+        "origin": found.origin,
+        "builtin": found.origin == "built-in",
+        "target": found.target,
+        "loads": found.cls is not None,
+        "error": found.error,
+        "summary": lines[0] if lines else None,
+        "description": "\n".join(lines) or None,
+        "options": options,
+        "options_schema": _schema(found),
     }
 
 
@@ -63,8 +78,9 @@ def _schema(found: SourceType) -> dict[str, Any] | None:
 @app.command("list")
 def list_sources(
     as_json: bool = typer.Option(
-        False, "--json",
-        help="One JSON object {\"sources\": [...]} on stdout: each type's name, origin (built-in, or the "
+        False,
+        "--json",
+        help='One JSON object {"sources": [...]} on stdout: each type\'s name, origin (built-in, or the '
         "package whose entry point registers it), description and options as JSON Schema (options_schema).",
     ),
 ) -> None:
@@ -79,7 +95,9 @@ def list_sources(
 @app.command("new")
 @command(config=False)
 def new(
-    name: str = typer.Argument(..., help="The source type name: lower-case letters, digits and '_' (e.g. spreadsheet)."),
+    name: str = typer.Argument(
+        ..., help="The source type name: lower-case letters, digits and '_' (e.g. spreadsheet)."
+    ),
     folder: Path | None = typer.Option(
         None, "--dir", help="Where to write the package (default ./capture-sync-NAME); absent or empty."
     ),
@@ -99,7 +117,9 @@ def new(
     plugin = PluginName(name)
     typer.echo(f"wrote {len(files)} files to {written_to}: the package {plugin.dist}, source type {name!r}")
     typer.echo(f"next: pip install -e '{written_to}[test]' (capture-sync's pip), then pytest {written_to}")
-    typer.echo(f"      capture-sync sources preview --type {name} --option path={written_to / 'sample' / 'contacts.json'}")
+    typer.echo(
+        f"      capture-sync sources preview --type {name} --option path={written_to / 'sample' / 'contacts.json'}"
+    )
     return 0
 
 
@@ -107,16 +127,24 @@ def new(
 @command(config=False)
 def preview(
     source: str | None = typer.Option(None, "--source", help="A source of the config (-c), by name."),
-    config_file: Path = typer.Option(DEFAULT_PATH, "-c", "--config", envvar=ENV_CONFIG, help="The config file, with --source."),
+    config_file: Path = typer.Option(
+        DEFAULT_PATH, "-c", "--config", envvar=ENV_CONFIG, help="The config file, with --source."
+    ),
     type_name: str | None = typer.Option(None, "--type", help="A source type (as `type` in a config), with no config."),
     option: list[str] = typer.Option([], "--option", metavar="KEY=VALUE", help="An option of --type; repeat it."),
     limit: int = typer.Option(10, "--limit", min=1, help="How many records to print."),
-    mapped: bool = typer.Option(False, "--mapped", help="Also show what the mapping makes of each record and what it rejects."),
+    mapped: bool = typer.Option(
+        False, "--mapped", help="Also show what the mapping makes of each record and what it rejects."
+    ),
     map_pairs: list[str] = typer.Option(
-        [], "--map", metavar="FIELD=COLUMN", help="A mapping rule (person field = source field); repeat it. Implies --mapped."
+        [],
+        "--map",
+        metavar="FIELD=COLUMN",
+        help="A mapping rule (person field = source field); repeat it. Implies --mapped.",
     ),
     as_json: bool = typer.Option(
-        False, "--json",
+        False,
+        "--json",
         help="One JSON object per line per record: index, kind (record or bad_record), id, where, data or "
         "reason and raw, state, and with --mapped person and notes, or rejected.",
     ),

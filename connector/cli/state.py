@@ -50,7 +50,9 @@ def undo_command(cfg: Config, source: str, old: Any) -> str:
 def show(
     cfg: Config,
     source: str | None = typer.Option(None, "--source", help="Only this source."),
-    history: bool = typer.Option(False, "--history", help="The cursors replaced by state set/reset and full refreshes, newest first."),
+    history: bool = typer.Option(
+        False, "--history", help="The cursors replaced by state set/reset and full refreshes, newest first."
+    ),
     limit: int = typer.Option(20, "--limit", min=1, help="With --history: at most this many changes."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout."),
 ) -> int:
@@ -70,17 +72,30 @@ def show(
             return 0
         t = table("State history (newest first)", "#", "changed (UTC)", "source", "by", "run", "old value", "new value")
         for c in changes:
-            t.add_row(str(c.id), c.changed_at or "", c.source, c.action, "" if c.run_id is None else str(c.run_id),
-                      _dump(c.old), _dump(c.new))
+            t.add_row(
+                str(c.id),
+                c.changed_at or "",
+                c.source,
+                c.action,
+                "" if c.run_id is None else str(c.run_id),
+                _dump(c.old),
+                _dump(c.new),
+            )
         out.print(t)
         for c in changes:
-            out.print(f"put #{c.id}'s old value back: {undo_command(cfg, c.source, c.old)}", markup=False, soft_wrap=True)
+            out.print(
+                f"put #{c.id}'s old value back: {undo_command(cfg, c.source, c.old)}", markup=False, soft_wrap=True
+            )
         return 0
     names = [source] if source else [s.name for s in cfg.sources] + sorted(set(states) - {s.name for s in cfg.sources})
     configured = {s.name for s in cfg.sources}
     rows: list[dict[str, Any]] = [
-        {"source": n, "state": states[n].state if n in states else None,
-         "updated_at": states[n].updated_at if n in states else None, "configured": n in configured}
+        {
+            "source": n,
+            "state": states[n].state if n in states else None,
+            "updated_at": states[n].updated_at if n in states else None,
+            "configured": n in configured,
+        }
         for n in names
     ]
     if as_json:
@@ -88,8 +103,11 @@ def show(
         return 0
     t = table("Source states", "source", "updated (UTC)", "state")
     for row in rows:
-        t.add_row(row["source"] + ("" if row["configured"] else " (not in the config)"), row["updated_at"] or "",
-                  _dump(row["state"]))
+        t.add_row(
+            row["source"] + ("" if row["configured"] else " (not in the config)"),
+            row["updated_at"] or "",
+            _dump(row["state"]),
+        )
     out.print(t)
     return 0
 

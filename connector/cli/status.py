@@ -21,7 +21,9 @@ from .ledger import open_existing
 def status(
     cfg: LedgerPlace,
     as_json: bool = typer.Option(
-        False, "--json", help="Print the status as one JSON object (with `live`, the running daemon's state, and `advice`).",
+        False,
+        "--json",
+        help="Print the status as one JSON object (with `live`, the running daemon's state, and `advice`).",
     ),
 ) -> int:
     """Counts by state and source, the last runs, and one line of advice for each state that holds.
@@ -37,14 +39,23 @@ def status(
     return 0
 
 
-def print_status(ledger: Ledger, config_path: Path, *, as_json: bool = False, live: dict[str, Any] | None = None) -> None:
+def print_status(
+    ledger: Ledger, config_path: Path, *, as_json: bool = False, live: dict[str, Any] | None = None
+) -> None:
     """`live`: the running daemon's state, or None; the advice then promises nothing of a daemon."""
     report = ledger.status()
     lines = advice(report, live, config_path, recorded_pauses=ledger.paused() if live is None else None)
     if as_json:
-        out.print_json(json.dumps({
-            **asdict(report), "settled": report.settled, "live": live, "advice": [asdict(a) for a in lines],
-        }))
+        out.print_json(
+            json.dumps(
+                {
+                    **asdict(report),
+                    "settled": report.settled,
+                    "live": live,
+                    "advice": [asdict(a) for a in lines],
+                }
+            )
+        )
         return
     _print_tables(report)
     for line in lines:
@@ -66,7 +77,11 @@ def _print_tables(report: StatusReport) -> None:
         runs = table("Last runs", "run", "kind", "started (UTC)", "took", "exit", *cols, numeric=("exit", *cols))
         for run in report.runs:
             runs.add_row(
-                str(run.id), run.kind, run.started_at or "", run.took(),
-                "" if run.exit_code is None else str(run.exit_code), *(str(run.counts.get(c, 0)) for c in cols),
+                str(run.id),
+                run.kind,
+                run.started_at or "",
+                run.took(),
+                "" if run.exit_code is None else str(run.exit_code),
+                *(str(run.counts.get(c, 0)) for c in cols),
             )
         out.print(runs)

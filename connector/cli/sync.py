@@ -38,16 +38,21 @@ def sync(
         False, "--dry-run", help="Map and validate, show what would be sent; send nothing, change nothing."
     ),
     full_refresh: bool = typer.Option(
-        False, "--full-refresh",
+        False,
+        "--full-refresh",
         help="With --source: read that source from the start, its cursor ignored (the old one is kept: "
         "`state show --history`). Records whose content did not change are not sent again.",
     ),
     output: Path | None = typer.Option(
-        None, "--output", dir_okay=False,
+        None,
+        "--output",
+        dir_okay=False,
         help="With --dry-run: write the whole preview to this file as JSON lines (created 0600): every record "
         "that would be sent, and every rejected one with its reasons.",
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object on stdout, and nothing else there."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the report as one JSON object on stdout, and nothing else there."
+    ),
 ) -> int:
     """One pass over the sources, then deliver everything the ledger holds unsettled.
 
@@ -69,7 +74,10 @@ def sync(
     if full_refresh and source is None:
         fail("--full-refresh needs --source NAME: the source to read again from the start", ExitCode.USAGE)
     if output is not None and not dry_run:
-        fail("--output goes with --dry-run; a real run's records: `capture-sync runs show RUN --output FILE`", ExitCode.USAGE)
+        fail(
+            "--output goes with --dry-run; a real run's records: `capture-sync runs show RUN --output FILE`",
+            ExitCode.USAGE,
+        )
     jobs = cfg.jobs(source)
     if full_refresh:
         jobs = [replace(job, from_start=True) for job in jobs]
@@ -83,14 +91,21 @@ def sync(
             out.print(json.dumps(person, ensure_ascii=False), markup=False)
         print_report(report, "Dry run: nothing was sent", cfg.path)
         if output is not None:
-            out.print(f"the whole preview ({report.enqueued} to send, {report.rejected} rejected): {output}", markup=False)
+            out.print(
+                f"the whole preview ({report.enqueued} to send, {report.rejected} rejected): {output}", markup=False
+            )
         return report.exit_code
 
     async def go(stop):
         async with api_client(cfg) as client:
             with _progress(as_json) as progress:
                 return await delivery.sync(
-                    ledger, client, jobs, cfg.delivery_settings(), progress=progress, stop=stop,
+                    ledger,
+                    client,
+                    jobs,
+                    cfg.delivery_settings(),
+                    progress=progress,
+                    stop=stop,
                     gate=lambda: pass_flow_gate(cfg, ledger),
                 )
 
@@ -113,9 +128,13 @@ def sync(
 def replay(
     cfg: Config,
     include_failed: bool = typer.Option(
-        False, "--include-failed", help="Also re-send entries that failed (after fixing their cause): new batch keys, each person's own key."
+        False,
+        "--include-failed",
+        help="Also re-send entries that failed (after fixing their cause): new batch keys, each person's own key.",
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object on stdout, and nothing else there."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the report as one JSON object on stdout, and nothing else there."
+    ),
 ) -> int:
     """Re-send what the ledger holds unsettled, with the same idempotency keys and bodies.
 
@@ -129,8 +148,13 @@ def replay(
         async with api_client(cfg) as client:
             with _progress(as_json) as progress:
                 return await delivery.replay(
-                    ledger, client, cfg.delivery_settings(), include_failed=include_failed, progress=progress,
-                    stop=stop, gate=lambda: pass_flow_gate(cfg, ledger),
+                    ledger,
+                    client,
+                    cfg.delivery_settings(),
+                    include_failed=include_failed,
+                    progress=progress,
+                    stop=stop,
+                    gate=lambda: pass_flow_gate(cfg, ledger),
                 )
 
     try:
@@ -154,7 +178,10 @@ def _finish(report: delivery.RunReport, title: str, cfg: Config, as_json: bool) 
     else:
         print_report(report, title, cfg.path)
         if report.run_id is not None:
-            out.print(f"this run's records: capture-sync runs show -c {shlex.quote(str(cfg.path))} {report.run_id}", markup=False)
+            out.print(
+                f"this run's records: capture-sync runs show -c {shlex.quote(str(cfg.path))} {report.run_id}",
+                markup=False,
+            )
     return report.exit_code
 
 

@@ -111,13 +111,21 @@ class ControlServer:
         uid, own = _peer_uid(writer.get_extra_info("socket")), os.getuid()
         if uid != own:  # nothing of the request is looked at
             log.warning("control.refused", peer_uid=uid, why="only the daemon's own user may steer it")
-            return {"ok": False, "error": f"refused: this daemon runs as uid {own} and takes commands only from that user "
-                    f"(you are uid {uid})", "exit_code": 2}
+            return {
+                "ok": False,
+                "error": f"refused: this daemon runs as uid {own} and takes commands only from that user "
+                f"(you are uid {uid})",
+                "exit_code": 2,
+            }
         try:
             request = json.loads(line)
             name, args = request["command"], request.get("args") or {}
         except (ValueError, KeyError, TypeError):
-            return {"ok": False, "error": 'a request is one JSON line: {"command": NAME, "args": {...}}', "exit_code": 2}
+            return {
+                "ok": False,
+                "error": 'a request is one JSON line: {"command": NAME, "args": {...}}',
+                "exit_code": 2,
+            }
         log.info("control.request", command=name, args=args, via="socket")
         return await dispatch(self.daemon, str(name), args)
 
@@ -171,7 +179,10 @@ class Refused(Exception):
 
 
 def forward(
-    ledger: Path, command: str, args: dict[str, Any], remote: Callable[[str, dict[str, Any]], Answer] | None = None,
+    ledger: Path,
+    command: str,
+    args: dict[str, Any],
+    remote: Callable[[str, dict[str, Any]], Answer] | None = None,
 ) -> Answer:
     """The answer of the daemon holding `ledger` to `command` (arguments that are None left out), for
     a command that found the ledger's daemon lock taken: the CLI's and the Python API's `sync` and
@@ -187,7 +198,8 @@ def forward(
             return _answered(command, answer)
         raise Refused(
             f"another capture-sync process holds ledger {ledger}, and it is no daemon that takes commands "
-            "(a sync or replay running by itself): wait for it to finish, then run this again", ExitCode.USAGE,
+            "(a sync or replay running by itself): wait for it to finish, then run this again",
+            ExitCode.USAGE,
         ) from None
     except Unreachable as exc:
         raise Refused(str(exc), ExitCode.USAGE) from None
@@ -196,7 +208,9 @@ def forward(
 
 def _answered(command: str, answer: Answer) -> Answer:
     if not answer.get("ok"):
-        raise Refused(f"the daemon did not run `{command}`: {answer.get('error')}", ExitCode(answer.get("exit_code", 1)))
+        raise Refused(
+            f"the daemon did not run `{command}`: {answer.get('error')}", ExitCode(answer.get("exit_code", 1))
+        )
     return answer
 
 

@@ -79,13 +79,23 @@ async def _resume(daemon: Steered, args: dict[str, Any]) -> Answer:
     return {"exit_code": 0, "resumed": resumed, "paused": still}
 
 
-COMMANDS: dict[str, Command] = {c.name: c for c in (
-    Command("state", "what is paused, and the daemon's health", {}, _state),
-    Command("sync", "one pass now over the sources (or --source NAME), paused or not", {"source": str}, _sync),
-    Command("replay", "re-send now what the ledger holds unsettled, stalled batches included", {"include_failed": bool}, _replay),
-    Command("pause", "stop reading a source (or every source, and the sweep) on its schedule", {"source": str}, _pause),
-    Command("resume", "lift a pause (or every pause) and run what was held at once", {"source": str}, _resume),
-)}
+COMMANDS: dict[str, Command] = {
+    c.name: c
+    for c in (
+        Command("state", "what is paused, and the daemon's health", {}, _state),
+        Command("sync", "one pass now over the sources (or --source NAME), paused or not", {"source": str}, _sync),
+        Command(
+            "replay",
+            "re-send now what the ledger holds unsettled, stalled batches included",
+            {"include_failed": bool},
+            _replay,
+        ),
+        Command(
+            "pause", "stop reading a source (or every source, and the sweep) on its schedule", {"source": str}, _pause
+        ),
+        Command("resume", "lift a pause (or every pause) and run what was held at once", {"source": str}, _resume),
+    )
+}
 
 
 def check_request(name: str, args: Any) -> Command:
@@ -98,7 +108,10 @@ def check_request(name: str, args: Any) -> Command:
     for key, value in args.items():
         kind = command.args.get(key)
         if kind is None:
-            raise BadRequest(f"{name} takes no argument {key!r}" + (f" (it takes: {', '.join(command.args)})" if command.args else ""))
+            raise BadRequest(
+                f"{name} takes no argument {key!r}"
+                + (f" (it takes: {', '.join(command.args)})" if command.args else "")
+            )
         if value is not None and not isinstance(value, kind):
             raise BadRequest(f"{name}: {key} must be a {'string' if kind is str else 'boolean'}")
     return command
@@ -116,4 +129,9 @@ async def dispatch(daemon: Steered, name: str, args: Any) -> Answer:
     except ConfigProblem as exc:
         return {"ok": False, "command": name, "error": "; ".join(exc.problems), "exit_code": int(ExitCode.USAGE)}
     except Exception as exc:  # the pass failed: the operator gets the one line the command would print
-        return {"ok": False, "command": name, "error": f"{type(exc).__name__}: {exc}", "exit_code": int(exit_code_for(exc))}
+        return {
+            "ok": False,
+            "command": name,
+            "error": f"{type(exc).__name__}: {exc}",
+            "exit_code": int(exit_code_for(exc)),
+        }

@@ -35,7 +35,9 @@ def private_folder(folder: Path) -> None:
     folder.mkdir(mode=0o700, exist_ok=True)
     info = os.lstat(folder)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
-        raise OSError(f"{folder} is not a private folder of this user (owner uid {info.st_uid}, mode {stat.S_IMODE(info.st_mode):04o})")
+        raise OSError(
+            f"{folder} is not a private folder of this user (owner uid {info.st_uid}, mode {stat.S_IMODE(info.st_mode):04o})"
+        )
 
 
 def find_socket(ledger: Path) -> Path | None:

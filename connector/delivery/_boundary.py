@@ -85,7 +85,9 @@ class Checker:
         if isinstance(value, str | bool | int):
             return None
         if not isinstance(value, dict | list | tuple):
-            return f"the state holds {_kind(value)} at {path}, which JSON cannot hold (the ledger stores states as JSON)"
+            return (
+                f"the state holds {_kind(value)} at {path}, which JSON cannot hold (the ledger stores states as JSON)"
+            )
         if id(value) in self._walked:
             return None
         if depth >= _MAX_DEPTH:

@@ -48,14 +48,14 @@ from ._ceiling import Unit
 from ._sendlog import BUCKETS, SendLog
 
 MAX_WINDOW_S = 86_400.0  # the longest window we would believe: a daily budget
-JITTER_S = 0.02          # each window is held this much longer: arrivals jitter (event loop, network) ...
-JITTER_SHARE = 0.002     # ... and clocks drift apart, more over a long window
+JITTER_S = 0.02  # each window is held this much longer: arrivals jitter (event loop, network) ...
+JITTER_SHARE = 0.002  # ... and clocks drift apart, more over a long window
 JITTER_MAX_SHARE = 0.05  # the margin never grows past this share of the window
-TRIAL_STEP = 0.01        # a probe tries a window this much shorter than the last one that held
-SEARCH_GROWTH = 1.4      # without Retry-After: each probe waits this much longer (from the oldest send)
-PLAUSIBLE = 0.75         # requests are the unit if the 429 came after this share of rate_limit requests
-LENGTHEN = 1.02          # an unexplained 429 lengthens a learned window at least this much
-SOLO_POLL_S = 0.01       # while one request tests the room after such a 429, the others look this often
+TRIAL_STEP = 0.01  # a probe tries a window this much shorter than the last one that held
+SEARCH_GROWTH = 1.4  # without Retry-After: each probe waits this much longer (from the oldest send)
+PLAUSIBLE = 0.75  # requests are the unit if the 429 came after this share of rate_limit requests
+LENGTHEN = 1.02  # an unexplained 429 lengthens a learned window at least this much
+SOLO_POLL_S = 0.01  # while one request tests the room after such a 429, the others look this often
 
 
 @dataclass
@@ -81,13 +81,13 @@ class BurstFinder:
         self.jitter_s = JITTER_S
         self._log = SendLog()
         self._pending: deque[_Sent] = deque()  # sent, not yet answered
-        self._lo = window_s or 0.0             # a learned window lies in (_lo, window_s]
-        self._trial: float | None = None       # narrowing: the shorter window the next probe tries
-        self._probe_at: float | None = None    # ... and the send of the probe in flight
+        self._lo = window_s or 0.0  # a learned window lies in (_lo, window_s]
+        self._trial: float | None = None  # narrowing: the shorter window the next probe tries
+        self._probe_at: float | None = None  # ... and the send of the probe in flight
         self._search_from: float | None = None  # searching the window: the oldest send it counts
         self._search_span = 0.0
-        self._changed_at = -math.inf           # when a 429 last changed the model
-        self._unexplained_at = -math.inf       # when the log last had room the server had not
+        self._changed_at = -math.inf  # when a 429 last changed the model
+        self._unexplained_at = -math.inf  # when the log last had room the server had not
         self._solo_since: float | None = None  # one request at a time tests the room since then
         self._first_at: float | None = None
 

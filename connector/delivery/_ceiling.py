@@ -19,20 +19,20 @@ from typing import Literal
 
 Unit = Literal["requests", "persons"]
 
-MARGIN = 0.985          # the pace as a share of the ceiling: room for network jitter, no more
-MAX_WINDOW_S = 3600.0   # the longest window we would believe; the send log reaches this far back
-QUIET_MIN_S = 30.0      # no probe upward before this long without a 429 ...
-QUIET_WINDOWS = 3.0     # ... nor before this many windows
-PROBE_FIRST = 0.02      # the first step up; each step that passes doubles the next
+MARGIN = 0.985  # the pace as a share of the ceiling: room for network jitter, no more
+MAX_WINDOW_S = 3600.0  # the longest window we would believe; the send log reaches this far back
+QUIET_MIN_S = 30.0  # no probe upward before this long without a 429 ...
+QUIET_WINDOWS = 3.0  # ... nor before this many windows
+PROBE_FIRST = 0.02  # the first step up; each step that passes doubles the next
 PROBE_MAX = 0.5
-SEARCH_GROWTH = 1.4     # without Retry-After: each probe waits this much longer (from the oldest send)
-WINDOW_CLOSE = 1.04     # a learned window is trusted once its bounds are this close
-TRIAL_STEP = 1.1        # a trial shortens the window by at most this factor
-PLAUSIBLE = 0.75        # requests are the unit if the 429 came after this share of rate_limit requests
-DECREASE = 0.95         # a 429 the model cannot explain: the pace drops this much
-LONE_DECREASE = 0.99    # ... when it comes alone after a quiet spell: most likely arrivals that bunched
-BINDING = 0.5           # a quiet spell proves a pace only if sends waited for it this share of the spell
-CATCH_UP = 0.003        # a late send takes back up to this share of a window (a fifth of the margin)
+SEARCH_GROWTH = 1.4  # without Retry-After: each probe waits this much longer (from the oldest send)
+WINDOW_CLOSE = 1.04  # a learned window is trusted once its bounds are this close
+TRIAL_STEP = 1.1  # a trial shortens the window by at most this factor
+PLAUSIBLE = 0.75  # requests are the unit if the 429 came after this share of rate_limit requests
+DECREASE = 0.95  # a 429 the model cannot explain: the pace drops this much
+LONE_DECREASE = 0.99  # ... when it comes alone after a quiet spell: most likely arrivals that bunched
+BINDING = 0.5  # a quiet spell proves a pace only if sends waited for it this share of the spell
+CATCH_UP = 0.003  # a late send takes back up to this share of a window (a fifth of the margin)
 
 
 @dataclass
@@ -57,19 +57,19 @@ class CeilingFinder:
         self.next_at = -math.inf
         self.paused_until = -math.inf
         self.rate_limited = 0
-        self._pending: deque[_Sent] = deque()    # sent, not yet answered
-        self._admitted: deque[_Sent] = deque()   # answered other than 429, oldest first
-        self._event_at = -math.inf               # when the pace last changed on a 429
-        self._calm_since = -math.inf             # when the pace last changed at all
-        self._paced_units = 0                    # units sent since then as soon as the pace let them
-        self._slowed_at = -math.inf              # when an unexplained 429 last slowed the pace
-        self._good_rate: float | None = None     # the fastest pace known to draw no 429
+        self._pending: deque[_Sent] = deque()  # sent, not yet answered
+        self._admitted: deque[_Sent] = deque()  # answered other than 429, oldest first
+        self._event_at = -math.inf  # when the pace last changed on a 429
+        self._calm_since = -math.inf  # when the pace last changed at all
+        self._paced_units = 0  # units sent since then as soon as the pace let them
+        self._slowed_at = -math.inf  # when an unexplained 429 last slowed the pace
+        self._good_rate: float | None = None  # the fastest pace known to draw no 429
         self._step = PROBE_FIRST
-        self._search_from: float | None = None   # searching the window: the oldest send it counts
-        self._search_span = 0.0                  # ... and how long after it the next probe goes
-        self._settled = window_s is not None     # the window is known closely (or was given)
-        self._window_lo = window_s or 0.0        # a learned window lies in (_window_lo, window_s]
-        self._trying: float | None = None        # a shorter window on trial
+        self._search_from: float | None = None  # searching the window: the oldest send it counts
+        self._search_span = 0.0  # ... and how long after it the next probe goes
+        self._settled = window_s is not None  # the window is known closely (or was given)
+        self._window_lo = window_s or 0.0  # a learned window lies in (_window_lo, window_s]
+        self._trying: float | None = None  # a shorter window on trial
 
     # --- what the server counts ---------------------------------------------------------------
 
@@ -208,14 +208,16 @@ class CeilingFinder:
         probing = self._good_rate is not None and self.rate is not None and self.rate > self._good_rate
         if probing:
             assert self._good_rate is not None
-            self.rate = self._good_rate   # the step up was too far: back to the last quiet pace
+            self.rate = self._good_rate  # the step up was too far: back to the last quiet pace
             self._settled = True
             full = self._units_in_window(sent)
-            if full > self.limit and self.window_s is not None:  # the window held more than rate_limit: the limit was raised
+            if (
+                full > self.limit and self.window_s is not None
+            ):  # the window held more than rate_limit: the limit was raised
                 self.limit = full
                 self.rate = max(self.rate, MARGIN * full / self.window_s)
         elif self.rate is None or self.rate > target * 1.001:
-            self.rate = target            # we outran the model's ceiling: hold to it
+            self.rate = target  # we outran the model's ceiling: hold to it
         else:  # at or under the model's ceiling yet refused: the window is longer than we think (or
             # the limit lower), or arrivals bunched at the server. One such 429 after a quiet spell is
             # most likely the bunching: a small step. Another soon after says the model is wrong.
@@ -321,7 +323,9 @@ class CeilingFinder:
         assert self.window_s is not None
         if self._trying is None:
             self._trying = max((self._window_lo + self.window_s) / 2, self.window_s / TRIAL_STEP)
-        elif now - self._calm_since >= max(1.5 * self.window_s, 1.0) and self._held_back(now):  # too fast shows within a window
+        elif now - self._calm_since >= max(1.5 * self.window_s, 1.0) and self._held_back(
+            now
+        ):  # too fast shows within a window
             self.window_s, self._trying = self._trying, None
             self._settle_if_close()
             if not self._settled:

@@ -44,8 +44,8 @@ from .settle import match_bulk, person_outcome
 log = structlog.get_logger(LOGGER)
 
 OnInfo = Callable[[ClientInfo], None]
-BACKLOG_BATCHES = 4   # a streaming read pauses while this many batches per worker are pending
-ROOM_POLL_S = 0.25    # how often a paused read looks again, whatever it was told
+BACKLOG_BATCHES = 4  # a streaming read pauses while this many batches per worker are pending
+ROOM_POLL_S = 0.25  # how often a paused read looks again, whatever it was told
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,11 @@ def halt_report(report: RunReport, exc: CaptureError) -> None:
 
 
 async def connect(
-    client: CaptureClient, report: RunReport, on_info: OnInfo | None, *, before_reading: bool = False,
+    client: CaptureClient,
+    report: RunReport,
+    on_info: OnInfo | None,
+    *,
+    before_reading: bool = False,
 ) -> ClientInfo | None:
     """GET /info, the spec's first call before sending (spec 5): the client's rate limit, and
     `on_info` may refuse the run (a ConfigProblem). None when it failed, with the report halted.
@@ -101,7 +105,8 @@ def _timing(attempts: Sequence[Attempt], elapsed_ms: float) -> dict[str, float |
         return {"latency_ms": round(elapsed_ms, 1), "wait_ms": 0.0}
     exchange_ms = attempts[-1].latency_s * 1000
     timing: dict[str, float | int] = {
-        "latency_ms": round(exchange_ms, 1), "wait_ms": round(max(elapsed_ms - exchange_ms, 0.0), 1),
+        "latency_ms": round(exchange_ms, 1),
+        "wait_ms": round(max(elapsed_ms - exchange_ms, 0.0), 1),
     }
     if len(attempts) > 1:
         timing["attempts"] = len(attempts)
@@ -113,8 +118,14 @@ class Delivery:
     the read has ended), halted or stopped."""
 
     def __init__(
-        self, ledger: Ledger, client: CaptureClient, settings: DeliverySettings, report: RunReport,
-        progress: Progress, stop: asyncio.Event | None, include_stalled: bool,
+        self,
+        ledger: Ledger,
+        client: CaptureClient,
+        settings: DeliverySettings,
+        report: RunReport,
+        progress: Progress,
+        stop: asyncio.Event | None,
+        include_stalled: bool,
     ) -> None:
         self.ledger, self.client, self.settings, self.report = ledger, client, settings, report
         self.progress = progress
@@ -123,13 +134,13 @@ class Delivery:
         self.claimed: set[int] = set()
         self.want = Claim(settings.batch_size, self.claimed, include_stalled)  # `claimed` grows in place
         self.attempts: dict[str | None, list[Attempt]] = defaultdict(list)
-        self.in_hand = 0          # batches a worker holds (claimed, being sent or settled)
-        self.reading = False      # a streaming read is still going
+        self.in_hand = 0  # batches a worker holds (claimed, being sent or settled)
+        self.reading = False  # a streaming read is still going
         self._news = asyncio.Event()  # replaced on each notice; a waiter keeps the one it saw before claiming
         self._room = threading.Event()  # set when a batch left a worker's hands: a paused read looks again
         self._read_error: BaseException | None = None
         self._taking = threading.Lock()  # a claim and its entry in `claimed` are one step (see _claim)
-        self._over = False        # delivery ended for good (a stop, an error): the read ends too
+        self._over = False  # delivery ended for good (a stop, an error): the read ends too
         self._loop = asyncio.get_running_loop()  # built inside the run's coroutine
 
     # --- news between the read, the workers and the loop ------------------------------------
@@ -160,7 +171,9 @@ class Delivery:
     # --- the run ----------------------------------------------------------------------------
 
     async def run(
-        self, info: ClientInfo, rate_gate: RateGate | None,
+        self,
+        info: ClientInfo,
+        rate_gate: RateGate | None,
         read: Callable[[Delivery], Awaitable[None]] | None = None,
     ) -> None:
         """Deliver; with `read`, a streaming read runs alongside (its chunks are claimed as they
@@ -286,7 +299,8 @@ class Delivery:
         attempts = self.attempts.pop(work.key, [])
         # capture_bulk's result exactly when work.operation == "bulk"; isinstance lets mypy see it
         outcomes = (
-            match_bulk(work.members, result) if isinstance(result, BulkCaptureResult)
+            match_bulk(work.members, result)
+            if isinstance(result, BulkCaptureResult)
             else [person_outcome(work.members[0], result)]
         )
         then = self._wanted() if claim_next else None
@@ -304,13 +318,27 @@ class Delivery:
             tally["merged"] = merged
             self.report.merged += merged
         self.progress.advance("settled", size - tally.get("unknown", 0))
-        log.info("batch.settled", operation=work.operation, size=size, key_prefix=work.key[:14], **_timing(attempts, elapsed_ms), **tally)
+        log.info(
+            "batch.settled",
+            operation=work.operation,
+            size=size,
+            key_prefix=work.key[:14],
+            **_timing(attempts, elapsed_ms),
+            **tally,
+        )
         return following
 
     async def _failed(self, work: BatchWork, exc: CaptureError, attempts: list[Attempt]) -> None:
         reason = str(exc)
         size = len(work.members)
-        log.info("batch.error", operation=work.operation, size=size, key_prefix=work.key[:14], error=type(exc).__name__, status=exc.status_code)
+        log.info(
+            "batch.error",
+            operation=work.operation,
+            size=size,
+            key_prefix=work.key[:14],
+            error=type(exc).__name__,
+            status=exc.status_code,
+        )
         ledger = self.ledger
         if isinstance(exc, Unauthorized):
             # Credentials, not data: nothing is marked failed; the batch is resent as it is later.

@@ -40,7 +40,10 @@ def _rate_gate(client: CaptureClient, info: ClientInfo, settings: DeliverySettin
     if info.rate_limit < 1:
         return None
     kept = client.rate_gate
-    if isinstance(kept, AdaptiveRateLimiter) and (kept.hint, kept.shape) == (settings.rate_window_s, settings.rate_shape):
+    if isinstance(kept, AdaptiveRateLimiter) and (kept.hint, kept.shape) == (
+        settings.rate_window_s,
+        settings.rate_shape,
+    ):
         kept.reseed(info.rate_limit)  # that GET /info went through it: it is in its send log
         return kept
     limiter = AdaptiveRateLimiter(info.rate_limit, settings.rate_window_s, settings.rate_shape)
@@ -49,15 +52,27 @@ def _rate_gate(client: CaptureClient, info: ClientInfo, settings: DeliverySettin
 
 
 def _delivery(
-    ledger: Ledger, client: CaptureClient, settings: DeliverySettings, report: RunReport,
-    progress: Progress | None, stop: asyncio.Event | None, include_stalled: bool,
+    ledger: Ledger,
+    client: CaptureClient,
+    settings: DeliverySettings,
+    report: RunReport,
+    progress: Progress | None,
+    stop: asyncio.Event | None,
+    include_stalled: bool,
 ) -> Delivery:
     return Delivery(ledger, client, settings, report, progress or NoProgress(), stop, include_stalled)
 
 
 async def _deliver(
-    ledger: Ledger, client: CaptureClient, settings: DeliverySettings, report: RunReport,
-    progress: Progress | None, stop: asyncio.Event | None, *, include_stalled: bool, info: ClientInfo | None,
+    ledger: Ledger,
+    client: CaptureClient,
+    settings: DeliverySettings,
+    report: RunReport,
+    progress: Progress | None,
+    stop: asyncio.Event | None,
+    *,
+    include_stalled: bool,
+    info: ClientInfo | None,
 ) -> None:
     """Drain the ledger. `info` is this run's GET /info answer; without one (the API was not
     reachable when the run began) delivery asks first and stops, halted, if it still cannot."""
@@ -70,8 +85,13 @@ async def _deliver(
 
 
 def _read_all(
-    ledger: Ledger, jobs: Sequence[SourceJob], settings: DeliverySettings, report: RunReport,
-    progress: Progress, stop: asyncio.Event | None, delivery: Delivery | None,
+    ledger: Ledger,
+    jobs: Sequence[SourceJob],
+    settings: DeliverySettings,
+    report: RunReport,
+    progress: Progress,
+    stop: asyncio.Event | None,
+    delivery: Delivery | None,
 ) -> None:
     """Read every source in turn (on a thread). With `delivery`, each committed chunk is handed to
     it and the read waits while enough is pending; a stop ends it after the chunk in hand."""
@@ -112,18 +132,34 @@ def _recorded(ledger: Ledger, report: RunReport) -> Iterator[None]:
         report.blocked_total = ledger.blocked_count()
         report.duration_s = time.monotonic() - t0
         report.run_id = ledger.finish_run(
-            run_id, report.counts(), report.duration_s, int(report.exit_code), report.sources_read, report.reason,
+            run_id,
+            report.counts(),
+            report.duration_s,
+            int(report.exit_code),
+            report.sources_read,
+            report.reason,
         )
         log.info(
-            "run.finished", kind=report.kind, duration_s=round(report.duration_s, 3), unsettled=report.unsettled,
-            exit_code=int(report.exit_code), **report.counts(),
+            "run.finished",
+            kind=report.kind,
+            duration_s=round(report.duration_s, 3),
+            unsettled=report.unsettled,
+            exit_code=int(report.exit_code),
+            **report.counts(),
         )
 
 
 async def sync(
-    ledger: Ledger, client: CaptureClient, jobs: Sequence[SourceJob], settings: DeliverySettings, *,
-    dry_run: bool = False, progress: Progress | None = None, stop: asyncio.Event | None = None,
-    on_info: OnInfo | None = None, gate: Gate | None = None,
+    ledger: Ledger,
+    client: CaptureClient,
+    jobs: Sequence[SourceJob],
+    settings: DeliverySettings,
+    *,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    stop: asyncio.Event | None = None,
+    on_info: OnInfo | None = None,
+    gate: Gate | None = None,
 ) -> RunReport:
     """One pass over the sources, delivering as it reads, then drain the ledger (design 5 `sync`).
     `gate` may refuse the run (a ConfigProblem, recorded as the run's exit 2) before anything else.
@@ -151,7 +187,9 @@ async def sync(
                 await _deliver(ledger, client, settings, report, progress, stop, include_stalled=False, info=None)
             return report
         snapshots = [job for job in found if job.snapshot]
-        if snapshots:  # read whole before anything goes, so a record a snapshot holds twice is sent as its last row only
+        if (
+            snapshots
+        ):  # read whole before anything goes, so a record a snapshot holds twice is sent as its last row only
             await asyncio.to_thread(_read_all, ledger, snapshots, settings, report, shown, stop, None)
         streamed = [job for job in found if not job.snapshot]
         delivery = _delivery(ledger, client, settings, report, progress, stop, include_stalled=False)
@@ -164,9 +202,16 @@ async def sync(
 
 
 async def replay(
-    ledger: Ledger, client: CaptureClient, settings: DeliverySettings, *,
-    include_failed: bool = False, include_stalled: bool = True, progress: Progress | None = None,
-    stop: asyncio.Event | None = None, on_info: OnInfo | None = None, gate: Gate | None = None,
+    ledger: Ledger,
+    client: CaptureClient,
+    settings: DeliverySettings,
+    *,
+    include_failed: bool = False,
+    include_stalled: bool = True,
+    progress: Progress | None = None,
+    stop: asyncio.Event | None = None,
+    on_info: OnInfo | None = None,
+    gate: Gate | None = None,
 ) -> RunReport:
     """Re-send what the ledger holds unsettled: written batches first with their original key and
     body, then unknown and pending entries; then, if asked, failed ones under new batch keys.

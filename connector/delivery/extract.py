@@ -48,7 +48,13 @@ def to_mapped(mapping: Mapping, record: Record, raw_digest: str | None = None) -
     if isinstance(result, PersonInput):
         payload = encode_json(result.to_json_dict()).decode("utf-8")
         return Mapped(record.id, payload=payload, reasons=notes, order=record.order, raw_digest=raw_digest)
-    return Mapped(record.id, raw=_shown_record(record.data), reasons=tuple(result.reasons), order=record.order, raw_digest=raw_digest)
+    return Mapped(
+        record.id,
+        raw=_shown_record(record.data),
+        reasons=tuple(result.reasons),
+        order=record.order,
+        raw_digest=raw_digest,
+    )
 
 
 def raw_digest(mapping_version: str, record: Record) -> str | None:
@@ -141,8 +147,13 @@ def readable(jobs: Sequence[SourceJob], report: RunReport) -> list[SourceJob]:
 
 
 def extract(
-    ledger: Ledger, job: SourceJob, chunk_size: int, report: RunReport, progress: Progress,
-    between_chunks: Callable[[], bool] | None = None, rejects: RejectsFeed | None = None,
+    ledger: Ledger,
+    job: SourceJob,
+    chunk_size: int,
+    report: RunReport,
+    progress: Progress,
+    between_chunks: Callable[[], bool] | None = None,
+    rejects: RejectsFeed | None = None,
 ) -> bool:
     """Read the source from its committed cursor; each chunk and its cursor commit together, so a
     stop between chunks (or a crash anywhere) resumes exactly after the last committed chunk. A bad
@@ -238,9 +249,12 @@ class _LateRows:
         late, self.late = self.late, 0
         if late:
             log.warning(
-                "source.late_rows", source=self.job.name, count=late, first=self.first,
+                "source.late_rows",
+                source=self.job.name,
+                count=late,
+                first=self.first,
                 reason="rows whose cursor value is below where the pass starts, never seen by the ledger: not read",
-                fix=f"set `lookback` on sources.{self.job.name} to cover how late rows arrive, or `mode = \"snapshot\"` "
+                fix=f'set `lookback` on sources.{self.job.name} to cover how late rows arrive, or `mode = "snapshot"` '
                 f"for a source without change tracking; `capture-sync sync --full-refresh --source {self.job.name}` reads them now",
             )
         return late
@@ -255,7 +269,9 @@ def _snapshot_state(job: SourceJob) -> dict[str, str] | None:
     return None if fingerprint is None else {"snapshot": fingerprint, "mapping": job.mapping.version}
 
 
-def _changed(ledger: Ledger, job: SourceJob, chunk: Sequence[Record | BadRecord], report: RunReport) -> tuple[list[Mapped], int]:
+def _changed(
+    ledger: Ledger, job: SourceJob, chunk: Sequence[Record | BadRecord], report: RunReport
+) -> tuple[list[Mapped], int]:
     """The chunk's items mapped, except the records read again as they were last mapped (by their
     raw digest): those are counted, never mapped. A record that already came earlier in the chunk
     always takes the full path, as the ledger's newest version of it is then that earlier one."""

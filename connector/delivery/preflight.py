@@ -93,4 +93,3 @@ def _location(source: Source) -> str | None:
         return redact_url(url)
     env = getattr(options, "url_env", None)
     return f"the URL in env {env}" if isinstance(env, str) and env else None
-

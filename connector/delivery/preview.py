@@ -39,8 +39,15 @@ def preview(
             elif item.payload is None:
                 report.rejected += 1
                 if sink is not None:
-                    sink({"source": job.name, "record_id": item.record_id, "outcome": "rejected",
-                          "reasons": list(item.reasons), "record": item.raw})
+                    sink(
+                        {
+                            "source": job.name,
+                            "record_id": item.record_id,
+                            "outcome": "rejected",
+                            "reasons": list(item.reasons),
+                            "record": item.raw,
+                        }
+                    )
             else:
                 report.enqueued += 1
                 person = {"source": job.name, "record_id": item.record_id, **json.loads(item.payload)}

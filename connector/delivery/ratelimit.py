@@ -145,8 +145,12 @@ class AdaptiveRateLimiter:
         """What the operator sees of the limiter: one event each time what it holds changes."""
         window = self.core.window_s
         log.info(
-            "ratelimit.learned", unit=self.core.unit, window_s=round(window, 3) if window is not None else None,
-            rate_limit=self.core.limit, shape=self.shape, configured=self.core.hint is not None,
+            "ratelimit.learned",
+            unit=self.core.unit,
+            window_s=round(window, 3) if window is not None else None,
+            rate_limit=self.core.limit,
+            shape=self.shape,
+            configured=self.core.hint is not None,
             detail=f"after {why}: rate_limit counts {self.core.unit or 'an unknown unit'} per "
             f"{f'{window:g} s' if window is not None else 'an unknown window'}",
         )

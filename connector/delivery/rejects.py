@@ -31,7 +31,11 @@ log = structlog.get_logger("capture_sync.delivery")
 KEEP = 3  # rotated files kept: FILE.1 .. FILE.3
 REJECTS_MAX_BYTES = 10_000_000
 _MASKS = {
-    "email": mask_email, "phone": mask_phone, "name": mask_name, "first_name": mask_name, "last_name": mask_name,
+    "email": mask_email,
+    "phone": mask_phone,
+    "name": mask_name,
+    "first_name": mask_name,
+    "last_name": mask_name,
 }
 
 
@@ -43,8 +47,13 @@ class RejectsFeed:
     max_bytes: int = REJECTS_MAX_BYTES
     contact_data: bool = False
 
-    def append(self, source: str, rejects: Sequence[tuple[str, Mapped]], run_id: int | None,
-               columns: dict[str, tuple[str, ...]]) -> None:
+    def append(
+        self,
+        source: str,
+        rejects: Sequence[tuple[str, Mapped]],
+        run_id: int | None,
+        columns: dict[str, tuple[str, ...]],
+    ) -> None:
         """Append one line per (entry key, record), rotating first when the file would outgrow
         `max_bytes`. `columns` is the source's mapping (person field -> source fields): what tells a
         record's email, phone and name fields. A file that cannot be written is logged, never raised:
@@ -62,20 +71,31 @@ class RejectsFeed:
         except OSError as exc:
             reason = "a symbolic link, not followed" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
             log.error(
-                "rejects.unwritable", file=str(self.path), reason=reason, records=len(rejects),
+                "rejects.unwritable",
+                file=str(self.path),
+                reason=reason,
+                records=len(rejects),
                 then="the ledger keeps them: `capture-sync runs show RUN --state rejected` lists them",
             )
 
-    def _line(self, source: str, key: str, item: Mapped, run_id: int | None, now: str,
-              masks: dict[str, Any]) -> dict[str, Any]:
+    def _line(
+        self, source: str, key: str, item: Mapped, run_id: int | None, now: str, masks: dict[str, Any]
+    ) -> dict[str, Any]:
         reason = "; ".join(item.reasons)
         record_id = item.record_id
         data: dict[str, str] | None = item.raw
         if not self.contact_data:  # a record id may be the contact's email (primary_key = "Email") or phone
             reason, record_id = mask_text(reason), mask_text(record_id)
             data = None if data is None else {k: masks.get(k, mask_text)(v) for k, v in data.items()}
-        return {"time": now, "run": run_id, "source": source, "record_id": record_id, "key": key,
-                "reason": reason, "data": data}
+        return {
+            "time": now,
+            "run": run_id,
+            "source": source,
+            "record_id": record_id,
+            "key": key,
+            "reason": reason,
+            "data": data,
+        }
 
     def _write(self, text: bytes) -> None:
         try:
@@ -89,7 +109,7 @@ class RejectsFeed:
             os.fchmod(fd, 0o600)  # O_CREAT's mode applies to a new file only
             view = memoryview(text)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
 

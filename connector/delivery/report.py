@@ -20,22 +20,22 @@ class RunReport:
     read: int = 0
     enqueued: int = 0
     unchanged: int = 0
-    older: int = 0                # read below the newest version the ledger holds: never sent
-    late: int = 0                 # passed over below the cursor, never seen by the ledger: not read (a warning says why)
+    older: int = 0  # read below the newest version the ledger holds: never sent
+    late: int = 0  # passed over below the cursor, never seen by the ledger: not read (a warning says why)
     rejected: int = 0
     sent: int = 0
     captured: int = 0
-    merged: int = 0               # of `captured`: answered with a person id the ledger holds for another record
+    merged: int = 0  # of `captured`: answered with a person id the ledger holds for another record
     duplicate: int = 0
     failed: int = 0
     blocked: int = 0
     unknown: int = 0
-    unsettled: int = 0            # pending, in_flight or unknown left in the ledger at the end
-    blocked_total: int = 0        # blocked entries in the ledger at the end, from any run
+    unsettled: int = 0  # pending, in_flight or unknown left in the ledger at the end
+    blocked_total: int = 0  # blocked entries in the ledger at the end, from any run
     auth_failed: bool = False
-    stopped: bool = False         # a stop signal ended the run early
+    stopped: bool = False  # a stop signal ended the run early
     halted_by: str | None = None  # the error that ended delivery early (outage, auth)
-    unavailable: dict[str, str] = field(default_factory=dict)      # source -> why it was not read (preflight)
+    unavailable: dict[str, str] = field(default_factory=dict)  # source -> why it was not read (preflight)
     source_failures: dict[str, str] = field(default_factory=dict)  # source -> why its read ended early
     sources_read: list[str] = field(default_factory=list)  # the sources this run began to read
     run_id: int | None = None  # its row in the ledger's runs (`capture-sync runs show RUN`); a dry run has none
@@ -145,9 +145,15 @@ def report_from_dict(data: dict[str, Any]) -> RunReport:
     """The RunReport `report_dict` describes (as a daemon sends it back over the control channel), so
     a command the daemon ran prints the very summary it would have printed running itself."""
     report = RunReport(
-        kind=data["kind"], run_id=data["run"], unsettled=data["unsettled"], blocked_total=data["blocked_total"],
-        stopped=data["stopped"], halted_by=data["halted_by"], unavailable=dict(data["unavailable"]),
-        source_failures=dict(data["source_failures"]), sources_read=list(data["sources_read"]),
+        kind=data["kind"],
+        run_id=data["run"],
+        unsettled=data["unsettled"],
+        blocked_total=data["blocked_total"],
+        stopped=data["stopped"],
+        halted_by=data["halted_by"],
+        unavailable=dict(data["unavailable"]),
+        source_failures=dict(data["source_failures"]),
+        sources_read=list(data["sources_read"]),
         duration_s=data["duration_s"],
     )
     for name, value in data["counts"].items():

@@ -21,13 +21,20 @@ from ..ledger import Member, Outcome
 
 Settled = Literal["captured", "duplicate", "failed"]
 _CATEGORIES: tuple[tuple[Settled, str], ...] = (
-    ("captured", "successful"), ("duplicate", "duplicates"), ("failed", "failed"),
+    ("captured", "successful"),
+    ("duplicate", "duplicates"),
+    ("failed", "failed"),
 )
 _MAX_DEPTH = 4  # result objects are small; this bounds the walk through a hostile one
 _SKIPPED = frozenset({"custom_fields"})  # the person's own free-form data: no evidence in it
 _TEXT_FIELDS = {
-    "email": "email", "email_address": "email", "phone": "phone", "phone_number": "phone", "mobile": "phone",
-    "person_id": "person_id", "id": "id",
+    "email": "email",
+    "email_address": "email",
+    "phone": "phone",
+    "phone_number": "phone",
+    "mobile": "phone",
+    "person_id": "person_id",
+    "id": "id",
 }
 _INDEX_FIELDS = frozenset({"index", "idx", "input_index", "request_index", "person_index"})
 _ERROR_FIELDS = ("error", "errors", "message", "reason")
@@ -182,7 +189,8 @@ def _index_base(pairs: list[tuple[_Found, int]], placed: set[int], size: int) ->
     object's other evidence, never putting an index-only object on a member placed otherwise, and
     either covering the whole batch or confirmed by at least one object."""
     bases = [
-        base for base in (0, 1)
+        base
+        for base in (0, 1)
         if all(base <= v < size + base and f.admits(v - base) for f, v in pairs)
         and (len(pairs) == size or any(f.member == v - base for f, v in pairs))
         # an index alone that lands on a member its own key or echo already placed disproves the numbering
@@ -331,9 +339,16 @@ def read_bulk(
             _collect({k: v for k, v in obj.items() if not isinstance(v, (dict, list))}, 0, by_key, top)
         kinds = tuple(dict.fromkeys(kind for kind, _ in f.pieces))
         shallow = {kind for kind, _ in top}
-        readings.append(ObjectReading(
-            f.array, f.slot, kinds, tuple(k for k in kinds if k not in shallow), tuple(sorted(f.indices)), f.member,
-        ))
+        readings.append(
+            ObjectReading(
+                f.array,
+                f.slot,
+                kinds,
+                tuple(k for k in kinds if k not in shallow),
+                tuple(sorted(f.indices)),
+                f.member,
+            )
+        )
     return outcomes, readings, base
 
 

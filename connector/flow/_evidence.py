@@ -13,16 +13,20 @@ from ..api import BulkCaptureResult, encode_json
 from ..delivery import ObjectReading, read_bulk
 from ..ledger import Member, Outcome
 
-_KINDS = {"key": "per-person key", "email": "email", "phone": "phone", "index": "index",
-          "person_id": "person_id", "id": "id", "error": "error"}
+_KINDS = {
+    "key": "per-person key",
+    "email": "email",
+    "phone": "phone",
+    "index": "index",
+    "person_id": "person_id",
+    "id": "id",
+    "error": "error",
+}
 
 
 def members(persons: Sequence[dict[str, Any]]) -> list[Member]:
     """The persons of one request as the matcher sees batch members: position, per-person key, payload."""
-    return [
-        Member(pos, str(p.get("idempotency_key", "")), encode_json(p).decode())
-        for pos, p in enumerate(persons)
-    ]
+    return [Member(pos, str(p.get("idempotency_key", "")), encode_json(p).decode()) for pos, p in enumerate(persons)]
 
 
 def counts(result: BulkCaptureResult) -> str:
@@ -65,7 +69,9 @@ def read(persons: Sequence[dict[str, Any]], result: BulkCaptureResult, labels: S
     outcomes, objects, base = read_bulk(members(persons), result)
     lines = [_object_line(r, outcomes, labels) for r in objects]
     for label, outcome in zip(labels, outcomes, strict=True):
-        detail = f" ({outcome.error})" if outcome.error else f" (person_id {outcome.person_id})" if outcome.person_id else ""
+        detail = (
+            f" ({outcome.error})" if outcome.error else f" (person_id {outcome.person_id})" if outcome.person_id else ""
+        )
         lines.append(f"{label}: {outcome.state}{detail}")
     kinds = dict.fromkeys(_KINDS[k] for r in objects for k in r.evidence if k != "error")
     nested = any(k != "error" for r in objects for k in r.nested)
@@ -82,7 +88,8 @@ def read(persons: Sequence[dict[str, Any]], result: BulkCaptureResult, labels: S
 
 def _object_line(r: ObjectReading, outcomes: list[Outcome], labels: Sequence[str]) -> str:
     kinds = [
-        (f"index {','.join(map(str, r.indices))}" if k == "index" else _KINDS[k]) + (" (nested)" if k in r.nested and k != "error" else "")
+        (f"index {','.join(map(str, r.indices))}" if k == "index" else _KINDS[k])
+        + (" (nested)" if k in r.nested and k != "error" else "")
         for k in r.evidence
     ]
     if r.member is not None and outcomes[r.member].state != "unknown":

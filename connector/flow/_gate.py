@@ -31,14 +31,18 @@ def flow_gate(ledger: Ledger, base_url: str, *, required: bool, config: str | Pa
         return
     command = flow_command(config)
     if required:
-        raise ConfigProblem([
-            f"capture.require_flow: no synthetic test flow has passed against {base_url}: run `{command}` "
-            "first, best with a disposable test client (it sends a few synthetic test persons)"
-        ])
+        raise ConfigProblem(
+            [
+                f"capture.require_flow: no synthetic test flow has passed against {base_url}: run `{command}` "
+                "first, best with a disposable test client (it sends a few synthetic test persons)"
+            ]
+        )
     if base_url in _warned:
         return
     _warned.add(base_url)
     log.warning(
-        "flow.not_passed", base_url=base_url, command=command,
+        "flow.not_passed",
+        base_url=base_url,
+        command=command,
         why="the spec asks for a synthetic test flow before production; set capture.require_flow to refuse",
     )

@@ -61,8 +61,14 @@ class Step:
     ran: bool = True
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "title": TITLES[self.name], "passed": self.passed, "ran": self.ran,
-                "seen": self.seen, "details": self.details}
+        return {
+            "name": self.name,
+            "title": TITLES[self.name],
+            "passed": self.passed,
+            "ran": self.ran,
+            "seen": self.seen,
+            "details": self.details,
+        }
 
 
 @dataclass
@@ -82,7 +88,11 @@ class FlowReport:
         """3 when the credentials were refused, 7 when the server answered against the flow, 4 when
         it did not answer (an outage: try again later); 0 when every step passed."""
         causes = {s.cause for s in self.steps if not s.passed}
-        for cause, code in (("auth", ExitCode.AUTH), ("contract", ExitCode.FLOW_FAILED), ("unavailable", ExitCode.UNSETTLED)):
+        for cause, code in (
+            ("auth", ExitCode.AUTH),
+            ("contract", ExitCode.FLOW_FAILED),
+            ("unavailable", ExitCode.UNSETTLED),
+        ):
             if cause in causes:
                 return code
         return ExitCode.OK
@@ -109,7 +119,13 @@ class _Run:
     answer: BulkCaptureResult | None = None
 
     def person_of(self, tag: str, **more: Any) -> dict[str, Any]:
-        return {"first_name": NAME, "last_name": tag, "email": f"flow-{self.token}-{tag}@example.com", "notes": NOTE, **more}
+        return {
+            "first_name": NAME,
+            "last_name": tag,
+            "email": f"flow-{self.token}-{tag}@example.com",
+            "notes": NOTE,
+            **more,
+        }
 
     def key(self, tag: str) -> str:
         return f"capture-sync-flow-{self.token}-{tag}"
@@ -123,25 +139,39 @@ def _answered(run: _Run, name: str, expected: int, seen: str) -> Step:
     """A step judged on the status of the last response (the spec's one success status) and `seen`."""
     status = run.recorder.last_status()
     ok = status == expected
-    return Step(name, ok, f"HTTP {status}: {seen}" + ("" if ok else f" (the spec says {expected})"),
-                cause=None if ok else "contract")
+    return Step(
+        name,
+        ok,
+        f"HTTP {status}: {seen}" + ("" if ok else f" (the spec says {expected})"),
+        cause=None if ok else "contract",
+    )
 
 
 async def _info(run: _Run) -> Step:
     run.info = info = await run.client.info()
-    return _answered(run, "info", 200, (
-        f"client {info.client_name!r}, rate_limit {info.rate_limit}, default_lead_source "
-        f"{info.default_lead_source!r}, has_custom_field_mapping {info.has_custom_field_mapping}"
-    ))
+    return _answered(
+        run,
+        "info",
+        200,
+        (
+            f"client {info.client_name!r}, rate_limit {info.rate_limit}, default_lead_source "
+            f"{info.default_lead_source!r}, has_custom_field_mapping {info.has_custom_field_mapping}"
+        ),
+    )
 
 
 async def _person(run: _Run) -> Step:
     run.person_body = encode_json(PersonInput.model_validate(run.person_of("person")).to_json_dict())
     run.person = result = await run.client.capture_person(run.person_body, run.key("person"))
-    return _answered(run, "person", 201, (
-        f"person_id {result.person_id}, status {result.status!r}, action {result.action!r}, "
-        f"idempotent_replay {result.idempotent_replay}"
-    ))
+    return _answered(
+        run,
+        "person",
+        201,
+        (
+            f"person_id {result.person_id}, status {result.status!r}, action {result.action!r}, "
+            f"idempotent_replay {result.idempotent_replay}"
+        ),
+    )
 
 
 async def _person_replay(run: _Run) -> Step:
@@ -154,15 +184,23 @@ async def _person_replay(run: _Run) -> Step:
     seen = f"HTTP {status}: idempotent_replay {flag}, {'the same' if same else 'a new'} person_id {again.person_id}"
     if status == 201 and (flag is True or (flag is None and same)):
         return Step("person-replay", True, seen)
-    return Step("person-replay", False, seen + (
-        ": the server captured the person again under a repeated Idempotency-Key, so a retry after a lost "
-        "response would capture twice" if status == 201 else ": expected 201"
-    ), cause="contract")
+    return Step(
+        "person-replay",
+        False,
+        seen
+        + (
+            ": the server captured the person again under a repeated Idempotency-Key, so a retry after a lost "
+            "response would capture twice"
+            if status == 201
+            else ": expected 201"
+        ),
+        cause="contract",
+    )
 
 
-async def _bulk_twice(run: _Run, persons: list[dict[str, Any]], key: str) -> tuple[
-    BulkCaptureResult | BadRequest, BulkCaptureResult | BadRequest, str, bool
-]:
+async def _bulk_twice(
+    run: _Run, persons: list[dict[str, Any]], key: str
+) -> tuple[BulkCaptureResult | BadRequest, BulkCaptureResult | BadRequest, str, bool]:
     """The same bulk request twice (same key, same bytes): both answers, what was seen, and whether
     the second captured nobody twice."""
     body = encode_json({"persons": persons})  # bytes: one person may break rule B on purpose
@@ -201,7 +239,9 @@ async def _invalid_person(run: _Run) -> Step:
     if isinstance(run.first, BadRequest):
         valid = [run.bulk[0], run.bulk[2]]
         first, _, seen, ok = await _bulk_twice(run, valid, run.key("request2"))
-        head = f"whole request refused: HTTP 400 ({run.first}); #1 and #3 again alone, new header key, same person keys: "
+        head = (
+            f"whole request refused: HTTP 400 ({run.first}); #1 and #3 again alone, new header key, same person keys: "
+        )
         if isinstance(first, BulkCaptureResult):
             run.sent, run.labels, run.answer = valid, ["#1", "#3"], first
         ok = ok and run.answer is not None
@@ -209,12 +249,27 @@ async def _invalid_person(run: _Run) -> Step:
     reading = read(run.bulk, run.first, ["#1", "#2", "#3"])
     state = reading.outcomes[1].state
     if state == "failed":
-        return Step("invalid-person", True, f"per person: #2 is listed in failed ({reading.outcomes[1].error}); the others were processed")
+        return Step(
+            "invalid-person",
+            True,
+            f"per person: #2 is listed in failed ({reading.outcomes[1].error}); the others were processed",
+        )
     if state in ("captured", "duplicate"):
-        return Step("invalid-person", False, f"#2, without email or phone (rule B), was accepted as {state}", cause="contract")
+        return Step(
+            "invalid-person", False, f"#2, without email or phone (rule B), was accepted as {state}", cause="contract"
+        )
     if run.first.failed:
-        return Step("invalid-person", True, f"per person: {counts(run.first)} (the object in failed names nobody the matcher can place)")
-    return Step("invalid-person", False, f"{counts(run.first)}: no object in failed and no 400 for #2 (rule B)", cause="contract")
+        return Step(
+            "invalid-person",
+            True,
+            f"per person: {counts(run.first)} (the object in failed names nobody the matcher can place)",
+        )
+    return Step(
+        "invalid-person",
+        False,
+        f"{counts(run.first)}: no object in failed and no 400 for #2 (rule B)",
+        cause="contract",
+    )
 
 
 async def _evidence(run: _Run) -> Step:
@@ -222,9 +277,13 @@ async def _evidence(run: _Run) -> Step:
         raise _NotRun("no bulk request was answered 200")
     reading = read(run.sent, run.answer, run.labels)
     unplaced = len(run.sent) - reading.placed
-    note = "" if not unplaced else (
-        f"; {unplaced} person(s) could not be placed (the spec allows it): the connector then asks for each "
-        "alone in a one-person bulk request under its own key (see step person-key-scope)"
+    note = (
+        ""
+        if not unplaced
+        else (
+            f"; {unplaced} person(s) could not be placed (the spec allows it): the connector then asks for each "
+            "alone in a one-person bulk request under its own key (see step person-key-scope)"
+        )
     )
     return Step("evidence", True, reading.summary + note, details=reading.lines)
 
@@ -241,13 +300,20 @@ async def _person_key_scope(run: _Run) -> Step:
     person = run.sent[pos]
     result = await run.client.capture_bulk(encode_json({"persons": [person]}), run.key("request3"))
     seen = f"{run.labels[pos]} alone in a new bulk request under its same per-person key: {counts(result)}"
-    if (result.duplicates and not result.successful) or any(o.get("idempotent_replay") is True for o in result.successful):
+    if (result.duplicates and not result.successful) or any(
+        o.get("idempotent_replay") is True for o in result.successful
+    ):
         return Step("person-key-scope", True, seen + ": not captured again, as design 2 needs")
     first_id = outcomes[pos].person_id
     if result.successful:
         ids = {str(o.get("person_id") or (o.get("result") or {}).get("id")) for o in result.successful}
-        same = "" if not first_id else " (the person_id of its first capture: captured again as an update)" if (
-            first_id in ids) else " (a new person_id)"
+        same = (
+            ""
+            if not first_id
+            else " (the person_id of its first capture: captured again as an update)"
+            if (first_id in ids)
+            else " (a new person_id)"
+        )
         why = (
             f": captured again{same}. This server remembers a per-person idempotency_key within one request "
             "only. The connector resolves a person whose result it cannot place by offering it alone in a new "
@@ -262,9 +328,15 @@ def _envelopes(recorder: Recorder) -> Step:
     problems = [p for ex in recorder.exchanges if (p := envelope_problem(ex))]
     n = len(recorder.exchanges)
     if problems:
-        return Step("envelopes", False, f"{len(problems)} of {n} responses off the spec", details=problems, cause="contract")
-    return Step("envelopes", True, f"{n} responses, each in the spec's envelope with its HTTP status",
-                details=[ex.label for ex in recorder.exchanges])
+        return Step(
+            "envelopes", False, f"{len(problems)} of {n} responses off the spec", details=problems, cause="contract"
+        )
+    return Step(
+        "envelopes",
+        True,
+        f"{n} responses, each in the spec's envelope with its HTTP status",
+        details=[ex.label for ex in recorder.exchanges],
+    )
 
 
 def _cause(exc: CaptureError) -> Cause:
@@ -277,8 +349,13 @@ def _cause(exc: CaptureError) -> Cause:
 
 
 _STEPS: list[tuple[str, Callable[[_Run], Awaitable[Step]]]] = [
-    ("info", _info), ("person", _person), ("person-replay", _person_replay), ("bulk", _bulk),
-    ("invalid-person", _invalid_person), ("evidence", _evidence), ("person-key-scope", _person_key_scope),
+    ("info", _info),
+    ("person", _person),
+    ("person-replay", _person_replay),
+    ("bulk", _bulk),
+    ("invalid-person", _invalid_person),
+    ("evidence", _evidence),
+    ("person-key-scope", _person_key_scope),
 ]
 
 

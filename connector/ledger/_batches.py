@@ -25,7 +25,9 @@ OLDER_LIVE = (
     "EXISTS (SELECT 1 FROM entries o WHERE o.source = e.source AND o.record_id = e.record_id "
     f"AND o.id < e.id AND o.state IN ({LIVE_MARKS}))"
 )
-_SENDABLE = f"SELECT e.id, e.key, e.payload FROM entries e WHERE e.state = 'pending' AND NOT {OLDER_LIVE} ORDER BY e.id LIMIT ?"
+_SENDABLE = (
+    f"SELECT e.id, e.key, e.payload FROM entries e WHERE e.state = 'pending' AND NOT {OLDER_LIVE} ORDER BY e.id LIMIT ?"
+)
 
 # An unknown entry is re-offered alone once; one that a batch of its own could not place either is
 # left for an operator (re-asking the same way cannot give a safer answer).
@@ -92,9 +94,7 @@ def _person_batch(db: Db, member: Member) -> BatchWork:
     return load_batch(db, existing[0])
 
 
-def new_batch(
-    db: Db, operation: Operation, members: Sequence[Member], key: str | None = None
-) -> BatchWork:
+def new_batch(db: Db, operation: Operation, members: Sequence[Member], key: str | None = None) -> BatchWork:
     body = build_body(operation, members)
     now = time.time()
     key = key or batch_key()

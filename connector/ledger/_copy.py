@@ -9,8 +9,16 @@ from .schema import LedgerError
 
 # Every table of the schema (v8), parents before the rows that name them.
 TABLES = (
-    "source_state", "runs", "entries", "records", "batches", "batch_members", "attempts", "state_history",
-    "flows", "pauses",
+    "source_state",
+    "runs",
+    "entries",
+    "records",
+    "batches",
+    "batch_members",
+    "attempts",
+    "state_history",
+    "flows",
+    "pauses",
 )
 WITH_IDS = ("runs", "batches", "attempts", "state_history")  # ids the engine gives: continue after the copied ones
 CHUNK = 5000

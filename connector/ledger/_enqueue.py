@@ -96,7 +96,8 @@ def _load(db: Db, source: str, record_ids: list[str]) -> tuple[dict[str, _Known]
     pending = [k.entry_id for k in known.values() if k.state == "pending"]
     if pending:
         batched = {
-            row[0] for row in db.execute(
+            row[0]
+            for row in db.execute(
                 f"SELECT DISTINCT entry_id FROM batch_members WHERE entry_id {db.dialect.any_of}",
                 (db.dialect.many(pending),),
             )
@@ -130,11 +131,13 @@ def _load(db: Db, source: str, record_ids: list[str]) -> tuple[dict[str, _Known]
 
 def raw_digests(db: Db, source: str, record_ids: list[str]) -> dict[str, str]:
     """Record id -> the digest of the source record its newest version was mapped from."""
-    return dict(db.execute(
-        "SELECT record_id, raw_digest FROM records WHERE source = ? AND raw_digest IS NOT NULL "
-        f"AND record_id {db.dialect.any_of}",
-        (source, db.dialect.many(record_ids)),
-    ).fetchall())
+    return dict(
+        db.execute(
+            "SELECT record_id, raw_digest FROM records WHERE source = ? AND raw_digest IS NOT NULL "
+            f"AND record_id {db.dialect.any_of}",
+            (source, db.dialect.many(record_ids)),
+        ).fetchall()
+    )
 
 
 def is_unchanged(db: Db, source: str, item: Mapped) -> bool:
@@ -148,7 +151,11 @@ def is_unchanged(db: Db, source: str, item: Mapped) -> bool:
 
 
 def enqueue_chunk(
-    db: Db, source: str, mapping_version: str, items: Sequence[Mapped], now: float,
+    db: Db,
+    source: str,
+    mapping_version: str,
+    items: Sequence[Mapped],
+    now: float,
     counts: EnqueueCounts,
 ) -> None:
     """Enqueue a chunk with a handful of statements, whatever its size: `_load`'s reads, then one
@@ -163,17 +170,33 @@ def enqueue_chunk(
     next_id = db.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0]
     rows: list[tuple[Any, ...]] = []
     superseded: list[int] = []
-    pointers: dict[str, tuple[int, Order | None, str | None]] = {}  # record id -> (newest entry, highest order, raw digest)
+    pointers: dict[
+        str, tuple[int, Order | None, str | None]
+    ] = {}  # record id -> (newest entry, highest order, raw digest)
 
     def add(item: Mapped, digest: str, body: str, state: str, last_error: str | None, notes: str | None) -> int:
         nonlocal next_id
         revision = seen[(item.record_id, digest)]
         seen[(item.record_id, digest)] += 1
         next_id += 1
-        rows.append((
-            next_id, person_key(source, item.record_id, digest, revision), source, item.record_id, state, body,
-            digest, mapping_version, revision, last_error, notes, _encode(item.order), now, now,
-        ))
+        rows.append(
+            (
+                next_id,
+                person_key(source, item.record_id, digest, revision),
+                source,
+                item.record_id,
+                state,
+                body,
+                digest,
+                mapping_version,
+                revision,
+                last_error,
+                notes,
+                _encode(item.order),
+                now,
+                now,
+            )
+        )
         return next_id
 
     for item in items:
@@ -209,12 +232,24 @@ def enqueue_chunk(
         counts.enqueued += valid
         counts.rejected += not valid
         reasons = "; ".join(item.reasons)
-        eid = add(item, digest, body, "pending" if valid else "rejected", None if valid else reasons,
-                  (reasons or None) if valid else None)
+        eid = add(
+            item,
+            digest,
+            body,
+            "pending" if valid else "rejected",
+            None if valid else reasons,
+            (reasons or None) if valid else None,
+        )
         if not valid:
             counts.rejects.append((rows[-1][1], item))
         known[rid] = _Known(
-            eid, "pending" if valid else "rejected", digest, False, order, None if k is None else k.received, item.raw_digest
+            eid,
+            "pending" if valid else "rejected",
+            digest,
+            False,
+            order,
+            None if k is None else k.received,
+            item.raw_digest,
         )
         pointers[rid] = (eid, order, item.raw_digest)
     if rows:

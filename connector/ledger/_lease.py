@@ -141,7 +141,8 @@ def share(conn: Any, holder: str, lease_s: float) -> tuple[int, int, int]:
     live leases of any live daemon."""
     conn.execute(
         f"INSERT INTO {SCHEMA}.daemons (holder, expires_at) VALUES (%s, now() + make_interval(secs => %s)) "
-        "ON CONFLICT (holder) DO UPDATE SET expires_at = excluded.expires_at", (holder, lease_s),
+        "ON CONFLICT (holder) DO UPDATE SET expires_at = excluded.expires_at",
+        (holder, lease_s),
     )
     mine, fair, fewest = conn.execute(
         f"WITH live AS (SELECT holder FROM {SCHEMA}.daemons WHERE expires_at > now()), "
@@ -158,7 +159,8 @@ def share(conn: Any, holder: str, lease_s: float) -> tuple[int, int, int]:
 def live_holder(conn: Any, integration: str) -> str | None:
     """The daemon leading `integration` now, if any."""
     row = conn.execute(
-        f"SELECT holder FROM {SCHEMA}.leases WHERE integration = %s AND expires_at > now()", (integration,),
+        f"SELECT holder FROM {SCHEMA}.leases WHERE integration = %s AND expires_at > now()",
+        (integration,),
     ).fetchone()
     return None if row is None else str(row[0])
 

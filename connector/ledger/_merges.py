@@ -26,15 +26,15 @@ def merged(db: Db, outcomes: Sequence[Outcome]) -> set[int]:
     if not captured:
         return set()
     records = {
-        eid: (source, rid) for eid, source, rid in db.execute(
+        eid: (source, rid)
+        for eid, source, rid in db.execute(
             f"SELECT id, source, record_id FROM entries WHERE id {db.dialect.any_of}",
             (db.dialect.many(o.entry_id for o in captured),),
         )
     }
     held: dict[str, set[tuple[str, str]]] = {}
     for person, source, rid in db.execute(
-        f"SELECT person_id, source, record_id FROM entries WHERE person_id {db.dialect.any_of} "
-        f"AND state IN {_HOLDS}",
+        f"SELECT person_id, source, record_id FROM entries WHERE person_id {db.dialect.any_of} AND state IN {_HOLDS}",
         (db.dialect.many(sorted({str(o.person_id) for o in captured})),),
     ):
         held.setdefault(person, set()).add((source, rid))

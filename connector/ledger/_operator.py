@@ -10,9 +10,7 @@ from ._db import Db
 from ._stamp import STAMP_SET
 from ._types import EntryState
 
-_NEWEST = (
-    "id = (SELECT r.entry_id FROM records r WHERE r.source = entries.source AND r.record_id = entries.record_id)"
-)
+_NEWEST = "id = (SELECT r.entry_id FROM records r WHERE r.source = entries.source AND r.record_id = entries.record_id)"
 RESOLVABLE: tuple[EntryState, ...] = ("blocked", "failed", "unknown", "in_flight")
 
 
@@ -34,7 +32,10 @@ def resolve(db: Db, key: str, action: Literal["requeue", "dismiss"], now: float)
     if batch is not None:
         if batch[1] in ("settled", "split", "requeued", "dismissed"):
             raise ValueError(f"batch {key} is {batch[1]}: nothing in it needs resolving")
-        where, params = f"id IN (SELECT entry_id FROM batch_members WHERE batch_id = ?) AND state IN ({marks})", (batch[0], *RESOLVABLE)
+        where, params = (
+            f"id IN (SELECT entry_id FROM batch_members WHERE batch_id = ?) AND state IN ({marks})",
+            (batch[0], *RESOLVABLE),
+        )
         db.execute(
             "UPDATE batches SET state = ?, updated_at = ? WHERE id = ?",
             ("requeued" if action == "requeue" else "dismissed", now, batch[0]),
@@ -48,7 +49,8 @@ def resolve(db: Db, key: str, action: Literal["requeue", "dismiss"], now: float)
         where, params = "key = ?", (key,)
     if action == "dismiss":
         return db.execute(
-            f"UPDATE entries SET state = 'dismissed', batch_id = NULL, updated_at = ?, {STAMP_SET} WHERE {where}", (now, *params)
+            f"UPDATE entries SET state = 'dismissed', batch_id = NULL, updated_at = ?, {STAMP_SET} WHERE {where}",
+            (now, *params),
         ).rowcount
     requeued = db.execute(
         f"UPDATE entries SET state = 'pending', batch_id = NULL, updated_at = ?, {STAMP_SET} WHERE {where} AND {_NEWEST}",

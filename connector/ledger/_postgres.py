@@ -81,7 +81,9 @@ class PgTarget:
         try:
             params = {k: str(v) for k, v in conninfo_to_dict(plain).items() if v is not None}
         except Exception as exc:  # psycopg.ProgrammingError: the URL does not parse
-            raise LedgerError(f"ledger url does not parse as postgresql://USER@HOST:PORT/DB: {_first_line(exc)}") from None
+            raise LedgerError(
+                f"ledger url does not parse as postgresql://USER@HOST:PORT/DB: {_first_line(exc)}"
+            ) from None
         if "password" in params:
             raise LedgerError(
                 "ledger url carries a password: remove it from the URL and give it in the PGPASSWORD "
@@ -100,11 +102,14 @@ class PgTarget:
     def connect_kwargs(self) -> dict[str, Any]:
         # The schema's name is checked (`config_file.INTEGRATION_NAME`: no space, no quote), and quoted.
         kwargs: dict[str, Any] = {
-            "connect_timeout": CONNECT_TIMEOUT_S, "application_name": "capture-sync",
+            "connect_timeout": CONNECT_TIMEOUT_S,
+            "application_name": "capture-sync",
             # A process paused (SIGSTOP) or cut off inside a transaction would hold its locks, and so a
             # standby's takeover, for as long as it stays away: the server ends such a session.
-            "options": (f'{self.params.get("options", "")} -c search_path="{self.schema}" '
-                        f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}").strip(),
+            "options": (
+                f'{self.params.get("options", "")} -c search_path="{self.schema}" '
+                f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
+            ).strip(),
         }
         if self.password_file is not None:
             try:
@@ -156,12 +161,16 @@ class PgStore:
         self.target = target
         self.name = target.name
         self._kwargs = target.connect_kwargs()
-        with self._errors():
-            with psycopg.connect(target.url, autocommit=True, **self._kwargs) as conn:
-                migrate(conn, self.name, target.schema)
+        with self._errors(), psycopg.connect(target.url, autocommit=True, **self._kwargs) as conn:
+            migrate(conn, self.name, target.schema)
         self._pool: psycopg_pool.ConnectionPool[Any] = ConnectionPool(
-            target.url, kwargs={"autocommit": True, **self._kwargs}, min_size=1, max_size=POOL_MAX,
-            name="capture-sync-ledger", open=True, timeout=CONNECT_TIMEOUT_S,
+            target.url,
+            kwargs={"autocommit": True, **self._kwargs},
+            min_size=1,
+            max_size=POOL_MAX,
+            name="capture-sync-ledger",
+            open=True,
+            timeout=CONNECT_TIMEOUT_S,
         )
         self._daemon: psycopg.Connection[Any] | None = None
         self._lock = threading.Lock()
@@ -203,10 +212,9 @@ class PgStore:
     @contextmanager
     def read(self) -> Iterator[PgDb]:
         """One transaction, so a view of several queries reads one moment (REPEATABLE READ)."""
-        with self._errors(), self._pool.connection() as conn:
-            with conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                yield PgDb(conn)
+        with self._errors(), self._pool.connection() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield PgDb(conn)
 
     def acquire_daemon_lock(self) -> None:
         """One daemon per ledger: a session advisory lock on a connection held until `close`."""

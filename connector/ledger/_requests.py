@@ -49,7 +49,8 @@ def state(conn: Any, request: int) -> tuple[str | None, dict[str, Any] | None]:
 def withdraw(conn: Any, request: int) -> bool:
     """Delete the request if no daemon took it yet; False when one did (its answer will come)."""
     gone = conn.execute(
-        f"DELETE FROM {SCHEMA}.requests WHERE id = %s AND taken_by IS NULL RETURNING id", (request,),
+        f"DELETE FROM {SCHEMA}.requests WHERE id = %s AND taken_by IS NULL RETURNING id",
+        (request,),
     ).fetchone()
     return gone is not None
 
@@ -67,7 +68,8 @@ def take(conn: Any, integration: str, holder: str) -> list[tuple[int, str, dict[
 
 def answer(conn: Any, request: int, reply: dict[str, Any]) -> None:
     conn.execute(
-        f"UPDATE {SCHEMA}.requests SET answer = %s, answered_at = now() WHERE id = %s", (json.dumps(reply), request),
+        f"UPDATE {SCHEMA}.requests SET answer = %s, answered_at = now() WHERE id = %s",
+        (json.dumps(reply), request),
     )
 
 
@@ -79,7 +81,9 @@ class Unanswered(LedgerError):
     """The daemon that took the request lost its lease or stopped before answering it."""
 
 
-def ask_leader(store: Any, command: str, args: dict[str, Any], take_within_s: float, poll_s: float = 0.1) -> dict[str, Any]:
+def ask_leader(
+    store: Any, command: str, args: dict[str, Any], take_within_s: float, poll_s: float = 0.1
+) -> dict[str, Any]:
     """Ask the daemon leading `store`'s integration to run `command`, and wait for its answer: as
     long as the work takes once a daemon took it, while that daemon still leads (the answer of a
     sync comes when its pass ends). Raises NotTaken, Unanswered."""
@@ -98,8 +102,12 @@ def ask_leader(store: Any, command: str, args: dict[str, Any], take_within_s: fl
             if reply is not None:
                 return reply
             if taker is None and time.monotonic() >= deadline and withdraw(conn, request):
-                raise NotTaken(f"no capture-sync daemon took `{command}` for integration {integration} "
-                               f"within {take_within_s:.0f} s: is one running on its ledger?")
+                raise NotTaken(
+                    f"no capture-sync daemon took `{command}` for integration {integration} "
+                    f"within {take_within_s:.0f} s: is one running on its ledger?"
+                )
             if taker is not None and live_holder(conn, integration) != taker:
-                raise Unanswered(f"the daemon {taker} that took `{command}` no longer leads integration "
-                                 f"{integration} and did not answer: see `capture-sync status`, then ask again")
+                raise Unanswered(
+                    f"the daemon {taker} that took `{command}` no longer leads integration "
+                    f"{integration} and did not answer: see `capture-sync status`, then ask again"
+                )

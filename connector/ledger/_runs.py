@@ -31,8 +31,14 @@ def start(db: Db, kind: str, now: float, note: str | None) -> int:
 
 
 def finish(
-    db: Db, run_id: int, counts: dict[str, int], duration_s: float, exit_code: int,
-    sources: Sequence[str] | None, now: float, reason: str | None = None,
+    db: Db,
+    run_id: int,
+    counts: dict[str, int],
+    duration_s: float,
+    exit_code: int,
+    sources: Sequence[str] | None,
+    now: float,
+    reason: str | None = None,
 ) -> int:
     """Record how the run ended; an idle pass that repeats the run entry before it folds into that
     entry (`folds`). Returns the run id it is recorded under: its own, or the entry it folded into."""
@@ -40,8 +46,13 @@ def finish(
         f"UPDATE runs SET finished_at = ?, duration_s = ?, exit_code = ?, sources = coalesce(?, sources), reason = ?, "
         f"{', '.join(f'{c} = ?' for c in RUN_COUNTS)} WHERE id = ?",
         (
-            now, duration_s, exit_code, None if sources is None else json.dumps(list(sources)), reason,
-            *(counts.get(c, 0) for c in RUN_COUNTS), run_id,
+            now,
+            duration_s,
+            exit_code,
+            None if sources is None else json.dumps(list(sources)),
+            reason,
+            *(counts.get(c, 0) for c in RUN_COUNTS),
+            run_id,
         ),
     )
     return _fold(db, run_id)
@@ -70,7 +81,8 @@ def folds(earlier: Ending, this: Ending) -> bool:
     and ended the same way (exit code and reason). A pass that read or sent anything, or ended
     otherwise, starts an entry of its own, so the history shows every change and every new reason."""
     return (
-        earlier.idle and this.idle
+        earlier.idle
+        and this.idle
         and (earlier.kind, earlier.sources, earlier.exit_code, earlier.reason)
         == (this.kind, this.sources, this.exit_code, this.reason)
     )

@@ -55,7 +55,9 @@ class SqliteStore:
         self.path = path
         self.name = str(path)
         self._run_in_hand: int | None = None
-        self._conn = cast(SqliteDb, connect(path, synchronous=synchronous, busy_timeout_s=busy_timeout_s, factory=SqliteDb))
+        self._conn = cast(
+            SqliteDb, connect(path, synchronous=synchronous, busy_timeout_s=busy_timeout_s, factory=SqliteDb)
+        )
         # Every write that changes an entry stamps it with the run in hand (`_runs`): a function of the connection.
         self._conn.create_function("capture_run_in_hand", 0, lambda: self._run_in_hand)
         self._lock = threading.RLock()

@@ -45,9 +45,7 @@ def current(db: Db) -> list[SourceState]:
     return [SourceState(source, _load(state), _ts(updated)) for source, state, updated in rows]
 
 
-def change(
-    db: Db, source: str, new: Any, action: str, run_id: int | None, now: float
-) -> Any:
+def change(db: Db, source: str, new: Any, action: str, run_id: int | None, now: float) -> Any:
     """Replace `source`'s state with `new` (None removes it: the next read starts from the beginning),
     keeping the old one in the history; returns the old one."""
     row = db.execute("SELECT state FROM source_state WHERE source = ?", (source,)).fetchone()

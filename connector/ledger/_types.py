@@ -8,8 +8,16 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 EntryState = Literal[
-    "pending", "in_flight", "captured", "duplicate", "failed", "rejected", "blocked", "unknown",
-    "superseded", "dismissed",
+    "pending",
+    "in_flight",
+    "captured",
+    "duplicate",
+    "failed",
+    "rejected",
+    "blocked",
+    "unknown",
+    "superseded",
+    "dismissed",
 ]
 BatchState = Literal["open", "stalled", "settled", "blocked", "failed", "split", "requeued", "dismissed"]
 Operation = Literal["bulk", "person"]
@@ -28,7 +36,7 @@ class Mapped:
     payload, `reasons` are notes kept beside it (a bad field dropped by `on_error = "drop"`)."""
 
     record_id: str
-    payload: str | None = None        # JSON text of the PersonInput
+    payload: str | None = None  # JSON text of the PersonInput
     raw: dict[str, str] | None = None  # the source record, kept with a rejection for diagnosis
     reasons: tuple[str, ...] = ()
     order: Order | None = None  # where this version stands in the source's order (None: order of arrival)
@@ -85,4 +93,6 @@ class EnqueueCounts:
     rejected: int = 0
     superseded: int = 0  # older versions never sent, replaced by the newer one in this chunk
     older: int = 0  # read again below the newest version's place in the source's order: never sent
-    rejects: list[tuple[str, Mapped]] = field(default_factory=list)  # (entry key, record) of each rejected entry written
+    rejects: list[tuple[str, Mapped]] = field(
+        default_factory=list
+    )  # (entry key, record) of each rejected entry written

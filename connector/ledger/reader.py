@@ -17,7 +17,9 @@ class SideReader:
     """Opens the ledger read-only for each read; call its methods in a worker thread."""
 
     def __init__(self, target: str | Path, password_file: Path | None = None, integration: str | None = None) -> None:
-        self._pg = _postgres.PgTarget.parse(str(target), password_file, integration) if _postgres.is_url(target) else None
+        self._pg = (
+            _postgres.PgTarget.parse(str(target), password_file, integration) if _postgres.is_url(target) else None
+        )
         self._path = Path(target)
 
     def read(self) -> AbstractContextManager[Db]:

@@ -41,10 +41,20 @@ def _v1(db: sqlite_utils.Database) -> None:
     db.table("source_state").create({"source": str, "state": str, "updated_at": float}, pk="source")
     db.table("entries").create(
         {
-            "id": int, "key": str, "source": str, "record_id": str, "state": str,
-            "payload": str, "content_hash": str, "mapping_version": str, "revision": int,
-            "person_id": str, "last_error": str, "batch_id": int,
-            "created_at": float, "updated_at": float,
+            "id": int,
+            "key": str,
+            "source": str,
+            "record_id": str,
+            "state": str,
+            "payload": str,
+            "content_hash": str,
+            "mapping_version": str,
+            "revision": int,
+            "person_id": str,
+            "last_error": str,
+            "batch_id": int,
+            "created_at": float,
+            "updated_at": float,
         },
         pk="id",
         not_null={"key", "source", "record_id", "state", "content_hash", "mapping_version", "revision"},
@@ -52,37 +62,59 @@ def _v1(db: sqlite_utils.Database) -> None:
     db.table("entries").create_index(["key"], unique=True)
     db.table("entries").create_index(["state", "id"])
     db.table("entries").create_index(["source", "record_id", "content_hash"])
-    db.table("records").create(
-        {"source": str, "record_id": str, "entry_id": int}, pk=("source", "record_id")
-    )
+    db.table("records").create({"source": str, "record_id": str, "entry_id": int}, pk=("source", "record_id"))
     db.table("batches").create(
         {
-            "id": int, "key": str, "operation": str, "state": str, "body_hash": str,
-            "size": int, "last_error": str, "created_at": float, "updated_at": float,
+            "id": int,
+            "key": str,
+            "operation": str,
+            "state": str,
+            "body_hash": str,
+            "size": int,
+            "last_error": str,
+            "created_at": float,
+            "updated_at": float,
         },
         pk="id",
         not_null={"key", "operation", "state", "body_hash", "size"},
     )
     db.table("batches").create_index(["key"], unique=True)
     db.table("batches").create_index(["state"])
-    db.table("batch_members").create(
-        {"batch_id": int, "position": int, "entry_id": int}, pk=("batch_id", "position")
-    )
+    db.table("batch_members").create({"batch_id": int, "position": int, "entry_id": int}, pk=("batch_id", "position"))
     db.table("batch_members").create_index(["entry_id"])
     db.table("attempts").create(
         {
-            "id": int, "batch_id": int, "key": str, "operation": str, "started_at": float,
-            "latency_ms": float, "status_code": int, "error_name": str, "error_code": str,
-            "retryable": int, "outcome": str,
+            "id": int,
+            "batch_id": int,
+            "key": str,
+            "operation": str,
+            "started_at": float,
+            "latency_ms": float,
+            "status_code": int,
+            "error_name": str,
+            "error_code": str,
+            "retryable": int,
+            "outcome": str,
         },
         pk="id",
     )
     db.table("attempts").create_index(["batch_id"])
     db.table("runs").create(
         {
-            "id": int, "kind": str, "started_at": float, "finished_at": float, "duration_s": float,
-            "read": int, "enqueued": int, "unchanged": int, "rejected": int, "sent": int,
-            "captured": int, "duplicate": int, "failed": int, "blocked": int,
+            "id": int,
+            "kind": str,
+            "started_at": float,
+            "finished_at": float,
+            "duration_s": float,
+            "read": int,
+            "enqueued": int,
+            "unchanged": int,
+            "rejected": int,
+            "sent": int,
+            "captured": int,
+            "duplicate": int,
+            "failed": int,
+            "blocked": int,
             "exit_code": int,
         },
         pk="id",
@@ -124,8 +156,13 @@ def _v4(db: sqlite_utils.Database) -> None:
     runs.add_column("note", str)
     db.table("state_history").create(
         {
-            "id": int, "source": str, "old_state": str, "new_state": str, "action": str,
-            "run_id": int, "changed_at": float,
+            "id": int,
+            "source": str,
+            "old_state": str,
+            "new_state": str,
+            "action": str,
+            "run_id": int,
+            "changed_at": float,
         },
         pk="id",
         not_null={"source", "action", "changed_at"},

@@ -18,10 +18,10 @@ from . import _batches, _copy, _enqueue, _flows, _merges, _operator, _pauses, _r
 from ._db import Db, Store
 from ._lease import Lease
 from ._postgres import PgStore, PgTarget, is_url
-from .schema import LedgerError
 from ._sqlite import SqliteStore
 from ._stamp import STAMP_SET
 from ._types import BatchState, BatchWork, Claim, EnqueueCounts, EntryState, Mapped, Outcome
+from .schema import LedgerError
 
 if TYPE_CHECKING:  # `status` opens a ledger without loading the HTTP client
     from ..api.client import Attempt
@@ -46,8 +46,13 @@ class Ledger:
     same on both."""
 
     def __init__(
-        self, target: str | Path, *, synchronous: str = "FULL", busy_timeout_s: float = 5.0,
-        password_file: Path | None = None, integration: str | None = None,
+        self,
+        target: str | Path,
+        *,
+        synchronous: str = "FULL",
+        busy_timeout_s: float = 5.0,
+        password_file: Path | None = None,
+        integration: str | None = None,
     ) -> None:
         """`integration` names the PostgreSQL schema holding this integration's tables (created on
         first open; `public` when None); a SQLite file holds one integration and ignores it."""
@@ -79,7 +84,9 @@ class Ledger:
         only (a SQLite file has one daemon, by its lock). From here on, this ledger's writes are
         refused (LedgerFenced) unless the lease is held and unexpired."""
         if not isinstance(self._store, PgStore):
-            raise LedgerError(f"ledger {self.name} is a SQLite file: leases and standby daemons need a PostgreSQL ledger")
+            raise LedgerError(
+                f"ledger {self.name} is a SQLite file: leases and standby daemons need a PostgreSQL ledger"
+            )
         return self._store.lease(holder, lease_s)
 
     def ask_leader(self, command: str, args: dict[str, Any], take_within_s: float) -> dict[str, Any]:
@@ -107,9 +114,7 @@ class Ledger:
         rows = self._read("SELECT state FROM source_state WHERE source = ?", (source,))
         return json.loads(rows[0][0]) if rows else None
 
-    def enqueue(
-        self, source: str, mapping_version: str, items: Iterable[Mapped], new_state: Any
-    ) -> EnqueueCounts:
+    def enqueue(self, source: str, mapping_version: str, items: Iterable[Mapped], new_state: Any) -> EnqueueCounts:
         """Write a chunk of mapped records and the cursor after them in one transaction.
         `mapping_version` is kept with each entry for audit; it plays no part in keys or change detection."""
         counts = EnqueueCounts()
@@ -146,10 +151,13 @@ class Ledger:
     def unseen_records(self, source: str, record_ids: list[str]) -> list[str]:
         """The ids among `record_ids` the ledger holds no version of, in their order."""
         with self._reading() as db:
-            held = {row[0] for row in db.execute(
-                f"SELECT record_id FROM records WHERE source = ? AND record_id {db.dialect.any_of}",
-                (source, db.dialect.many(record_ids)),
-            )}
+            held = {
+                row[0]
+                for row in db.execute(
+                    f"SELECT record_id FROM records WHERE source = ? AND record_id {db.dialect.any_of}",
+                    (source, db.dialect.many(record_ids)),
+                )
+            }
         return [rid for rid in record_ids if rid not in held]
 
     def is_unchanged(self, source: str, item: Mapped) -> bool:
@@ -167,7 +175,11 @@ class Ledger:
     # --- settle ----------------------------------------------------------------------------
 
     def settle(
-        self, batch: BatchWork, outcomes: Sequence[Outcome], attempts: Sequence[Attempt], *,
+        self,
+        batch: BatchWork,
+        outcomes: Sequence[Outcome],
+        attempts: Sequence[Attempt],
+        *,
         then: Claim | None = None,
     ) -> BatchWork | None:
         """Record a batch's results; with `then`, also claim the next unit of work in the same
@@ -179,7 +191,10 @@ class Ledger:
             db.executemany(
                 "UPDATE entries SET state = ?, person_id = coalesce(?, person_id), last_error = ?, "
                 f"merged = ?, updated_at = ?, {STAMP_SET} WHERE id = ?",
-                [(o.state, o.person_id, o.error, 1 if o.entry_id in merges else None, now, o.entry_id) for o in outcomes],
+                [
+                    (o.state, o.person_id, o.error, 1 if o.entry_id in merges else None, now, o.entry_id)
+                    for o in outcomes
+                ],
             )
             self._close_batch(db, batch, "settled", None, attempts, now)
             return None if then is None else _batches.claim(db, then)
@@ -205,7 +220,11 @@ class Ledger:
         self._set_members(batch, "failed", error, "failed", attempts)
 
     def _set_members(
-        self, batch: BatchWork, entry_state: EntryState | None, error: str, batch_state: BatchState,
+        self,
+        batch: BatchWork,
+        entry_state: EntryState | None,
+        error: str,
+        batch_state: BatchState,
         attempts: Sequence[Attempt],
     ) -> None:
         now = time.time()
@@ -232,8 +251,13 @@ class Ledger:
             self._insert_attempts(db, batch, attempts)
 
     def _close_batch(
-        self, db: Db, batch: BatchWork, state: BatchState, error: str | None,
-        attempts: Sequence[Attempt], now: float,
+        self,
+        db: Db,
+        batch: BatchWork,
+        state: BatchState,
+        error: str | None,
+        attempts: Sequence[Attempt],
+        now: float,
     ) -> None:
         db.execute(
             "UPDATE batches SET state = ?, last_error = ?, updated_at = ? WHERE id = ?",
@@ -248,9 +272,14 @@ class Ledger:
             "error_name, error_code, retryable, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
-                    batch.id, a.idempotency_key, a.operation, a.started_at,
-                    round(a.latency_s * 1000, 3), a.status_code,
-                    a.error.name if a.error else None, a.error.code if a.error else None,
+                    batch.id,
+                    a.idempotency_key,
+                    a.operation,
+                    a.started_at,
+                    round(a.latency_s * 1000, 3),
+                    a.status_code,
+                    a.error.name if a.error else None,
+                    a.error.code if a.error else None,
                     None if a.error is None or a.error.retryable is None else int(a.error.retryable),
                     type(a.error).__name__ if a.error else "ok",
                 )
@@ -323,8 +352,13 @@ class Ledger:
         return self._run_id
 
     def finish_run(
-        self, run_id: int, counts: dict[str, int], duration_s: float, exit_code: int,
-        sources: Sequence[str] | None = None, reason: str | None = None,
+        self,
+        run_id: int,
+        counts: dict[str, int],
+        duration_s: float,
+        exit_code: int,
+        sources: Sequence[str] | None = None,
+        reason: str | None = None,
     ) -> int:
         """Record how the run ended and why (`reason`, when it did not settle everything). An idle
         pass like the entry before it folds into that entry: the id returned is the one it is under."""

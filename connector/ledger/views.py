@@ -11,8 +11,16 @@ from ._db import Db
 from ._types import LIVE
 
 STATES = (
-    "pending", "in_flight", "captured", "duplicate", "failed", "rejected", "blocked", "unknown",
-    "superseded", "dismissed",
+    "pending",
+    "in_flight",
+    "captured",
+    "duplicate",
+    "failed",
+    "rejected",
+    "blocked",
+    "unknown",
+    "superseded",
+    "dismissed",
 )
 
 
@@ -86,11 +94,11 @@ def span_text(seconds: float) -> str:
 class Attention:
     """What keeps the ledger from being settled beyond plain pending work, each needing its own step."""
 
-    blocked: int = 0     # entries of batches answered 409: `ledger resolve`
-    stalled: int = 0     # entries of batches stopped by a non-retryable error: `replay`
-    unknown: int = 0     # entries whose result could not be placed, to be re-offered alone
+    blocked: int = 0  # entries of batches answered 409: `ledger resolve`
+    stalled: int = 0  # entries of batches stopped by a non-retryable error: `replay`
+    unknown: int = 0  # entries whose result could not be placed, to be re-offered alone
     unresolved: int = 0  # unknown entries that a batch of their own could not place either: `ledger resolve`
-    waiting: int = 0     # pending versions waiting for an older version of their record to settle
+    waiting: int = 0  # pending versions waiting for an older version of their record to settle
 
     @property
     def any(self) -> bool:
@@ -133,7 +141,17 @@ class BatchDetail:
 _ENTRY_COLS = "key, source, record_id, state, person_id, last_error, updated_at, payload, notes"
 _ATTEMPT_COLS = "key, operation, started_at, latency_ms, status_code, error_name, error_code, retryable, outcome"
 RUN_COUNTS = (
-    "read", "enqueued", "unchanged", "older", "late", "rejected", "sent", "captured", "merged", "duplicate", "failed",
+    "read",
+    "enqueued",
+    "unchanged",
+    "older",
+    "late",
+    "rejected",
+    "sent",
+    "captured",
+    "merged",
+    "duplicate",
+    "failed",
     "blocked",
 )
 # `merged` (v7): of `captured`, those answered with a person id the ledger already held for another record
@@ -147,9 +165,18 @@ def run_view(row: tuple[Any, ...]) -> RunView:
     """A runs row, selected as RUN_COLS."""
     run_id, kind, started, duration, exit_code, sources, note, passes, finished, reason, *counts = row
     return RunView(
-        run_id, kind, _ts(started), duration, exit_code, dict(zip(RUN_COUNTS, (v or 0 for v in counts), strict=True)),
-        sources=json.loads(sources) if sources else [], note=note, passes=passes, finished_at=_ts(finished),
-        reason=reason, span_s=None if finished is None or started is None else finished - started,
+        run_id,
+        kind,
+        _ts(started),
+        duration,
+        exit_code,
+        dict(zip(RUN_COUNTS, (v or 0 for v in counts), strict=True)),
+        sources=json.loads(sources) if sources else [],
+        note=note,
+        passes=passes,
+        finished_at=_ts(finished),
+        reason=reason,
+        span_s=None if finished is None or started is None else finished - started,
     )
 
 
@@ -160,7 +187,14 @@ def _entry(row: tuple) -> EntryView:
     except ValueError:
         parsed = None
     return EntryView(
-        key, source, record_id, state, person_id, last_error, updated_at=_ts(updated_at), payload=parsed,
+        key,
+        source,
+        record_id,
+        state,
+        person_id,
+        last_error,
+        updated_at=_ts(updated_at),
+        payload=parsed,
         notes=notes,
     )
 
@@ -168,8 +202,15 @@ def _entry(row: tuple) -> EntryView:
 def _attempt(row: tuple) -> AttemptView:
     key, op, started, latency, status, name, code, retryable, outcome = row
     return AttemptView(
-        key, op, _ts(started), latency, status, name, code,
-        None if retryable is None else bool(retryable), outcome,
+        key,
+        op,
+        _ts(started),
+        latency,
+        status,
+        name,
+        code,
+        None if retryable is None else bool(retryable),
+        outcome,
     )
 
 
@@ -180,9 +221,11 @@ def _attempt(row: tuple) -> AttemptView:
 #   (ids grow with created_at: entries are only ever appended);
 # - waiting versions: one pass over the partial index entries_live_record, which holds the live entries
 #   only, grouped by record (the engine's `Dialect.waiting`).
-_OLDEST_LIVE = "SELECT min(created_at) FROM entries WHERE id IN (" + " UNION ALL ".join(
-    f"SELECT min(id) FROM entries WHERE state = '{s}'" for s in LIVE
-) + ")"
+_OLDEST_LIVE = (
+    "SELECT min(created_at) FROM entries WHERE id IN ("
+    + " UNION ALL ".join(f"SELECT min(id) FROM entries WHERE state = '{s}'" for s in LIVE)
+    + ")"
+)
 
 
 def status(conn: Db, runs: int = 10) -> StatusReport:
@@ -222,7 +265,7 @@ class Stalls:
     entries: int = 0
     batches: int = 0
     since: float | None = None  # when the first of them stalled
-    reason: str | None = None   # the last answer's status and error name/code: never its message
+    reason: str | None = None  # the last answer's status and error name/code: never its message
 
 
 def answer_reason(status_code: int | None, name: str | None, code: str | None) -> str:
@@ -253,14 +296,13 @@ def attention(conn: Db) -> Attention:
     ).fetchone()[0]
     waiting = conn.execute(conn.dialect.waiting).fetchone()[0]
     blocked, unknown = (
-        conn.execute(f"SELECT count(*) FROM entries WHERE state = '{state}'").fetchone()[0] for state in ("blocked", "unknown")
+        conn.execute(f"SELECT count(*) FROM entries WHERE state = '{state}'").fetchone()[0]
+        for state in ("blocked", "unknown")
     )
     return Attention(blocked, stalled_, unknown - unresolved, unresolved, waiting)
 
 
-def list_entries(
-    conn: Db, state: str | None, *, source: str | None, limit: int
-) -> list[EntryView]:
+def list_entries(conn: Db, state: str | None, *, source: str | None, limit: int) -> list[EntryView]:
     clauses, params = [], []
     if state:
         if state not in STATES:
@@ -271,9 +313,7 @@ def list_entries(
         clauses.append("source = ?")
         params.append(source)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    rows = conn.execute(
-        f"SELECT {_ENTRY_COLS} FROM entries {where} ORDER BY id LIMIT ?", (*params, limit)
-    ).fetchall()
+    rows = conn.execute(f"SELECT {_ENTRY_COLS} FROM entries {where} ORDER BY id LIMIT ?", (*params, limit)).fetchall()
     return [_entry(r) for r in rows]
 
 
@@ -305,9 +345,7 @@ def show(conn: Db, key: str) -> EntryDetail | BatchDetail:
 
 def batch_detail(conn: Db, key: str) -> BatchDetail:
     """A batch by its key (a POST /person batch has its person's key, so `show` finds the entry first)."""
-    batch = conn.execute(
-        "SELECT id, key, operation, state, last_error FROM batches WHERE key = ?", (key,)
-    ).fetchone()
+    batch = conn.execute("SELECT id, key, operation, state, last_error FROM batches WHERE key = ?", (key,)).fetchone()
     if batch is None:
         raise KeyError(key)
     members = conn.execute(
@@ -341,16 +379,23 @@ def settled_between(conn: Db, states: tuple[str, ...], after: float, until: floa
 
 def blocked_batch_keys(conn: Db) -> list[str]:
     """The keys of the batches holding blocked entries, oldest first."""
-    return [key for _, key in conn.execute(
-        "SELECT DISTINCT b.id, b.key FROM entries e JOIN batches b ON b.id = e.batch_id "
-        "WHERE e.state = 'blocked' ORDER BY b.id"
-    )]
+    return [
+        key
+        for _, key in conn.execute(
+            "SELECT DISTINCT b.id, b.key FROM entries e JOIN batches b ON b.id = e.batch_id "
+            "WHERE e.state = 'blocked' ORDER BY b.id"
+        )
+    ]
 
 
 def unknown_entries(conn: Db, limit: int) -> list[tuple[EntryView, bool]]:
     """The first unknown entries, each with whether its own one-person request could not place it either."""
-    alone = [bool(r[0]) for r in conn.execute(
-        "SELECT CASE WHEN b.size = 1 THEN 1 ELSE 0 END FROM entries e LEFT JOIN batches b ON b.id = e.batch_id "
-        "WHERE e.state = 'unknown' ORDER BY e.id LIMIT ?", (limit,),
-    )]
+    alone = [
+        bool(r[0])
+        for r in conn.execute(
+            "SELECT CASE WHEN b.size = 1 THEN 1 ELSE 0 END FROM entries e LEFT JOIN batches b ON b.id = e.batch_id "
+            "WHERE e.state = 'unknown' ORDER BY e.id LIMIT ?",
+            (limit,),
+        )
+    ]
     return list(zip(list_entries(conn, "unknown", source=None, limit=limit), alone, strict=True))

@@ -44,7 +44,7 @@ def _load_callable(ref: str, search: Path | None = None) -> Callable[..., Any]:
     """`package.module:function` (installed, or in `search`: the config's folder); raises ValueError
     with a readable reason."""
     if ":" not in ref:
-        raise ValueError(f"{ref!r} is not of the form \"package.module:function\"")
+        raise ValueError(f'{ref!r} is not of the form "package.module:function"')
     try:
         fn = import_object(ref, search)
     except (ImportError, AttributeError) as exc:
@@ -79,7 +79,7 @@ class Mapping:
         for key, spec in table.items():
             if key == "hook":
                 if not isinstance(spec, str):
-                    problems.append(f"{where}.hook: must be \"package.module:function\"")
+                    problems.append(f'{where}.hook: must be "package.module:function"')
                     continue
                 try:
                     hook = (spec, load(spec))
@@ -94,12 +94,16 @@ class Mapping:
             elif key in TEXT_FIELDS:
                 add(key, spec)
             else:
-                problems.append(f"{where}.{key}: not a person field (one of: {', '.join(TEXT_FIELDS)}, custom_fields, hook)")
+                problems.append(
+                    f"{where}.{key}: not a person field (one of: {', '.join(TEXT_FIELDS)}, custom_fields, hook)"
+                )
         if hook is None and not problems:
             targets = {r.target for r in rules}
             for pair in (("name", "first_name"), ("email", "phone")):
                 if not targets & set(pair):
-                    problems.append(f"{where}: maps neither `{pair[0]}` nor `{pair[1]}`, so every record would be rejected")
+                    problems.append(
+                        f"{where}: maps neither `{pair[0]}` nor `{pair[1]}`, so every record would be rejected"
+                    )
         if problems:
             raise ConfigProblem(problems)
         digest = hashlib.sha256(json.dumps(table, sort_keys=True, default=str).encode()).hexdigest()
@@ -136,7 +140,9 @@ class Mapping:
             except Exception as exc:
                 return problems.rejection(f"hook {ref} failed: {type(exc).__name__}: {exc}"), ()
             if not isinstance(person, dict):
-                return problems.rejection(f"hook {ref} returned {type(person).__name__}, not a dict of person fields"), ()
+                return problems.rejection(
+                    f"hook {ref} returned {type(person).__name__}, not a dict of person fields"
+                ), ()
         valid = _validated(_clean(person, problems), problems)
         if valid is None or problems.reasons:
             return problems.rejection(), ()
@@ -221,7 +227,9 @@ def _validated(clean: dict[str, Any], problems: _Problems) -> PersonInput | None
 def _targets(exc: ValidationError) -> list[str]:
     """The mapping field each of the API model's errors is about ("" for the whole person)."""
     return [
-        ".".join(str(p) for p in err["loc"][:2]) if err["loc"][:1] == ("custom_fields",) else (str(err["loc"][0]) if err["loc"] else "")
+        ".".join(str(p) for p in err["loc"][:2])
+        if err["loc"][:1] == ("custom_fields",)
+        else (str(err["loc"][0]) if err["loc"] else "")
         for err in exc.errors(include_url=False)
     ]
 

@@ -64,7 +64,8 @@ def _template(text: str) -> tuple[Callable[[dict[str, Any]], Any], list[str], tu
         return _nothing, [f"template: not a valid template ({exc})"], ()
     problems = [
         f"template: {{{name}}} has a format spec or conversion, which are not supported"
-        for _, name, spec, conv in pieces if name is not None and (spec or conv)
+        for _, name, spec, conv in pieces
+        if name is not None and (spec or conv)
     ]
     names = [name for _, name, _, _ in pieces if name]
     if not names:
@@ -105,7 +106,9 @@ def _transforms(spec: FieldSpec, load: Callable[[str], Any]) -> tuple[list[tf.Tr
             except ValueError as exc:
                 problems.append(f"transform: {exc}")
         else:
-            problems.append(f"transform: unknown transform {name!r} (known: {', '.join((*tf.PLAIN, tf.WITH_REGION))}, or \"package.module:function\")")
+            problems.append(
+                f'transform: unknown transform {name!r} (known: {", ".join((*tf.PLAIN, tf.WITH_REGION))}, or "package.module:function")'
+            )
     if spec.region is not None:
         if tf.WITH_REGION not in names:
             problems.append("region: applies only with the e164 transform")
@@ -120,14 +123,17 @@ def compile_field(target: str, spec: Any, where: str, load: Callable[[str], Any]
     if isinstance(spec, str):
         spec = {"field": spec}
     if not isinstance(spec, dict):
-        return None, [f"{at}: must be a field name or a table like {{ field = \"Email\", transform = \"lower\" }}"]
+        return None, [f'{at}: must be a field name or a table like {{ field = "Email", transform = "lower" }}']
     try:
         parsed = FieldSpec.model_validate(spec)
     except ValidationError as exc:
         return None, problems_from(exc, at)
     sources = [k for k in ("field", "template", "constant") if getattr(parsed, k) is not None]
     if len(sources) != 1:
-        return None, [f"{at}: needs exactly one of `field`, `template` or `constant`" + (f" (has {', '.join(sources)})" if sources else "")]
+        return None, [
+            f"{at}: needs exactly one of `field`, `template` or `constant`"
+            + (f" (has {', '.join(sources)})" if sources else "")
+        ]
     problems: list[str] = []
     columns: tuple[str, ...] = ()
     if parsed.field is not None:

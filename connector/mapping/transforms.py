@@ -14,7 +14,7 @@ WITH_REGION = "e164"
 
 
 def _split_name(full: str) -> tuple[str | None, str | None]:
-    """"Ada King Lovelace" -> ("Ada King", "Lovelace"); "Lovelace, Ada" -> ("Ada", "Lovelace")."""
+    """ "Ada King Lovelace" -> ("Ada King", "Lovelace"); "Lovelace, Ada" -> ("Ada", "Lovelace")."""
     if "," in full:
         last, _, first = full.partition(",")
         return first.strip() or None, last.strip() or None

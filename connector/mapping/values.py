@@ -39,7 +39,9 @@ def _check_unicode(text: str) -> str:
 
 
 def _number_text(value: int | float | Decimal) -> str:
-    if (isinstance(value, Decimal) and not value.is_finite()) or (isinstance(value, float) and not math.isfinite(value)):
+    if (isinstance(value, Decimal) and not value.is_finite()) or (
+        isinstance(value, float) and not math.isfinite(value)
+    ):
         raise ValueProblem("is not a finite number")
     if isinstance(value, float) and value.is_integer():
         value = int(value)  # 5551234567.0 from a spreadsheet means 5551234567

@@ -21,7 +21,11 @@ if TYPE_CHECKING:
 
 
 async def start_ops(
-    address: HttpAddress, config: Config, health: DaemonHealth, client: CaptureClient, control: Steered | None = None,
+    address: HttpAddress,
+    config: Config,
+    health: DaemonHealth,
+    client: CaptureClient,
+    control: Steered | None = None,
 ) -> OpsServer:
     """Listen on `address` on the running loop (raises OSError when it cannot) and serve until `stop()`.
     `control`: the daemon, steered by POST /control/<command> when `[daemon] control_token_file` is set."""

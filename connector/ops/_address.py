@@ -27,7 +27,7 @@ def host_allowed(header: str | None, allowed: frozenset[str]) -> bool:
     if not header:
         return False
     text = header.strip()
-    host = text[1:text.find("]")] if text.startswith("[") else text.rpartition(":")[0] if ":" in text else text
+    host = text[1 : text.find("]")] if text.startswith("[") else text.rpartition(":")[0] if ":" in text else text
     name = _name(host)
     if name in allowed:
         return True

@@ -36,14 +36,26 @@ READ_COUNTERS = (
     ("records_read", "read", "Records the source's passes read (valid or not)."),
     ("records_queued", "enqueued", "Records queued in the ledger for delivery (new or changed content)."),
     ("records_unchanged", "unchanged", "Records read again with content the ledger already holds: nothing to send."),
-    ("records_rejected", "rejected", "Records set aside as rejected (unreadable or refused by the mapping); never sent."),
-    ("records_late", "late", "Rows an incremental read passed over below its cursor that the ledger never saw: not read "
-     "(set `lookback`, or use the snapshot mode)."),
+    (
+        "records_rejected",
+        "rejected",
+        "Records set aside as rejected (unreadable or refused by the mapping); never sent.",
+    ),
+    (
+        "records_late",
+        "late",
+        "Rows an incremental read passed over below its cursor that the ledger never saw: not read "
+        "(set `lookback`, or use the snapshot mode).",
+    ),
 )
 SETTLED_COUNTERS = (
     ("persons_captured", "captured", "Persons the CRM captured (listed in `successful`)."),
-    ("records_merged", "merged", "Captured records answered with a person id the ledger already held for another "
-     "record: the CRM merged them by identity (also counted in persons_captured)."),
+    (
+        "records_merged",
+        "merged",
+        "Captured records answered with a person id the ledger already held for another "
+        "record: the CRM merged them by identity (also counted in persons_captured).",
+    ),
     ("persons_duplicates", "duplicate", "Persons the CRM merged as duplicates (listed in `duplicates`)."),
     ("persons_failed", "failed", "Persons the CRM refused (in `failed`, or a non-retryable error)."),
 )
@@ -54,21 +66,34 @@ class Metrics:
     scraped (`registry`) is the integration's own series with its `integration` label added."""
 
     def __init__(
-        self, health: DaemonHealth, client: CaptureClient, sources: list[str], window_s: float, *, integration: str,
+        self,
+        health: DaemonHealth,
+        client: CaptureClient,
+        sources: list[str],
+        window_s: float,
+        *,
+        integration: str,
     ) -> None:
         disable_created_metrics()  # no `_created` series beside every counter: nothing here reads them
         own = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
-            f"{PREFIX}_requests", "Capture API attempts by operation and HTTP status ('none': no response).",
-            ["operation", "status"], registry=own,
+            f"{PREFIX}_requests",
+            "Capture API attempts by operation and HTTP status ('none': no response).",
+            ["operation", "status"],
+            registry=own,
         )
         self.latency = Histogram(
-            f"{PREFIX}_request_duration_seconds", "Capture API attempt latency, each retry its own attempt.",
-            ["operation"], buckets=LATENCY_BUCKETS_S, registry=own,
+            f"{PREFIX}_request_duration_seconds",
+            "Capture API attempt latency, each retry its own attempt.",
+            ["operation"],
+            buckets=LATENCY_BUCKETS_S,
+            registry=own,
         )
         self.retries = Counter(
-            f"{PREFIX}_retries", "Attempts that re-sent a request (same key, same body) after a 429, "
-            "a retryable 503 or a lost connection.", ["operation"], registry=own,
+            f"{PREFIX}_retries",
+            "Attempts that re-sent a request (same key, same body) after a 429, a retryable 503 or a lost connection.",
+            ["operation"],
+            registry=own,
         )
         self.window = _Window(window_s)
         self.state = _StateCollector(health, client, sources, self.window)
@@ -99,7 +124,9 @@ class _Labelled(Collector):
     def collect(self) -> Iterator[Metric]:
         for family in self.inner.collect():
             labelled = Metric(family.name, family.documentation, family.type, family.unit)
-            labelled.samples = [s._replace(labels={"integration": self.integration, **s.labels}) for s in family.samples]
+            labelled.samples = [
+                s._replace(labels={"integration": self.integration, **s.labels}) for s in family.samples
+            ]
             yield labelled
 
 
@@ -150,10 +177,13 @@ class _StateCollector(Collector):
             for source in self.sources:
                 family.add_metric([source], settled[(source, state)] if settled else 0)
             yield family
-        last_pass = GaugeMetricFamily(f"{PREFIX}_last_pass_timestamp_seconds", "End of the source's last pass.", labels=["source"])
+        last_pass = GaugeMetricFamily(
+            f"{PREFIX}_last_pass_timestamp_seconds", "End of the source's last pass.", labels=["source"]
+        )
         success = GaugeMetricFamily(
             f"{PREFIX}_last_success_timestamp_seconds",
-            "End of the source's last pass that exited 0 (absent: none since the daemon started).", labels=["source"],
+            "End of the source's last pass that exited 0 (absent: none since the daemon started).",
+            labels=["source"],
         )
         for source in self.sources:
             if (p := self.health.passes.get(source)) is not None:
@@ -167,7 +197,9 @@ class _StateCollector(Collector):
         snap = self.snapshot
         if snap is None:
             return
-        entries = GaugeMetricFamily(f"{PREFIX}_entries", "Ledger entries by source and state.", labels=["source", "state"])
+        entries = GaugeMetricFamily(
+            f"{PREFIX}_entries", "Ledger entries by source and state.", labels=["source", "state"]
+        )
         for source, counts in snap.report.by_source.items():
             for state, n in counts.items():
                 entries.add_metric([source, state], n)
@@ -178,11 +210,13 @@ class _StateCollector(Collector):
             value=snap.oldest_unsettled_age_s,
         )
         yield GaugeMetricFamily(
-            f"{PREFIX}_blocked_entries", "Entries blocked by a 409: a person must resolve them.",
+            f"{PREFIX}_blocked_entries",
+            "Entries blocked by a 409: a person must resolve them.",
             value=snap.report.attention.blocked,
         )
         yield GaugeMetricFamily(
-            f"{PREFIX}_ledger_snapshot_timestamp_seconds", "When the ledger figures above were read.",
+            f"{PREFIX}_ledger_snapshot_timestamp_seconds",
+            "When the ledger figures above were read.",
             value=snap.taken_at,
         )
 
@@ -196,25 +230,40 @@ class _StateCollector(Collector):
         health = self.health
         for role in health.roles().values():  # a shared PostgreSQL ledger: leader or standby
             yield GaugeMetricFamily(
-                f"{PREFIX}_leader", "1 while this daemon leads the integration (holds its lease), 0 while it stands by.",
+                f"{PREFIX}_leader",
+                "1 while this daemon leads the integration (holds its lease), 0 while it stands by.",
                 value=int(role["leads"]),
             )
-        yield GaugeMetricFamily(f"{PREFIX}_ready", "1 when GET /info succeeded under credentials not refused since.", value=int(health.ready))
-        yield GaugeMetricFamily(f"{PREFIX}_auth_failing", "1 while the API refuses the credentials in use.", value=int(health.auth_failed is not None))
         yield GaugeMetricFamily(
-            f"{PREFIX}_delivery_halted_seconds", "How long an unavailable API has halted delivery (since the first request it did not answer); 0 while it delivers.",
+            f"{PREFIX}_ready",
+            "1 when GET /info succeeded under credentials not refused since.",
+            value=int(health.ready),
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_auth_failing",
+            "1 while the API refuses the credentials in use.",
+            value=int(health.auth_failed is not None),
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_delivery_halted_seconds",
+            "How long an unavailable API has halted delivery (since the first request it did not answer); 0 while it delivers.",
             value=time.time() - health.outage_since if health.outage_since else 0.0,
         )
         yield GaugeMetricFamily(
-            f"{PREFIX}_stalled_entries", "Entries of batches stopped by a non-retryable answer: they wait for "
-            "`capture-sync replay` (or [daemon] retry_stalled_every).", value=health.stalled.entries,
+            f"{PREFIX}_stalled_entries",
+            "Entries of batches stopped by a non-retryable answer: they wait for "
+            "`capture-sync replay` (or [daemon] retry_stalled_every).",
+            value=health.stalled.entries,
         )
         if health.client is None:
             return
         limit = health.client.rate_limit
-        yield GaugeMetricFamily(f"{PREFIX}_rate_limit_requests", "The client's rate_limit from GET /info: requests per window.", value=limit)
         yield GaugeMetricFamily(
-            f"{PREFIX}_rate_limit_window_seconds", "The window rate_limit counts in ([capture] rate_window_s, or as the limiter learned it; the spec does not say).",
+            f"{PREFIX}_rate_limit_requests", "The client's rate_limit from GET /info: requests per window.", value=limit
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_rate_limit_window_seconds",
+            "The window rate_limit counts in ([capture] rate_window_s, or as the limiter learned it; the spec does not say).",
             value=self._learned_window(),
         )
         yield GaugeMetricFamily(
@@ -227,5 +276,6 @@ class _StateCollector(Collector):
         if isinstance(gate, AdaptiveRateLimiter):
             yield GaugeMetricFamily(
                 f"{PREFIX}_rate_limit_pace_requests_per_second",
-                "The pace the client-side limiter holds now (below rate_limit/window after a 429).", value=gate.rate,
+                "The pace the client-side limiter holds now (below rate_limit/window after a 429).",
+                value=gate.rate,
             )

@@ -44,9 +44,18 @@ class PageSource:
 
 
 def render(
-    snapshot: Snapshot, health: DaemonHealth, sources: list[PageSource], config_path: Path,
-    *, ready: bool, reasons: list[str], contact_data: bool, paused: Mapping[str, float] | None = None,
-    integration: str = "", ledger: str = "", role: Mapping[str, Any] | None = None,
+    snapshot: Snapshot,
+    health: DaemonHealth,
+    sources: list[PageSource],
+    config_path: Path,
+    *,
+    ready: bool,
+    reasons: list[str],
+    contact_data: bool,
+    paused: Mapping[str, float] | None = None,
+    integration: str = "",
+    ledger: str = "",
+    role: Mapping[str, Any] | None = None,
 ) -> str:
     """`paused`: what the daemon holds back (source name or "*" -> since when), as `capture-sync pause` left it.
     `integration` and `ledger`: the integration this page is about (`[integration] name`) and where its ledger is;
@@ -67,7 +76,7 @@ def render(
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         '<meta name=viewport content="width=device-width,initial-scale=1">'
-        '<meta http-equiv=refresh content=30><title>capture-sync status</title>'
+        "<meta http-equiv=refresh content=30><title>capture-sync status</title>"
         f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>"
     )
 
@@ -85,29 +94,47 @@ def _table(head: Iterable[str], rows: Iterable[Iterable[str]], numeric: Iterable
     """`rows` hold HTML already escaped by the caller; `head` is escaped here."""
     nums = set(numeric)
     cols = list(head)
-    th = "".join(f'<th{" class=n" if c in nums else ""}>{escape(c)}</th>' for c in cols)
+    th = "".join(f"<th{' class=n' if c in nums else ''}>{escape(c)}</th>" for c in cols)
     body = "".join(
-        "<tr>" + "".join(f'<td{" class=n" if c in nums else ""}>{v}</td>' for c, v in zip(cols, row, strict=True)) + "</tr>"
+        "<tr>"
+        + "".join(f"<td{' class=n' if c in nums else ''}>{v}</td>" for c, v in zip(cols, row, strict=True))
+        + "</tr>"
         for row in rows
     )
-    return f'<div class=scroll><table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>'
+    return f"<div class=scroll><table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
-def _header(health: DaemonHealth, ready: bool, reasons: list[str], snapshot: Snapshot, paused: Mapping[str, float]) -> str:
-    state = '<b class=ok>ready</b>' if ready else '<b class=bad>not ready</b>: ' + escape("; ".join(reasons))
+def _header(
+    health: DaemonHealth, ready: bool, reasons: list[str], snapshot: Snapshot, paused: Mapping[str, float]
+) -> str:
+    state = "<b class=ok>ready</b>" if ready else "<b class=bad>not ready</b>: " + escape("; ".join(reasons))
     client = f" · client {escape(health.client.client_name)}" if health.client else ""
-    outage = (f' · <span class=warn>delivery halted by an unavailable API since {_when(health.outage_since)}</span>'
-              if health.outage_since else "")
-    refused = (f' · <span class=bad>the API refuses the credentials since {_when(health.auth_since)}</span>'
-               if health.auth_failed else "")
+    outage = (
+        f" · <span class=warn>delivery halted by an unavailable API since {_when(health.outage_since)}</span>"
+        if health.outage_since
+        else ""
+    )
+    refused = (
+        f" · <span class=bad>the API refuses the credentials since {_when(health.auth_since)}</span>"
+        if health.auth_failed
+        else ""
+    )
     stalled = health.stalled
-    stall = (f' · <span class=warn>{stalled.entries} entries stalled since {_when(stalled.since)} '
-             f'({escape(stalled.reason or "unknown answer")})</span>' if stalled.entries else "")
-    held = (f' · <span class=warn>paused since {_when(paused["*"])}: nothing is read or sent on schedule '
-            "(<code>capture-sync resume</code>)</span>" if "*" in paused else "")
+    stall = (
+        f" · <span class=warn>{stalled.entries} entries stalled since {_when(stalled.since)} "
+        f"({escape(stalled.reason or 'unknown answer')})</span>"
+        if stalled.entries
+        else ""
+    )
+    held = (
+        f" · <span class=warn>paused since {_when(paused['*'])}: nothing is read or sent on schedule "
+        "(<code>capture-sync resume</code>)</span>"
+        if "*" in paused
+        else ""
+    )
     return (
         f"<h1>capture-sync</h1><p>{state}{client}{outage}{refused}{stall}{held}</p>"
-        f'<p class=muted>daemon up since {_when(health.started_at)} · ledger read {_when(snapshot.taken_at)} · '
+        f"<p class=muted>daemon up since {_when(health.started_at)} · ledger read {_when(snapshot.taken_at)} · "
         "refreshes every 30 s</p>"
     )
 
@@ -115,13 +142,25 @@ def _header(health: DaemonHealth, ready: bool, reasons: list[str], snapshot: Sna
 def _integrations(integration: str, ledger: str, role: Mapping[str, Any] | None) -> str:
     if not integration:
         return ""
-    doing = "leads it" if role is None else (
-        f'<span class=ok>{escape(role["why"])}</span> since {_when(role["since"])}' if role["leads"]
-        else f'<span class=muted>{escape(role["why"])}</span>'
+    doing = (
+        "leads it"
+        if role is None
+        else (
+            f"<span class=ok>{escape(role['why'])}</span> since {_when(role['since'])}"
+            if role["leads"]
+            else f"<span class=muted>{escape(role['why'])}</span>"
+        )
     )
-    return "<h2>Integrations</h2>" + _table(["integration", "ledger", "this daemon"], [[
-        f"<code>{escape(integration)}</code>", f"<code>{escape(ledger)}</code>", doing,
-    ]])
+    return "<h2>Integrations</h2>" + _table(
+        ["integration", "ledger", "this daemon"],
+        [
+            [
+                f"<code>{escape(integration)}</code>",
+                f"<code>{escape(ledger)}</code>",
+                doing,
+            ]
+        ],
+    )
 
 
 def _meaning(exit_code: int) -> str:
@@ -142,9 +181,11 @@ def _sources(sources: list[PageSource], health: DaemonHealth, report: StatusRepo
             state = f"<span class=bad>exit {p.exit_code} ({escape(_meaning(p.exit_code))})</span>"
             state += f" {escape(p.halted_by)}" if p.halted_by else ""
         if (unread := health.unread.get(s.name)) is not None:
-            state += f' <span class=bad>not read since {_when(unread.since)}: {escape(unread.why)}</span>'
+            state += f" <span class=bad>not read since {_when(unread.since)}: {escape(unread.why)}</span>"
         counts = " · ".join(f"{c} {getattr(p, c)}" for c in PASS_COUNTS) if p else ""
-        unsettled = sum(report.by_source.get(s.name, {}).get(k, 0) for k in ("pending", "in_flight", "unknown", "blocked"))
+        unsettled = sum(
+            report.by_source.get(s.name, {}).get(k, 0) for k in ("pending", "in_flight", "unknown", "blocked")
+        )
         since = paused.get(s.name, paused.get("*"))
         held = f"<span class=warn>paused since {_when(since)}: its ticks read nothing</span><br>" if since else ""
         cards.append(
@@ -160,8 +201,15 @@ def _sources(sources: list[PageSource], health: DaemonHealth, report: StatusRepo
 def _states(report: StatusReport) -> str:
     rows = [[escape(state), str(n)] for state, n in report.by_state.items() if n]
     oldest = f"<p>oldest unsettled entry: {escape(report.oldest_unsettled)}</p>" if report.oldest_unsettled else ""
-    return "<h2>Entries by state</h2>" + (_table(["state", "entries"], rows, numeric=["entries"]) if rows
-                                          else "<p class=muted>the ledger is empty</p>") + oldest
+    return (
+        "<h2>Entries by state</h2>"
+        + (
+            _table(["state", "entries"], rows, numeric=["entries"])
+            if rows
+            else "<p class=muted>the ledger is empty</p>"
+        )
+        + oldest
+    )
 
 
 def _advice(report: StatusReport, live: dict, config_path: Path) -> str:
@@ -172,7 +220,8 @@ def _advice(report: StatusReport, live: dict, config_path: Path) -> str:
 
 def _steps(steps: list[Step]) -> str:
     items = "".join(
-        f"<li><code>{escape(s.command)}</code><br><span class=muted>{escape(s.text)}</span></li>" if s.command
+        f"<li><code>{escape(s.command)}</code><br><span class=muted>{escape(s.text)}</span></li>"
+        if s.command
         else f"<li>{escape(s.text)}</li>"
         for s in steps
     )
@@ -189,8 +238,10 @@ def _who(entry: EntryView, contact_data: bool) -> str:
 
 
 # this page is served by the daemon, which holds the ledger: its resolve commands wait for it to stop
-_STOP_FIRST = ("<p class=warn>Stop the daemon before a <code>ledger resolve</code> command: it is refused while the "
-               "daemon holds the ledger.</p>")
+_STOP_FIRST = (
+    "<p class=warn>Stop the daemon before a <code>ledger resolve</code> command: it is refused while the "
+    "daemon holds the ledger.</p>"
+)
 
 
 def _blocked(snapshot: Snapshot, config_path: Path, contact_data: bool) -> str:
@@ -201,12 +252,16 @@ def _blocked(snapshot: Snapshot, config_path: Path, contact_data: bool) -> str:
         blocked = [m for m in batch.members if m.state == "blocked"]
         members = "".join(f"<li>{_who(m, contact_data)}</li>" for m in blocked)
         cards.append(
-            f'<div class=card><b>batch <code>{escape(batch.key)}</code></b> ({escape(batch.operation)}, '
+            f"<div class=card><b>batch <code>{escape(batch.key)}</code></b> ({escape(batch.operation)}, "
             f"{len(blocked)} blocked)<ul>{members}</ul>{_steps(batch_recovery(batch, config_path, daemon=True))}</div>"
         )
     more = snapshot.blocked_batches - len(snapshot.blocked)
-    tail = (f"<p>and {more} more batches: <code>{escape(f'capture-sync ledger list -c {config_path} --state blocked')}"
-            "</code></p>" if more > 0 else "")
+    tail = (
+        f"<p>and {more} more batches: <code>{escape(f'capture-sync ledger list -c {config_path} --state blocked')}"
+        "</code></p>"
+        if more > 0
+        else ""
+    )
     return "<h2>Blocked entries (409)</h2>" + _STOP_FIRST + "".join(cards) + tail
 
 
@@ -225,8 +280,12 @@ def _unknown(snapshot: Snapshot, config_path: Path, contact_data: bool) -> str:
             steps = [Step("the next sync or replay asks for it alone under its own per-person key")]
         items.append(f"<div class=card>{_who(u.entry, contact_data)}{_steps(steps)}</div>")
     total = snapshot.report.by_state.get("unknown", 0)
-    more = (f"<p>and {total - len(items)} more: <code>{escape(f'capture-sync ledger list -c {config_path} --state unknown')}"
-            "</code></p>" if total > len(items) else "")
+    more = (
+        f"<p>and {total - len(items)} more: <code>{escape(f'capture-sync ledger list -c {config_path} --state unknown')}"
+        "</code></p>"
+        if total > len(items)
+        else ""
+    )
     stop_first = _STOP_FIRST if any(u.asked_alone for u in snapshot.unknown) else ""
     return "<h2>Unknown entries</h2>" + stop_first + "".join(items) + more
 
@@ -235,9 +294,14 @@ def _runs(report: StatusReport) -> str:
     if not report.runs:
         return ""
     rows = [
-        [str(r.id), escape(r.kind), escape(r.started_at or ""),
-         escape(r.took()),
-         "" if r.exit_code is None else str(r.exit_code), *(str(r.counts.get(c, 0)) for c in RUN_COUNTS)]
+        [
+            str(r.id),
+            escape(r.kind),
+            escape(r.started_at or ""),
+            escape(r.took()),
+            "" if r.exit_code is None else str(r.exit_code),
+            *(str(r.counts.get(c, 0)) for c in RUN_COUNTS),
+        ]
         for r in report.runs
     ]
     head = ["run", "kind", "started (UTC)", "took", "exit", *RUN_COUNTS]

@@ -68,7 +68,11 @@ class _Uvicorn(uvicorn.Server):
 
 class OpsServer:
     def __init__(
-        self, address: HttpAddress, config: Config, health: DaemonHealth, client: CaptureClient,
+        self,
+        address: HttpAddress,
+        config: Config,
+        health: DaemonHealth,
+        client: CaptureClient,
         control: Steered | None = None,
     ) -> None:
         self.address, self.config, self.health, self.control = address, config, health, control
@@ -76,7 +80,10 @@ class OpsServer:
         self.sources = [PageSource(s.name, s.schedule) for s in config.sources]
         self.reader = LedgerReader(config.ledger_target, config.ledger_password_file, config.integration_name)
         self.metrics = Metrics(
-            health, client, [s.name for s in self.sources], config.capture.rate_window_s or 60.0,
+            health,
+            client,
+            [s.name for s in self.sources],
+            config.capture.rate_window_s or 60.0,
             integration=config.integration_name,
         )
         self.tally = SettledTally(counted_until=health.started_at)
@@ -107,8 +114,15 @@ class OpsServer:
             daemon.http_header_timeout_s, daemon.http_body_timeout_s, endpoint_connections(daemon.http_max_connections)
         )
         config = uvicorn.Config(
-            self.app, interface="asgi3", http=guarded_protocol(limits), proxy_headers=False, log_config=None,
-            log_level="warning", access_log=False, lifespan="off", server_header=False,
+            self.app,
+            interface="asgi3",
+            http=guarded_protocol(limits),
+            proxy_headers=False,
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            server_header=False,
             timeout_graceful_shutdown=STOP_GRACE_S,
         )
         self._reading = asyncio.Lock()
@@ -117,25 +131,33 @@ class OpsServer:
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="ops-http")
         # host and port apart: at INFO the log masks anything phone-like, a dotted address included
         log.info(
-            "ops.serving", host=self.bound.host, port=self.bound.port,
+            "ops.serving",
+            host=self.bound.host,
+            port=self.bound.port,
             endpoints=["/metrics", "/healthz", "/readyz", "/", *([f"POST {CONTROL}<command>"] if self.token else [])],
-            max_connections=limits.max_connections, header_timeout_s=limits.header_timeout_s,
+            max_connections=limits.max_connections,
+            header_timeout_s=limits.header_timeout_s,
         )
         if limits.max_connections < daemon.http_max_connections:
             log.warning(
-                "ops.connections_capped", wanted=daemon.http_max_connections, cap=limits.max_connections,
+                "ops.connections_capped",
+                wanted=daemon.http_max_connections,
+                cap=limits.max_connections,
                 why="a quarter of the open-file limit: raise LimitNOFILE= (systemd) or ulimit -n",
             )
         where = {"host": self.bound.host, "port": self.bound.port}
         if not self.bound.loopback:
             log.warning(
-                "ops.beyond_loopback", **where, allowed_hosts=sorted(self.hosts),
+                "ops.beyond_loopback",
+                **where,
+                allowed_hosts=sorted(self.hosts),
                 why="the endpoints have no login: whoever reaches this address reads the status page and /metrics; "
                 "prefer 127.0.0.1 behind a proxy you trust",
             )
         elif self.bound.public:
             log.warning(
-                "ops.public_allowed", **where,
+                "ops.public_allowed",
+                **where,
                 why="http_public (--http-public) is set: the endpoints have no login, and an address beyond "
                 "loopback would be served as well",
             )
@@ -176,12 +198,14 @@ class OpsServer:
         host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), None)
         if not host_allowed(host, self.hosts):  # before anything is read: a rebound name learns nothing
             return await _reply(
-                send, 421, b"misdirected request: this Host is not served here ([daemon] http_allowed_hosts)\n",
+                send,
+                421,
+                b"misdirected request: this Host is not served here ([daemon] http_allowed_hosts)\n",
                 b"text/plain; charset=utf-8",
             )
         path = scope["path"]
         if scope["method"] == "POST" and self.token is not None and path.startswith(CONTROL):
-            return await self._control(scope, receive, send, path[len(CONTROL):])
+            return await self._control(scope, receive, send, path[len(CONTROL) :])
         if scope["method"] not in ("GET", "HEAD"):
             return await _reply(send, 405, b"only GET\n", b"text/plain; charset=utf-8", [(b"allow", b"GET, HEAD")])
         try:
@@ -189,20 +213,34 @@ class OpsServer:
                 await self.snapshot()
                 return await _reply(send, 200, generate_latest(self.metrics.registry), CONTENT_TYPE_LATEST.encode())
             if path == "/healthz":
-                return await _json(send, 200, {"status": "alive", "uptime_s": round(time.time() - self.health.started_at, 1)})
+                return await _json(
+                    send, 200, {"status": "alive", "uptime_s": round(time.time() - self.health.started_at, 1)}
+                )
             if path == "/readyz":
                 reasons = await self.readiness()
                 # integrations: which this daemon leads and which it stands by for (a standby is ready)
-                return await _json(send, 503 if reasons else 200, {
-                    "ready": not reasons, "reasons": reasons, "integrations": self.health.roles(),
-                })
+                return await _json(
+                    send,
+                    503 if reasons else 200,
+                    {
+                        "ready": not reasons,
+                        "reasons": reasons,
+                        "integrations": self.health.roles(),
+                    },
+                )
             if path == "/":
                 snap, reasons = await self.snapshot(), await self.readiness()
                 page = render(
-                    snap, self.health, self.sources, self.config.path, ready=not reasons, reasons=reasons,
+                    snap,
+                    self.health,
+                    self.sources,
+                    self.config.path,
+                    ready=not reasons,
+                    reasons=reasons,
                     contact_data=self.config.daemon.status_page_contact_data,
                     paused=self.control.paused if self.control is not None else None,
-                    integration=self.config.integration_name, ledger=self.config.ledger_name,
+                    integration=self.config.integration_name,
+                    ledger=self.config.ledger_name,
                     role=self.health.roles().get(self.config.integration_name),
                 )
                 return await _reply(send, 200, page.encode(), b"text/html; charset=utf-8", PAGE_HEADERS)
@@ -220,8 +258,12 @@ class OpsServer:
         scheme, _, token = given.partition(b" ")
         if scheme.lower() != b"bearer" or not hmac.compare_digest(token.strip(), self.token.encode()):
             log.warning("control.unauthorized", command=name, token="missing" if not given else "wrong")
-            return await _json(send, 401, {"ok": False, "error": "a valid `Authorization: Bearer <token>` is needed"},
-                               [(b"www-authenticate", b"Bearer")])
+            return await _json(
+                send,
+                401,
+                {"ok": False, "error": "a valid `Authorization: Bearer <token>` is needed"},
+                [(b"www-authenticate", b"Bearer")],
+            )
         body = await _body(receive)
         try:
             if body is None:
@@ -250,15 +292,24 @@ async def _body(receive: Callable[[], Awaitable[Any]]) -> bytes | None:
             return body
 
 
-async def _json(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None) -> None:
+async def _json(
+    send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
     await _reply(send, status, json.dumps(body).encode() + b"\n", b"application/json", headers)
 
 
 async def _reply(
     send: Send, status: int, body: bytes, content_type: bytes, headers: list[tuple[bytes, bytes]] | None = None
 ) -> None:
-    await send({
-        "type": "http.response.start", "status": status,
-        "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), *(headers or [])],
-    })
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", content_type),
+                (b"content-length", str(len(body)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -32,9 +32,9 @@ class Unknown:
 class Snapshot:
     taken_at: float
     report: StatusReport
-    blocked: list[BatchDetail]       # the first SHOWN batches holding blocked entries
-    blocked_batches: int             # how many batches hold blocked entries
-    unknown: list[Unknown]           # the first SHOWN unknown entries
+    blocked: list[BatchDetail]  # the first SHOWN batches holding blocked entries
+    blocked_batches: int  # how many batches hold blocked entries
+    unknown: list[Unknown]  # the first SHOWN unknown entries
     oldest_unsettled_at: float | None
 
     @property

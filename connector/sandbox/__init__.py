@@ -31,6 +31,14 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "Behaviour", "Client", "Faults", "SandboxProcess", "SandboxServer", "SandboxStore", "UnknownClient",
-    "create_app", "identity_of", "spawn_sandbox",
+    "Behaviour",
+    "Client",
+    "Faults",
+    "SandboxProcess",
+    "SandboxServer",
+    "SandboxStore",
+    "UnknownClient",
+    "create_app",
+    "identity_of",
+    "spawn_sandbox",
 ]

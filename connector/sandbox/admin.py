@@ -45,7 +45,9 @@ def _admitted(request: Request, token: str) -> None:
     scheme, _, given = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not given.strip():
         raise ApiError(
-            401, "missing_admin_token", "send the sandbox's admin token as Authorization: Bearer TOKEN",
+            401,
+            "missing_admin_token",
+            "send the sandbox's admin token as Authorization: Bearer TOKEN",
             headers={"WWW-Authenticate": "Bearer"},
         )
     if not hmac.compare_digest(given.strip().encode(), token.encode()):

@@ -47,9 +47,7 @@ def _private_folder(folder: Path) -> None:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = os.lstat(folder)
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-            raise TokenFileError(
-                f"{folder} is not a folder of this user: remove it, or pass --admin-token-file PATH"
-            )
+            raise TokenFileError(f"{folder} is not a folder of this user: remove it, or pass --admin-token-file PATH")
         if stat.S_IMODE(st.st_mode) & 0o077:
             os.chmod(folder, 0o700)
     except OSError as exc:

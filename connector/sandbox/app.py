@@ -57,8 +57,11 @@ def _code(err: ErrorDetails) -> str:
     if kind in ("model_type", "dict_type", "model_attributes_type") and not err["loc"]:
         return "invalid_body"
     return {
-        "extra_forbidden": "unknown_property", "email": "invalid_email", "null_field": "null_field",
-        "missing": "missing_field", "string_too_short": "empty_field",
+        "extra_forbidden": "unknown_property",
+        "email": "invalid_email",
+        "null_field": "null_field",
+        "missing": "missing_field",
+        "string_too_short": "empty_field",
         "string_too_long": "field_too_long",
     }.get(kind, "invalid_field")
 
@@ -91,9 +94,7 @@ def _idempotency_key(request: Request) -> str:
     if key is None:
         raise ApiError(400, "missing_idempotency_key", "the Idempotency-Key header is required")
     if not 1 <= len(key) <= MAX_KEY_LENGTH:
-        raise ApiError(
-            400, "invalid_idempotency_key", f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} characters"
-        )
+        raise ApiError(400, "invalid_idempotency_key", f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} characters")
     return key
 
 
@@ -105,10 +106,13 @@ class _DropAfterCommit(Response):
     """
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({
-            "type": "http.response.start", "status": 200,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", b"4096")],
-        })
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"4096")],
+            }
+        )
 
 
 class _QuietDrops(logging.Filter):
@@ -120,15 +124,16 @@ _QUIET_DROPS = _QuietDrops()
 
 
 _REFUSED = ApiError(400, "person_refused", "the CRM refused this person")
-_WRONG_CREDENTIALS = ApiError(
-    401, "invalid_credentials", "the API key or secret is wrong, or the client is inactive"
-)
+_WRONG_CREDENTIALS = ApiError(401, "invalid_credentials", "the API key or secret is wrong, or the client is inactive")
 
 
 def _person_result(done: Captured) -> dict[str, Any]:
     data = {
-        "person_id": done.person_id, "status": "captured", "action": done.action,
-        "duplicate_detected": done.action == "updated", "idempotent_replay": False,
+        "person_id": done.person_id,
+        "status": "captured",
+        "action": done.action,
+        "duplicate_detected": done.action == "updated",
+        "idempotent_replay": False,
     }
     return success(201, data, "person captured")
 
@@ -179,8 +184,11 @@ def _bulk_outcome(
 
 
 def _capture_bulk(
-    session: CaptureSession, raw_persons: list[Any], persons: list[BulkPersonInput | ApiError],
-    refuse: Callable[[], bool], shape: BulkResultShape,
+    session: CaptureSession,
+    raw_persons: list[Any],
+    persons: list[BulkPersonInput | ApiError],
+    refuse: Callable[[], bool],
+    shape: BulkResultShape,
 ) -> tuple[int, dict[str, Any]]:
     outcomes = [
         _bulk_outcome(session, index, raw, person, refuse)
@@ -199,7 +207,9 @@ def _replayed(envelope: dict[str, Any]) -> dict[str, Any]:
     if "data" not in envelope:
         return envelope
     return {
-        **envelope, "message": "idempotent replay of an earlier result", "idempotent_replay": True,
+        **envelope,
+        "message": "idempotent replay of an earlier result",
+        "idempotent_replay": True,
         "data": {**envelope["data"], "idempotent_replay": True},
     }
 
@@ -209,12 +219,15 @@ def _injected(faults: Faults) -> ApiError | None:
     kind = faults.outage()
     if kind == "throttled":
         return ApiError(
-            429, "rate_limited", "the client exceeded its request limit",
+            429,
+            "rate_limited",
+            "the client exceeded its request limit",
             headers={"Retry-After": str(faults.retry_after_s)},
         )
     if kind is not None:
         return ApiError(
-            503, "capture_unavailable" if kind == "retryable" else "capture_failed",
+            503,
+            "capture_unavailable" if kind == "retryable" else "capture_failed",
             "capture is temporarily unavailable" if kind == "retryable" else "capture failed",
             retryable=kind == "retryable",
         )
@@ -260,8 +273,10 @@ def create_app(
         if wait is not None:
             counted = f"{client.rate_limit} {behaviour.rate_limit_unit}"
             raise ApiError(
-                429, "rate_limited",
-                f"more than {counted} at once, refilled over {window.window_s:g} s" if behaviour.rate_counting == "bucket"
+                429,
+                "rate_limited",
+                f"more than {counted} at once, refilled over {window.window_s:g} s"
+                if behaviour.rate_counting == "bucket"
                 else f"more than {counted} in {window.window_s:g} s ({behaviour.rate_counting} window)",
                 headers={"Retry-After": str(wait)} if behaviour.retry_after else None,
             )
@@ -275,9 +290,7 @@ def create_app(
         if seconds:
             await asyncio.sleep(seconds)
 
-    async def once(
-        client: Client, faults: Faults, operation: Operation, key: str, data: Any, work: Work
-    ) -> Response:
+    async def once(client: Client, faults: Faults, operation: Operation, key: str, data: Any, work: Work) -> Response:
         """Run `work` at most once per (client, operation, key); later calls get its stored response."""
         claim = store.claim(client.api_key, operation, key, _body_hash(data))
         if claim.state == "conflict":
@@ -309,9 +322,11 @@ def create_app(
         client = authorised(request, faults)
         await delay(faults)
         data = {
-            "client_name": client.name, "rate_limit": client.rate_limit,
+            "client_name": client.name,
+            "rate_limit": client.rate_limit,
             "default_lead_source": client.default_lead_source,
-            "has_custom_field_mapping": False, "allowed_origins": None,
+            "has_custom_field_mapping": False,
+            "allowed_origins": None,
         }
         return json_response(200, success(200, data, "client settings"))
 
@@ -337,7 +352,11 @@ def create_app(
         persons = _bulk_persons(data, reject_invalid)
         refuse = _never if reject_invalid else faults.refuse_person
         return await once(
-            client, faults, "bulk", key, data,
+            client,
+            faults,
+            "bulk",
+            key,
+            data,
             lambda s: _capture_bulk(s, data["persons"], persons, refuse, behaviour.bulk_result_shape),
         )
 

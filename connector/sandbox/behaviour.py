@@ -77,9 +77,12 @@ class Behaviour:
 
     def __post_init__(self) -> None:
         for name, kind in (
-            ("bulk_result_shape", BulkResultShape), ("invalid_person", InvalidPerson),
-            ("idempotency_scope", IdempotencyScope), ("person_key_scope", PersonKeyScope),
-            ("rate_limit_unit", RateLimitUnit), ("rate_counting", RateCounting),
+            ("bulk_result_shape", BulkResultShape),
+            ("invalid_person", InvalidPerson),
+            ("idempotency_scope", IdempotencyScope),
+            ("person_key_scope", PersonKeyScope),
+            ("rate_limit_unit", RateLimitUnit),
+            ("rate_counting", RateCounting),
         ):
             if getattr(self, name) not in get_args(kind):
                 raise ValueError(f"{name} must be one of {', '.join(get_args(kind))}")

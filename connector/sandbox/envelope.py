@@ -12,8 +12,13 @@ from typing import Any
 from starlette.responses import Response
 
 _NAMES = {
-    400: "BadRequestError", 401: "UnauthorizedError", 403: "ForbiddenError", 404: "NotFoundError",
-    405: "MethodNotAllowedError", 409: "IdempotencyConflictError", 429: "RateLimitError",
+    400: "BadRequestError",
+    401: "UnauthorizedError",
+    403: "ForbiddenError",
+    404: "NotFoundError",
+    405: "MethodNotAllowedError",
+    409: "IdempotencyConflictError",
+    429: "RateLimitError",
     503: "ServiceUnavailableError",
 }
 
@@ -22,8 +27,14 @@ class ApiError(Exception):
     """Any refusal; rendered as the spec's error envelope."""
 
     def __init__(
-        self, status: int, code: str, message: str, *, retryable: bool | None = None,
-        headers: Mapping[str, str] | None = None, details: list[str] | None = None,
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        retryable: bool | None = None,
+        headers: Mapping[str, str] | None = None,
+        details: list[str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
@@ -46,8 +57,11 @@ def success(status: int, data: dict[str, Any], message: str) -> dict[str, Any]:
 
 def error_envelope(err: ApiError) -> dict[str, Any]:
     error: dict[str, Any] = {
-        "name": _NAMES.get(err.status, "Error"), "message": err.message,
-        "statusCode": err.status, "code": err.code, "isOperational": True,
+        "name": _NAMES.get(err.status, "Error"),
+        "message": err.message,
+        "statusCode": err.status,
+        "code": err.code,
+        "isOperational": True,
     }
     if err.retryable is not None:
         error["retryable"] = err.retryable

@@ -23,18 +23,22 @@ class FaultSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)  # `true` is no share, "1" no number
 
     p_retryable_503: float = Field(
-        default=0.0, description="Share of requests answered 503 with retryable: true (0 to 1).",
+        default=0.0,
+        description="Share of requests answered 503 with retryable: true (0 to 1).",
     )
     p_fatal_503: float = Field(
-        default=0.0, description="Share of requests answered 503 with retryable: false (0 to 1).",
+        default=0.0,
+        description="Share of requests answered 503 with retryable: false (0 to 1).",
     )
     p_429: float = Field(
-        default=0.0, description="Share of requests answered 429 rate_limited with a Retry-After of --retry-after-s "
+        default=0.0,
+        description="Share of requests answered 429 rate_limited with a Retry-After of --retry-after-s "
         "(0 to 1; with the two 503 shares at most 1 in all).",
     )
     retry_after_s: int = Field(default=1, description="The Retry-After of the 429s of --p-429, seconds (default 1).")
     refuse_credentials: bool = Field(
-        default=False, description="Answer every request 401 invalid_credentials, as after a rotated secret.",
+        default=False,
+        description="Answer every request 401 invalid_credentials, as after a rotated secret.",
     )
     latency_ms: int = Field(default=0, description="Latency added to every request, milliseconds.")
     p_latency_spike: float = Field(default=0.0, description="Share of requests with a latency spike (0 to 1).")
@@ -44,7 +48,8 @@ class FaultSettings(BaseModel):
         description="Share of captures whose connection is closed after the commit, the answer lost (0 to 1).",
     )
     p_person_fail: float = Field(
-        default=0.0, description="Share of valid persons refused (code person_refused): listed in `failed` of a bulk "
+        default=0.0,
+        description="Share of valid persons refused (code person_refused): listed in `failed` of a bulk "
         "request (not with --invalid-person reject-request), a 400 for POST /person (0 to 1).",
     )
     no_person_replay: bool = Field(

@@ -44,7 +44,12 @@ class Faults:
 
     def __post_init__(self) -> None:
         for name in (
-            "p_retryable_503", "p_fatal_503", "p_429", "p_commit_drop", "p_latency_spike", "p_person_fail",
+            "p_retryable_503",
+            "p_fatal_503",
+            "p_429",
+            "p_commit_drop",
+            "p_latency_spike",
+            "p_person_fail",
         ):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1")

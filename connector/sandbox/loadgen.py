@@ -37,11 +37,13 @@ def batch(client_no: int, request_no: int, size: int) -> list[dict[str, str]]:
     for p in range(size):
         shared = p % 2 == 0
         local = f"r{request_no}p{p}" if shared else f"c{client_no}r{request_no}p{p}"
-        persons.append({
-            "name": f"Load {local}",
-            "email": f"{local}@load.example.org",
-            "idempotency_key": f"c{client_no}-r{request_no}-p{p}",
-        })
+        persons.append(
+            {
+                "name": f"Load {local}",
+                "email": f"{local}@load.example.org",
+                "idempotency_key": f"c{client_no}-r{request_no}-p{p}",
+            }
+        )
     return persons
 
 
@@ -61,7 +63,8 @@ async def run_bulk_load(
             for request_no in range(requests_per_client):
                 persons = batch(client_no, request_no, persons_per_request)
                 response = await http.post(
-                    "/persons/bulk", json={"persons": persons},
+                    "/persons/bulk",
+                    json={"persons": persons},
                     headers={"Idempotency-Key": f"load-c{client_no}-r{request_no}"},
                 )
                 result.statuses[response.status_code] += 1
@@ -92,7 +95,9 @@ def integrity_problems(store: SandboxStore, result: LoadResult, clients: int, re
     expected = sorted(f"email:{i}" for i in result.identities)
     if stored != expected:
         missing, extra = set(expected) - set(stored), len(stored) - len(set(stored))
-        problems.append(f"{len(stored)} persons stored for {len(expected)} identities ({len(missing)} missing, {extra} doubled)")
+        problems.append(
+            f"{len(stored)} persons stored for {len(expected)} identities ({len(missing)} missing, {extra} doubled)"
+        )
     created_twice = [i for i, n in store.creations_by_identity().items() if n != 1]
     if created_twice:
         problems.append(f"{len(created_twice)} identities created more than once")

@@ -30,7 +30,6 @@ PREFIX = "/api/v1/capture"
 REF = "#/components/schemas/{model}"
 
 
-
 def _refused_domains() -> list[str]:
     """The reserved names (RFC 6761 and kin) the API's email check refuses, asked of the check itself."""
     refused = []
@@ -89,8 +88,12 @@ def _errors(*statuses: int) -> dict[str, Any]:
     for status in statuses:
         headers = None
         if status == 429:
-            headers = {"Retry-After": {"description": "Seconds until the window frees.",
-                                       "schema": {"type": "integer", "minimum": 1}}}
+            headers = {
+                "Retry-After": {
+                    "description": "Seconds until the window frees.",
+                    "schema": {"type": "integer", "minimum": 1},
+                }
+            }
         out[str(status)] = _response(_ERRORS[status], "ErrorEnvelope", headers)
     return out
 
@@ -138,25 +141,41 @@ def openapi_document() -> dict[str, Any]:
         },
         "servers": [{"url": PREFIX}],
         "paths": {
-            "/info": {"get": _operation(
-                "getInfo", "The calling client's settings",
-                {"200": _response("Client info.", "SuccessEnvelope_ClientInfo_"), **_errors(401, 429, 503)},
-            )},
-            "/person": {"post": _operation(
-                "capturePerson", "Capture one person",
-                {"201": _response("Captured, or an earlier result under this key reused "
-                                  "(data.idempotent_replay).", "SuccessEnvelope_PersonCaptureResult_"),
-                 **_errors(400, 401, 409, 429, 503)},
-                body="PersonInput",
-            )},
-            "/persons/bulk": {"post": _operation(
-                "capturePersonsBulk",
-                "Capture up to 100 persons, each independently (invalid ones are listed in `failed`)",
-                {"200": _response("The batch completed; inspect successful, duplicates and failed.",
-                                  "SuccessEnvelope_BulkCaptureResult_"),
-                 **_errors(400, 401, 409, 429, 503)},
-                body="BulkBody",
-            )},
+            "/info": {
+                "get": _operation(
+                    "getInfo",
+                    "The calling client's settings",
+                    {"200": _response("Client info.", "SuccessEnvelope_ClientInfo_"), **_errors(401, 429, 503)},
+                )
+            },
+            "/person": {
+                "post": _operation(
+                    "capturePerson",
+                    "Capture one person",
+                    {
+                        "201": _response(
+                            "Captured, or an earlier result under this key reused (data.idempotent_replay).",
+                            "SuccessEnvelope_PersonCaptureResult_",
+                        ),
+                        **_errors(400, 401, 409, 429, 503),
+                    },
+                    body="PersonInput",
+                )
+            },
+            "/persons/bulk": {
+                "post": _operation(
+                    "capturePersonsBulk",
+                    "Capture up to 100 persons, each independently (invalid ones are listed in `failed`)",
+                    {
+                        "200": _response(
+                            "The batch completed; inspect successful, duplicates and failed.",
+                            "SuccessEnvelope_BulkCaptureResult_",
+                        ),
+                        **_errors(400, 401, 409, 429, 503),
+                    },
+                    body="BulkBody",
+                )
+            },
         },
         "components": {
             "schemas": schemas,

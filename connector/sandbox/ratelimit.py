@@ -27,7 +27,9 @@ def rate_counter(counting: RateCounting, window_s: float) -> RateCounter:
     if window_s <= 0:
         raise ValueError("window_s must be positive")
     counters: dict[str, type[SlidingWindow] | type[FixedWindow] | type[TokenBucket]] = {
-        "sliding": SlidingWindow, "fixed": FixedWindow, "bucket": TokenBucket,
+        "sliding": SlidingWindow,
+        "fixed": FixedWindow,
+        "bucket": TokenBucket,
     }
     if counting not in counters:
         raise ValueError(f"counting must be one of {', '.join(get_args(RateCounting))}, not {counting!r}")
@@ -109,8 +111,14 @@ class TokenBucket:
 
 
 def best_finish(
-    requests: int, units: int, limit: int, window_s: float, counting: RateCounting, *,
-    concurrency: int, service_s: float,
+    requests: int,
+    units: int,
+    limit: int,
+    window_s: float,
+    counting: RateCounting,
+    *,
+    concurrency: int,
+    service_s: float,
 ) -> float:
     """The earliest a client could have all `requests` answered, each costing `units` and taking
     `service_s` with `concurrency` in flight, if it knew this counting exactly (a fixed window's

@@ -67,7 +67,10 @@ def _array_index(position: int, o: PersonOutcome) -> dict[str, Any]:
 
 
 _IN_REQUEST_ORDER: dict[str, Callable[[PersonOutcome], dict[str, Any]]] = {
-    "echo": _echo, "nested": _nested, "index1": _index1, "bare": _outcome_fields,
+    "echo": _echo,
+    "nested": _nested,
+    "index1": _index1,
+    "bare": _outcome_fields,
 }
 
 

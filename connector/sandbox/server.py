@@ -114,10 +114,16 @@ class SandboxServer:
         if not is_loopback(self.host):
             log.warning(
                 "sandbox.beyond_loopback: listening on %s port %d, reachable from other machines; the sandbox "
-                "accepts any client its database knows and keeps what it is sent: prefer 127.0.0.1", self.host, port,
+                "accepts any client its database knows and keeps what it is sent: prefer 127.0.0.1",
+                self.host,
+                port,
             )
         config = uvicorn.Config(
-            self.app, log_config=None, log_level="warning", access_log=False, lifespan="off",
+            self.app,
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
             timeout_graceful_shutdown=5,
         )
         self._server = _Server(config)

@@ -138,9 +138,7 @@ class SandboxStore:
         if str(db_path) != ":memory:":
             create_private(self.db_path)  # it holds the clients' secret hashes and every captured person
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(
-            self.db_path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
-        )
+        self._db = sqlite3.connect(self.db_path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -199,8 +197,16 @@ class SandboxStore:
         with self._write() as db:
             db.execute(
                 "INSERT INTO clients VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (api_key, name, salt, _hash_secret(salt, secret), rate_limit,
-                 default_lead_source, int(active), time.time()),
+                (
+                    api_key,
+                    name,
+                    salt,
+                    _hash_secret(salt, secret),
+                    rate_limit,
+                    default_lead_source,
+                    int(active),
+                    time.time(),
+                ),
             )
         return api_key, secret
 
@@ -328,9 +334,7 @@ class SandboxStore:
 
     def creations_by_identity(self) -> dict[str, int]:
         """identity -> how many captures *created* a person for it (exactly 1 when nothing is doubled)."""
-        rows = self._read(
-            "SELECT identity, SUM(action = 'created') AS n FROM captures GROUP BY identity"
-        )
+        rows = self._read("SELECT identity, SUM(action = 'created') AS n FROM captures GROUP BY identity")
         return {r["identity"]: r["n"] for r in rows}
 
 
@@ -339,8 +343,13 @@ class CaptureSession:
     `request_scoped` (Behaviour person_key_scope="request"): person keys count within this request only."""
 
     def __init__(
-        self, db: sqlite3.Connection, client: Client, operation: Operation, request_key: str,
-        *, request_scoped: bool = False,
+        self,
+        db: sqlite3.Connection,
+        client: Client,
+        operation: Operation,
+        request_key: str,
+        *,
+        request_scoped: bool = False,
     ) -> None:
         self._db = db
         self._client = client
@@ -369,8 +378,15 @@ class CaptureSession:
             person_id, action = str(uuid.uuid4()), "created"
             self._db.execute(
                 "INSERT INTO persons VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (person_id, identity, json.dumps(fields), self._client.default_lead_source,
-                 self._client.api_key, now, now),
+                (
+                    person_id,
+                    identity,
+                    json.dumps(fields),
+                    self._client.default_lead_source,
+                    self._client.api_key,
+                    now,
+                    now,
+                ),
             )
         else:
             person_id, action = row["id"], "updated"
@@ -379,16 +395,29 @@ class CaptureSession:
                 "UPDATE persons SET data = ?, updated_at = ? WHERE id = ?",
                 (json.dumps(merged), now, person_id),
             )
-        if person_key is not None and self._request_scoped and self._db.execute(
-            "SELECT 1 FROM captures WHERE client = ? AND person_key = ?", (self._client.api_key, person_key)
-        ).fetchone():
+        if (
+            person_key is not None
+            and self._request_scoped
+            and self._db.execute(
+                "SELECT 1 FROM captures WHERE client = ? AND person_key = ?", (self._client.api_key, person_key)
+            ).fetchone()
+        ):
             person_key = None  # a key from an earlier request captured again: the index holds it once
         self._db.execute(
             "INSERT INTO captures "
             "(client, operation, request_key, person_key, person_id, identity, action, at, data) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (self._client.api_key, self._operation, self._request_key, person_key, person_id,
-             identity, action, now, json.dumps(fields)),
+            (
+                self._client.api_key,
+                self._operation,
+                self._request_key,
+                person_key,
+                person_id,
+                identity,
+                action,
+                now,
+                json.dumps(fields),
+            ),
         )
         return Captured(person_id, action)
 

@@ -70,7 +70,10 @@ def new_plugin(name: str, target: Path | None = None) -> tuple[Path, list[Path]]
     from .. import __version__
 
     values = {
-        "name": plugin.name, "dist": plugin.dist, "module": plugin.module, "class_name": plugin.class_name,
+        "name": plugin.name,
+        "dist": plugin.dist,
+        "module": plugin.module,
+        "class_name": plugin.class_name,
         "capture_sync_version": __version__,
     }
     written = []

@@ -10,7 +10,6 @@ the same keys, so nothing is doubled. Entries that need a person (NeedsAttention
 credentials (AuthenticationFailed, 3) and config errors (2) fail the run without a retry.
 """
 
-
 import os
 import sys
 
@@ -38,8 +37,8 @@ if dg is not None:
 
 
 if __name__ == "__main__":
-    config = os.environ["CAPTURE_SYNC_CONFIG"] = sys.argv[1] if len(sys.argv) > 1 else os.environ.get(
-        "CAPTURE_SYNC_CONFIG", "capture-sync.toml"
+    config = os.environ["CAPTURE_SYNC_CONFIG"] = (
+        sys.argv[1] if len(sys.argv) > 1 else os.environ.get("CAPTURE_SYNC_CONFIG", "capture-sync.toml")
     )
     if dg is None:
         print(connector.sync(config).to_dict())

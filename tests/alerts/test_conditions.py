@@ -36,7 +36,12 @@ def test_an_outage_is_told_once_after_its_threshold_and_once_when_it_clears() ->
     assert watch.update(snap(down + 1, outage_since=down)) == []
     assert watch.update(snap(down + 599, outage_since=down)) == []  # shorter than the threshold: nothing
     [started] = watch.update(snap(down + 600, outage_since=down, unsettled=7))
-    assert (started.condition, started.started, started.since, started.counts) == ("outage", True, down, {"unsettled": 7})
+    assert (started.condition, started.started, started.since, started.counts) == (
+        "outage",
+        True,
+        down,
+        {"unsettled": 7},
+    )
     for minute in range(11, 60):  # it lasts: nothing more is said
         assert watch.update(snap(down + minute * 60, outage_since=down)) == []
     [cleared] = watch.update(snap(down + 3600, outage_since=None))
@@ -52,7 +57,10 @@ def test_a_short_outage_says_nothing_at_all() -> None:
 
 def test_auth_and_blocked_start_and_clear_once_each() -> None:
     watch = Watch(settings(conditions=["auth", "blocked"]))
-    assert told(watch.update(snap(T0, auth_failed="refused", blocked=2))) == [("auth", None, True), ("blocked", None, True)]
+    assert told(watch.update(snap(T0, auth_failed="refused", blocked=2))) == [
+        ("auth", None, True),
+        ("blocked", None, True),
+    ]
     assert watch.update(snap(T0 + 15, auth_failed="refused", blocked=5)) == []  # a count that grows is no new alert
     assert told(watch.update(snap(T0 + 30, blocked=5))) == [("auth", None, False)]
     [cleared] = watch.update(snap(T0 + 45, blocked=0))
@@ -95,9 +103,9 @@ def test_only_the_conditions_an_entry_names_are_watched() -> None:
     watch = Watch(settings(conditions=["blocked"]))
     assert watch.update(snap(T0 + 10**6, auth_failed="refused", outage_since=T0)) == []
     everything = Watch(settings())
-    assert {c.condition for c in everything.update(snap(T0 + 10**6, auth_failed="refused", outage_since=T0, blocked=1))} == {
-        "auth", "outage", "blocked", "stale"
-    }
+    assert {
+        c.condition for c in everything.update(snap(T0 + 10**6, auth_failed="refused", outage_since=T0, blocked=1))
+    } == {"auth", "outage", "blocked", "stale"}
 
 
 def test_an_outage_cleared_late_tells_its_real_length_from_its_first_failed_to_its_first_answered_request() -> None:
@@ -116,7 +124,9 @@ def test_a_stall_is_told_at_once_with_its_entries_reason_and_what_happens_next_a
     [started] = [c for c in watch.update(snap(T0 + 2, stalled=stalled, stall_then=then)) if c.condition == "stalled"]
     assert (started.started, started.since, started.counts) == (True, T0 + 1, {"entries": 200, "batches": 2})
     assert started.notes == {"reason": "HTTP 503 ServiceUnavailable/capture_failed", "then": then}
-    assert [c for c in watch.update(snap(T0 + 60, stalled=replace(stalled, entries=300))) if c.condition == "stalled"] == []
+    assert [
+        c for c in watch.update(snap(T0 + 60, stalled=replace(stalled, entries=300))) if c.condition == "stalled"
+    ] == []
     [cleared] = [c for c in watch.update(snap(T0 + 90)) if c.condition == "stalled"]
     assert (cleared.started, cleared.since) == (False, T0 + 1)
 

@@ -55,10 +55,15 @@ def test_no_alerts_is_the_default(folder: Path) -> None:
     assert load_config(write(folder, "")).alerts == ()
 
 
-def test_an_entry_takes_its_url_from_env_or_a_file_beside_the_config(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_entry_takes_its_url_from_env_or_a_file_beside_the_config(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ALERT_HOOK", HOOK)
     (folder / "hook").write_text(HOOK.replace("sekr1t", "other") + "\n")
-    cfg = load_config(write(folder, """
+    cfg = load_config(
+        write(
+            folder,
+            """
 [[alerts]]
 url_env = "ALERT_HOOK"
 
@@ -71,19 +76,28 @@ outage_after = "2m"
 reject_share = 0.25
 reject_min_read = 40
 stale_after = "1d"
-"""))
+""",
+        )
+    )
     first, second = cfg.alerts
     assert (first.label, first.url.get_secret_value(), first.settings.format) == ("alerts[0]", HOOK, "json")
     assert first.settings.conditions == CONDITIONS and first.settings.outage_after == 600
     assert second.label == "ops-slack" and second.url.get_secret_value().startswith("https://hooks.example.org/")
     s = second.settings
     assert (s.format, s.conditions, s.outage_after, s.reject_share, s.reject_min_read, s.stale_after) == (
-        "slack", ("outage", "reject_rate"), 120.0, 0.25, 40, 86400.0
+        "slack",
+        ("outage", "reject_rate"),
+        120.0,
+        0.25,
+        40,
+        86400.0,
     )
 
 
 def test_every_problem_is_named_by_its_entry_and_key(folder: Path) -> None:
-    path = write(folder, """
+    path = write(
+        folder,
+        """
 [[alerts]]
 url_env = "ALERT_HOOK"
 
@@ -107,14 +121,18 @@ url = "http://hooks.example.org/plain"
 
 [[alerts]]
 url = "ftp://hooks.example.org/x"
-""")
+""",
+    )
     found = [p.removeprefix(f"{path}: ") for p in problems(path)]
     assert found[0] == "alerts[0].url_env: env ALERT_HOOK is not set or empty"
     assert found[1].startswith(f"alerts[1].url_file: cannot read {folder / 'missing-hook'}")
     assert found[2].startswith("alerts[2]: ") and "exactly one of url, url_env" in found[2]
     bad = [p for p in found if p.startswith("alerts[3]")]
     assert {p.split(":")[0] for p in bad} == {
-        "alerts[3].format", "alerts[3].conditions.1", "alerts[3].outage_after", "alerts[3].reject_share",
+        "alerts[3].format",
+        "alerts[3].conditions.1",
+        "alerts[3].outage_after",
+        "alerts[3].reject_share",
         "alerts[3].colour",
     }
     assert "alerts[3].outage_after: must be a positive duration" in " ".join(bad)
@@ -136,7 +154,8 @@ def test_the_url_is_masked_in_logs_once_read(folder: Path, monkeypatch: pytest.M
     monkeypatch.setenv("ALERT_HOOK", HOOK)
     load_config(write(folder, '[[alerts]]\nurl_env = "ALERT_HOOK"\n'))
     assert logs.redact_secrets(None, "info", {"event": "posting", "to": f"POST {HOOK}"}) == {
-        "event": "posting", "to": "POST https://hooks.example.org/***"  # its origin only: the path is the token
+        "event": "posting",
+        "to": "POST https://hooks.example.org/***",  # its origin only: the path is the token
     }
 
 
@@ -146,9 +165,11 @@ def test_an_empty_url_file_is_named_without_its_content(folder: Path) -> None:
     assert problem.endswith(f"alerts[0].url_file: {folder / 'hook'} is empty")
 
 
-def test_the_example_config_shows_an_alerts_entry_that_loads_when_uncommented(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_example_config_shows_an_alerts_entry_that_loads_when_uncommented(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     example = (Path(__file__).resolve().parents[2] / "config" / "capture-sync.example.toml").read_text()
-    block = example[example.index("# [[alerts]]"):]
+    block = example[example.index("# [[alerts]]") :]
     monkeypatch.setenv("CAPTURE_SYNC_ALERT_URL", HOOK)
     entry = "\n".join(line.removeprefix("# ") for line in block.splitlines() if line.startswith("# "))
     [alert] = load_config(write(folder, "\n" + entry + "\n")).alerts

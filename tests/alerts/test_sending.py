@@ -50,10 +50,18 @@ class Hook:
 
 async def test_blocked_entries_raise_one_json_alert_with_counts_and_the_command_and_clear_once() -> None:
     hook, ledger, health = Hook(), Ledger(), DaemonHealth(started_at=1e9)
-    alerts = Alerts([alert(conditions=["blocked", "reject_rate"])], health, ledger, config=Path("/etc/cs.toml"),
-                    sources=["signups"], transport=httpx.MockTransport(hook))
+    alerts = Alerts(
+        [alert(conditions=["blocked", "reject_rate"])],
+        health,
+        ledger,
+        config=Path("/etc/cs.toml"),
+        sources=["signups"],
+        transport=httpx.MockTransport(hook),
+    )
     ledger.blocked = 3
-    health.passes["signups"] = SourcePass(1e9, 0.5, 5, read=40, rejected=2, captured=38, duplicate=0, failed=0, halted_by=None)
+    health.passes["signups"] = SourcePass(
+        1e9, 0.5, 5, read=40, rejected=2, captured=38, duplicate=0, failed=0, halted_by=None
+    )
     for _ in range(3):
         await alerts.check()
     ledger.blocked = 0
@@ -66,8 +74,20 @@ async def test_blocked_entries_raise_one_json_alert_with_counts_and_the_command_
     assert started["summary"].startswith("3 entries wait for a person's decision (blocked by a 409")
     assert started["command"] == "capture-sync ledger list -c /etc/cs.toml --state blocked"
     assert set(started) == {
-        "app", "alert", "condition", "status", "subject", "summary", "since", "at", "duration_s", "counts",
-        "sources", "command", "config", "host",
+        "app",
+        "alert",
+        "condition",
+        "status",
+        "subject",
+        "summary",
+        "since",
+        "at",
+        "duration_s",
+        "counts",
+        "sources",
+        "command",
+        "config",
+        "host",
     }
     assert URL not in json.dumps(hook.bodies)
 
@@ -82,7 +102,9 @@ async def test_a_webhook_error_is_retried_and_a_4xx_given_up_at_once() -> None:
     assert [b["n"] for b in hook.bodies] == [1, 1, 1, 2]  # 503, 429, then 200; 404 for the second
     said = [(e["event"], e.get("attempt"), e["status"]) for e in logs if e["event"].startswith("alert.")]
     assert said == [
-        ("alert.send_failed", 1, "started"), ("alert.send_failed", 2, "started"), ("alert.sent", None, "started"),
+        ("alert.send_failed", 1, "started"),
+        ("alert.send_failed", 2, "started"),
+        ("alert.sent", None, "started"),
         ("alert.undelivered", None, "cleared"),
     ]
     assert all(URL not in str(e) for e in logs)

@@ -49,8 +49,13 @@ INFO = {
     "allowed_origins": ["https://example.test"],
 }
 PERSON = {"name": "Ada Lovelace", "email": "ada@example.test"}
-PERSON_RESULT = {"person_id": PERSON_ID, "status": "created", "action": "create", "duplicate_detected": False,
-                 "idempotent_replay": False}
+PERSON_RESULT = {
+    "person_id": PERSON_ID,
+    "status": "created",
+    "action": "create",
+    "duplicate_detected": False,
+    "idempotent_replay": False,
+}
 BULK_RESULT = {"successful": [{"index": 0, "person_id": PERSON_ID}], "duplicates": [], "failed": []}
 
 

@@ -18,23 +18,32 @@ def test_emails_are_masked() -> None:
     assert mask_pii("ada.lovelace+crm@example.org was refused") == "<email> was refused"
 
 
-@pytest.mark.parametrize("text", [
-    "serving on http://127.0.0.1:9464/metrics",
-    "sandbox at 10.20.30.40:8765",
-    "last pass 2026-11-24 04:25:21",
-    "since 2026-11-24T04:25:21Z",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "serving on http://127.0.0.1:9464/metrics",
+        "sandbox at 10.20.30.40:8765",
+        "last pass 2026-11-24 04:25:21",
+        "since 2026-11-24T04:25:21Z",
+    ],
+)
 def test_addresses_and_dates_are_not_taken_for_phones(text: str) -> None:
     assert mask_pii(text) == text
 
 
 def test_names_are_masked_by_their_key_at_any_depth_below_debug() -> None:
     event = {
-        "event": "refused", "name": "Ada Lovelace", "record": {"first_name": "Ada", "last_name": "Lovelace"},
-        "people": [{"name": "Grace Hopper", "company": "Navy"}], "source": "signups",
+        "event": "refused",
+        "name": "Ada Lovelace",
+        "record": {"first_name": "Ada", "last_name": "Lovelace"},
+        "people": [{"name": "Grace Hopper", "company": "Navy"}],
+        "source": "signups",
     }
     assert redact_pii(None, "info", dict(event)) == {
-        "event": "refused", "name": "<redacted>", "record": {"first_name": "<redacted>", "last_name": "<redacted>"},
-        "people": [{"name": "<redacted>", "company": "Navy"}], "source": "signups",
+        "event": "refused",
+        "name": "<redacted>",
+        "record": {"first_name": "<redacted>", "last_name": "<redacted>"},
+        "people": [{"name": "<redacted>", "company": "Navy"}],
+        "source": "signups",
     }
     assert redact_pii(None, "debug", dict(event)) == event

@@ -25,8 +25,17 @@ def problems(model: type, data: Any) -> list[str]:
     [
         {"name": "Ada", "email": "ada@example.test"},
         {"first_name": "Ada", "phone": "+44 20 7946 0000"},
-        {"name": "A", "first_name": "B", "last_name": "", "email": "a@b.example", "phone": "1", "company": "",
-         "job_title": "", "notes": "", "custom_fields": {"any": {"nested": [1, None]}}},
+        {
+            "name": "A",
+            "first_name": "B",
+            "last_name": "",
+            "email": "a@b.example",
+            "phone": "1",
+            "company": "",
+            "job_title": "",
+            "notes": "",
+            "custom_fields": {"any": {"nested": [1, None]}},
+        },
     ],
 )
 def test_valid_persons(data: dict[str, Any]) -> None:
@@ -116,8 +125,12 @@ def test_explain_never_dumps_pydantic_text() -> None:
 
 def test_error_envelope_keeps_extra_properties() -> None:
     env = ErrorEnvelope.model_validate(
-        {"success": False, "statusCode": 400, "timestamp": "2026-11-22T08:00:00Z",
-         "error": {"name": "V", "message": "m", "statusCode": 400, "fields": ["email"]}}
+        {
+            "success": False,
+            "statusCode": 400,
+            "timestamp": "2026-11-22T08:00:00Z",
+            "error": {"name": "V", "message": "m", "statusCode": 400, "fields": ["email"]},
+        }
     )
     assert env.error.model_extra == {"fields": ["email"]}
 
@@ -139,15 +152,27 @@ optional_text = st.none() | st.text(max_size=8)
 
 
 @given(
-    name=st.text(min_size=1, max_size=8), last_name=optional_text, phone=st.text(max_size=8),
-    company=optional_text, notes=optional_text,
+    name=st.text(min_size=1, max_size=8),
+    last_name=optional_text,
+    phone=st.text(max_size=8),
+    company=optional_text,
+    notes=optional_text,
     custom_fields=st.none() | st.dictionaries(st.text(max_size=5), json_values, max_size=4),
     key=st.none() | st.text(min_size=1, max_size=8),
 )
-def test_to_json_dict_is_model_dump_without_nones_in_field_order(name, last_name, phone, company, notes, custom_fields, key) -> None:
+def test_to_json_dict_is_model_dump_without_nones_in_field_order(
+    name, last_name, phone, company, notes, custom_fields, key
+) -> None:
     # Payload bytes decide content hashes and so idempotency keys: the fast path must not change them.
-    data = {"name": name, "last_name": last_name, "phone": phone, "company": company, "notes": notes,
-            "custom_fields": custom_fields, "idempotency_key": key}
+    data = {
+        "name": name,
+        "last_name": last_name,
+        "phone": phone,
+        "company": company,
+        "notes": notes,
+        "custom_fields": custom_fields,
+        "idempotency_key": key,
+    }
     person = BulkPersonInput.model_validate({k: v for k, v in data.items() if v is not None})
     dumped = person.model_dump(exclude_none=True)
     assert person.to_json_dict() == dumped and list(person.to_json_dict()) == list(dumped)

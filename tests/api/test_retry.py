@@ -39,8 +39,9 @@ def assert_same_request_resent(route: respx.Route, times: int) -> None:
             assert again.headers[header] == first.headers[header]
 
 
-@pytest.mark.parametrize("failure", [httpx.ReadTimeout("slow"), httpx.ConnectError("refused"),
-                                     httpx.RemoteProtocolError("dropped")])
+@pytest.mark.parametrize(
+    "failure", [httpx.ReadTimeout("slow"), httpx.ConnectError("refused"), httpx.RemoteProtocolError("dropped")]
+)
 async def test_transport_failure_retried_with_same_key_and_body(router, client: CaptureClient, failure) -> None:
     route = router.post("/person").mock(side_effect=[failure, failure, CREATED])
     result = await client.capture_person(PERSON, "same-key")
@@ -104,8 +105,17 @@ async def test_429_retried_then_succeeds(router, client: CaptureClient, retry_af
 
 @pytest.mark.parametrize(
     ("header", "expected"),
-    [("7", 7.0), (" 120 ", 120.0), ("0", 0.0), ("-3", None), ("nan", None), ("inf", None), ("soon", None),
-     ("", None), (None, None)],
+    [
+        ("7", 7.0),
+        (" 120 ", 120.0),
+        ("0", 0.0),
+        ("-3", None),
+        ("nan", None),
+        ("inf", None),
+        ("soon", None),
+        ("", None),
+        (None, None),
+    ],
 )
 def test_parse_retry_after_seconds(header, expected) -> None:
     assert parse_retry_after(header) == expected
@@ -207,14 +217,21 @@ async def test_on_attempt_reports_every_http_attempt(router, make_client, is_asy
         seen.append(attempt)
 
     router.post("/person").mock(
-        side_effect=[httpx.ReadTimeout("slow"), fail(503, retryable=True), fail(429, headers={"Retry-After": "0"}),
-                     CREATED]
+        side_effect=[
+            httpx.ReadTimeout("slow"),
+            fail(503, retryable=True),
+            fail(429, headers={"Retry-After": "0"}),
+            CREATED,
+        ]
     )
     client = make_client(on_attempt=record_async if is_async else record)
     await client.capture_person(PERSON, "the-key")
     assert [a.status_code for a in seen] == [None, 503, 429, 201]
     assert [type(a.error).__name__ if a.error else None for a in seen] == [
-        "OutcomeUnknown", "ServiceUnavailable", "RateLimited", None,
+        "OutcomeUnknown",
+        "ServiceUnavailable",
+        "RateLimited",
+        None,
     ]
     assert {a.operation for a in seen} == {"capture_person"}
     assert {a.idempotency_key for a in seen} == {"the-key"}
@@ -251,8 +268,12 @@ class RecordingGate:
 async def test_rate_gate_acquired_per_attempt_and_told_of_429(router, make_client) -> None:
     gate = RecordingGate()
     router.post("/persons/bulk").mock(
-        side_effect=[fail(429, headers={"Retry-After": "0"}), fail(429), httpx.ReadTimeout("slow"),
-                     ok(200, BULK_RESULT)]
+        side_effect=[
+            fail(429, headers={"Retry-After": "0"}),
+            fail(429),
+            httpx.ReadTimeout("slow"),
+            ok(200, BULK_RESULT),
+        ]
     )
     await make_client(rate_gate=gate).capture_bulk([PERSON], "k")
     assert gate.acquired == 4

@@ -65,8 +65,15 @@ async def test_a_rotated_secret_in_its_file_is_verified_and_the_request_goes_aga
     result = await client.capture_bulk([PERSON], "batch-key-1")
 
     assert len(result.successful) == 1
-    sent = [(c.request.url.path, c.request.headers.get("Idempotency-Key"), c.request.headers["X-API-Secret"],
-             c.request.content) for c in route.calls]
+    sent = [
+        (
+            c.request.url.path,
+            c.request.headers.get("Idempotency-Key"),
+            c.request.headers["X-API-Secret"],
+            c.request.content,
+        )
+        for c in route.calls
+    ]
     assert [s[0].rsplit("/", 1)[1] for s in sent] == ["bulk", "info", "bulk"]
     assert sent[0][2] == API_SECRET and sent[1][2] == sent[2][2] == NEW_SECRET
     assert sent[0][1] == sent[2][1] == "batch-key-1" and sent[0][3] == sent[2][3]  # same logical request
@@ -107,7 +114,9 @@ async def test_a_new_pair_the_api_refuses_is_verified_once_and_never_used(
     # the refused pair is not verified again, and the second request never leaves: the latch holds it
     assert paths == ["bulk", "info"]
     assert client.refused_since is not None
-    assert all(c.request.headers["X-API-Secret"] == API_SECRET for c in route.calls if c.request.url.path.endswith("bulk"))
+    assert all(
+        c.request.headers["X-API-Secret"] == API_SECRET for c in route.calls if c.request.url.path.endswith("bulk")
+    )
 
 
 async def test_concurrent_401s_read_and_verify_the_files_once(
@@ -122,8 +131,11 @@ async def test_concurrent_401s_read_and_verify_the_files_once(
     assert all(len(r.successful) == 1 for r in results)
     assert files.reads == 1
     assert sum(c.request.url.path.endswith("/info") for c in route.calls) == 1
-    retried = [c.request.headers["Idempotency-Key"] for c in route.calls
-               if c.request.url.path.endswith("bulk") and c.request.headers["X-API-Secret"] == NEW_SECRET]
+    retried = [
+        c.request.headers["Idempotency-Key"]
+        for c in route.calls
+        if c.request.url.path.endswith("bulk") and c.request.headers["X-API-Secret"] == NEW_SECRET
+    ]
     assert sorted(retried) == [f"batch-key-{n}" for n in range(4)]
 
 

@@ -103,8 +103,11 @@ async def test_secret_absent_on_every_path(rendered: io.StringIO, caplog: pytest
                 log_failure(caught.value)
         finally:
             await client.aclose()
-    for url in ("http://capture.example.test/api", f"https://u:{API_SECRET}@capture.example.test/",
-                f"https://capture.example.test/?key={API_SECRET}"):
+    for url in (
+        "http://capture.example.test/api",
+        f"https://u:{API_SECRET}@capture.example.test/",
+        f"https://capture.example.test/?key={API_SECRET}",
+    ):
         with pytest.raises(InsecureURLError) as refused:
             CaptureClient(url, API_KEY, API_SECRET)
         errors.append(refused.value)
@@ -117,8 +120,9 @@ async def test_secret_absent_on_every_path(rendered: io.StringIO, caplog: pytest
     assert_nowhere(API_SECRET, rendered, caplog, client, *errors)
 
 
-async def test_secret_absent_over_real_sockets(rendered: io.StringIO, caplog: pytest.LogCaptureFixture,
-                                               sandbox) -> None:
+async def test_secret_absent_over_real_sockets(
+    rendered: io.StringIO, caplog: pytest.LogCaptureFixture, sandbox
+) -> None:
     """The same through httpcore's own DEBUG tracing, against the sandbox on 127.0.0.1."""
     key, secret = sandbox.create_client(rate_limit=1000)
     policy = RetryPolicy(max_attempts=1)

@@ -41,7 +41,11 @@ DOCUMENTED = {
     "capture_bulk": (400, 401, 409, 429, 503),
 }
 EXCEPTIONS = {
-    400: BadRequest, 401: Unauthorized, 409: IdempotencyConflict, 429: RateLimited, 503: ServiceUnavailable,
+    400: BadRequest,
+    401: Unauthorized,
+    409: IdempotencyConflict,
+    429: RateLimited,
+    503: ServiceUnavailable,
 }
 ERROR_CASES = [(op, status) for op, statuses in DOCUMENTED.items() for status in statuses]
 
@@ -57,8 +61,16 @@ async def test_info_200_parses_client_info(router: respx.MockRouter, client: Cap
 
 async def test_info_200_with_only_required_fields(router: respx.MockRouter, client: CaptureClient) -> None:
     router.get("/info").mock(
-        return_value=ok(200, {"client_name": "c", "rate_limit": 5, "has_custom_field_mapping": False,
-                              "allowed_origins": None, "default_lead_source": None})
+        return_value=ok(
+            200,
+            {
+                "client_name": "c",
+                "rate_limit": 5,
+                "has_custom_field_mapping": False,
+                "allowed_origins": None,
+                "default_lead_source": None,
+            },
+        )
     )
     info = await client.info()
     assert info.allowed_origins is None and info.default_lead_source is None and info.rate_limit == 5
@@ -70,7 +82,10 @@ async def test_person_201_parses_result(router: respx.MockRouter, client: Captur
     assert isinstance(result, PersonCaptureResult)
     assert result.person_id == UUID(PERSON_ID)
     assert (result.status, result.action, result.duplicate_detected, result.idempotent_replay) == (
-        "created", "create", False, True,
+        "created",
+        "create",
+        False,
+        True,
     )
 
 
@@ -90,7 +105,9 @@ async def test_bulk_200_parses_all_three_arrays(router: respx.MockRouter, client
     result = await client.capture_bulk([PERSON, PERSON, PERSON], "key-1")
     assert isinstance(result, BulkCaptureResult)
     assert (result.successful, result.duplicates, result.failed) == (
-        data["successful"], data["duplicates"], data["failed"],
+        data["successful"],
+        data["duplicates"],
+        data["failed"],
     )
 
 
@@ -100,14 +117,26 @@ async def test_error_status_raises_its_exception_with_envelope_fields(
 ) -> None:
     method, path, call = OPERATIONS[operation]
     route = router.route(method=method, path__regex=f"{path}$").mock(
-        return_value=fail(status, name=f"Name{status}", message=f"message {status}", code=f"CODE_{status}",
-                          retryable=False, isOperational=True, detail={"extra": 1})
+        return_value=fail(
+            status,
+            name=f"Name{status}",
+            message=f"message {status}",
+            code=f"CODE_{status}",
+            retryable=False,
+            isOperational=True,
+            detail={"extra": 1},
+        )
     )
     with pytest.raises(EXCEPTIONS[status]) as caught:
         await call(make_client(retry_policy=NO_RETRY))
     exc = caught.value
     assert (exc.status_code, exc.name, exc.code, exc.message, exc.retryable, exc.operation) == (
-        status, f"Name{status}", f"CODE_{status}", f"message {status}", False, operation,
+        status,
+        f"Name{status}",
+        f"CODE_{status}",
+        f"message {status}",
+        False,
+        operation,
     )
     assert route.call_count == 1
     if status == 429:
@@ -142,8 +171,9 @@ async def test_429_reads_retry_after(router: respx.MockRouter, make_client, oper
 
 @pytest.mark.parametrize("status", [500, 502, 418])
 @pytest.mark.parametrize("operation", list(OPERATIONS))
-async def test_unexpected_status_with_envelope(router: respx.MockRouter, make_client, operation: str,
-                                               status: int) -> None:
+async def test_unexpected_status_with_envelope(
+    router: respx.MockRouter, make_client, operation: str, status: int
+) -> None:
     method, path, call = OPERATIONS[operation]
     route = router.route(method=method, path__regex=f"{path}$").mock(
         return_value=fail(status, name="BadGateway", message="upstream down", code="UPSTREAM", retryable=True)
@@ -176,10 +206,17 @@ async def test_503_without_envelope_is_not_retryable(router: respx.MockRouter, c
     [
         b"not json",
         json.dumps({"success": True, "statusCode": 201, "timestamp": "2026-11-22T08:00:00Z"}).encode(),
-        json.dumps({"success": False, "statusCode": 201, "timestamp": "2026-11-22T08:00:00Z",
-                    "data": PERSON_RESULT}).encode(),
-        json.dumps({"success": True, "statusCode": 201, "timestamp": "2026-11-22T08:00:00Z",
-                    "data": {"person_id": "not-a-uuid"}}).encode(),
+        json.dumps(
+            {"success": False, "statusCode": 201, "timestamp": "2026-11-22T08:00:00Z", "data": PERSON_RESULT}
+        ).encode(),
+        json.dumps(
+            {
+                "success": True,
+                "statusCode": 201,
+                "timestamp": "2026-11-22T08:00:00Z",
+                "data": {"person_id": "not-a-uuid"},
+            }
+        ).encode(),
     ],
     ids=["not-json", "no-data", "success-false", "bad-person-id"],
 )
@@ -238,8 +275,12 @@ async def test_redirect_is_not_followed(router: respx.MockRouter, client: Captur
     "body",
     [
         {"error": {"name": "Busy", "message": "try again", "statusCode": 503, "retryable": True}},
-        {"success": False, "statusCode": 503, "timestamp": "yesterday",
-         "error": {"name": "Busy", "message": "try again", "statusCode": 503, "retryable": True}},
+        {
+            "success": False,
+            "statusCode": 503,
+            "timestamp": "yesterday",
+            "error": {"name": "Busy", "message": "try again", "statusCode": 503, "retryable": True},
+        },
     ],
     ids=["bare-error", "bad-timestamp"],
 )

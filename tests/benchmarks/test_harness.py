@@ -17,12 +17,24 @@ def test_the_quick_benchmark_run_measures_every_figure_and_the_stages(tmp_path):
     output = tmp_path / "results.json"
     done = subprocess.run(
         [sys.executable, str(RUN_ALL), "--quick", "--output", str(output)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(output.read_text())
     assert [row["figure"][:2] for row in results["table"]] == [
-        "1.", *["  "] * 9, "2.", "3.", "4.", "5.", "6.", "  ", "7.", "  ", "8.",  # figure 1: 3 windows x 3 countings
+        "1.",
+        *["  "] * 9,
+        "2.",
+        "3.",
+        "4.",
+        "5.",
+        "6.",
+        "  ",
+        "7.",
+        "  ",
+        "8.",  # figure 1: 3 windows x 3 countings
     ]
     assert results["startup"]["entries"] == 100_000 and results["startup"]["runs"] == 5
     assert results["rate_limited"]["records"] == 3_000 and results["overhead"]["records"] == 10_000
@@ -43,7 +55,9 @@ def test_the_split_by_side_runs_each_side_to_its_end() -> None:
     raises unless the replay and the sync each deliver every record."""
     done = subprocess.run(
         [sys.executable, str(RUN_ALL.with_name("sides.py")), "--records", "500"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])

@@ -21,7 +21,9 @@ PEERS_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
 def _peers_installed() -> bool:
     if not PEERS_PYTHON.exists():
         return False
-    probe = subprocess.run([str(PEERS_PYTHON), "-c", "import dlt, singer_sdk, httpx, phonenumbers"], capture_output=True)
+    probe = subprocess.run(
+        [str(PEERS_PYTHON), "-c", "import dlt, singer_sdk, httpx, phonenumbers"], capture_output=True
+    )
     return probe.returncode == 0
 
 
@@ -29,8 +31,21 @@ def _peers_installed() -> bool:
 def test_every_contender_captures_each_row_once_with_and_without_the_rate_limit(tmp_path):
     output = tmp_path / "results.json"
     done = subprocess.run(
-        [sys.executable, str(RUN), "--rounds", "1", "--records", "300", "--rate-records", "200", "--output", str(output)],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            str(RUN),
+            "--rounds",
+            "1",
+            "--records",
+            "300",
+            "--rate-records",
+            "200",
+            "--output",
+            str(output),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads(output.read_text())

@@ -32,7 +32,12 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> Result:
     proc = subprocess.run(
-        [str(SCRIPT), *args], capture_output=True, text=True, cwd=cwd, env=env or clean_env(), timeout=CLI_TIMEOUT_S,
+        [str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env or clean_env(),
+        timeout=CLI_TIMEOUT_S,
     )
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
@@ -55,7 +60,12 @@ def contact(n: int, **over: str) -> dict[str, str]:
 
 
 def write_config(
-    folder: Path, base_url: str, csv_path: Path, *, schedule: str = "every 5m", secret_files: bool = True,
+    folder: Path,
+    base_url: str,
+    csv_path: Path,
+    *,
+    schedule: str = "every 5m",
+    secret_files: bool = True,
     extra_capture: str = "",
 ) -> Path:
     """A config with one csv source; credentials in files beside it (folder/api_key, folder/api_secret)."""

@@ -83,13 +83,16 @@ def wait_until(done: Callable[[], bool], proc: subprocess.Popen[str], log: Path,
 
 
 def events(log: Path, name: str) -> list[dict[str, Any]]:
-    return [e for line in log.read_text().splitlines() if line.startswith("{") and (e := json.loads(line))["event"] == name]
+    return [
+        e for line in log.read_text().splitlines() if line.startswith("{") and (e := json.loads(line))["event"] == name
+    ]
 
 
 def start(kit, config: Path, log: Path) -> subprocess.Popen[str]:
     with log.open("w") as out:
-        return subprocess.Popen([str(kit.script), "run", "-c", str(config)], stdout=out, stderr=subprocess.STDOUT,
-                                text=True, env=kit.env())
+        return subprocess.Popen(
+            [str(kit.script), "run", "-c", str(config)], stdout=out, stderr=subprocess.STDOUT, text=True, env=kit.env()
+        )
 
 
 def stop(proc: subprocess.Popen[str], log: Path) -> None:
@@ -169,7 +172,9 @@ def test_refused_credentials_give_one_auth_alert_and_the_fixed_file_one_cleared_
     hook = receiver()
     (tmp_path / "webhook-url").write_text(hook.url + "\n")
     rows = [kit.contact(n) for n in range(3)]
-    config = configure(kit, tmp_path, sandbox.base_url, rows, '\n[[alerts]]\nurl_file = "webhook-url"\nformat = "slack"\n')
+    config = configure(
+        kit, tmp_path, sandbox.base_url, rows, '\n[[alerts]]\nurl_file = "webhook-url"\nformat = "slack"\n'
+    )
     log = tmp_path / "daemon.log"
     daemon = start(kit, config, log)
     try:
@@ -203,7 +208,9 @@ def test_a_failing_webhook_is_retried_with_backoff_while_delivery_goes_on(
     hook = receiver(failing=2)
     # 5 of 20 rejected: 25 %, above the 10 % threshold
     rows = [kit.contact(n, Email=f"not-an-email-{n}" if n % 4 == 0 else f"ada{n}@example.org") for n in range(20)]
-    config = configure(kit, tmp_path, sandbox.base_url, rows, f'\n[[alerts]]\nurl = "{hook.url}"\nconditions = ["reject_rate"]\n')
+    config = configure(
+        kit, tmp_path, sandbox.base_url, rows, f'\n[[alerts]]\nurl = "{hook.url}"\nconditions = ["reject_rate"]\n'
+    )
     log = tmp_path / "daemon.log"
     daemon = start(kit, config, log)
     try:
@@ -213,13 +220,16 @@ def test_a_failing_webhook_is_retried_with_backoff_while_delivery_goes_on(
         stop(daemon, log)
     failed = events(log, "alert.send_failed")
     assert [(e["attempt"], e["error"], e["condition"]) for e in failed] == [
-        (1, "WebhookRefused: HTTP 503", "reject_rate"), (2, "WebhookRefused: HTTP 503", "reject_rate")
+        (1, "WebhookRefused: HTTP 503", "reject_rate"),
+        (2, "WebhookRefused: HTTP 503", "reject_rate"),
     ]
     assert 1 <= failed[0]["retry_in_s"] < failed[1]["retry_in_s"]  # the waits grow
     [body] = hook.received()
     assert hook.refused == [body, body]  # the same body each time
     assert (body["condition"], body["subject"], body["counts"]) == (
-        "reject_rate", "signups", {"read": 20, "rejected": 5, "reject_share": 0.25}
+        "reject_rate",
+        "signups",
+        {"read": 20, "rejected": 5, "reject_share": 0.25},
     )
     assert body["command"] == f"capture-sync ledger list -c {config.absolute()} --state rejected --source signups"
     assert_clean(hook.received(), secret, hook.token)

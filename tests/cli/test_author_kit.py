@@ -30,23 +30,44 @@ def contacts(kit, tmp_path: Path) -> Path:
     return path
 
 
-def test_preview_of_a_configured_source_shows_records_persons_and_rejections_without_credentials(kit, tmp_path, contacts):
+def test_preview_of_a_configured_source_shows_records_persons_and_rejections_without_credentials(
+    kit, tmp_path, contacts
+):
     # The config names credential files that do not exist and an API nobody serves: preview needs neither.
     config = kit.config(tmp_path, "http://127.0.0.1:9/api/v1/capture", contacts)
     code, out, err = run("sources", "preview", "--source", "signups", "-c", str(config), "--mapped", "--limit", "3")
     assert code == 0, err
     assert "  1. R1  (contacts.csv line 2)" in out
     assert '"Email": "ada1@example.org"' in out and '"email": "ada1@example.org"' in out
-    assert "     rejected: `email` is not a valid email address: An email address must have an @-sign. (from `Email`)" in out
+    assert (
+        "     rejected: `email` is not a valid email address: An email address must have an @-sign. (from `Email`)"
+        in out
+    )
     assert "R4" not in out
-    assert out.strip().splitlines()[-1] == "3 record(s), 0 bad record(s), 2 mapped, 1 rejected; the first 3 shown (--limit for more)"
+    assert (
+        out.strip().splitlines()[-1]
+        == "3 record(s), 0 bad record(s), 2 mapped, 1 rejected; the first 3 shown (--limit for more)"
+    )
     assert not (tmp_path / "ledger.sqlite3").exists()
 
 
 def test_preview_of_a_type_needs_no_config_and_prints_json_lines(contacts):
     code, out, err = run(
-        "sources", "preview", "--type", "csv", "--option", f"path={contacts}", "--option", "primary_key=id",
-        "--map", "first_name=First", "--map", "email=Email", "--map", "custom_fields.row=id", "--json",
+        "sources",
+        "preview",
+        "--type",
+        "csv",
+        "--option",
+        f"path={contacts}",
+        "--option",
+        "primary_key=id",
+        "--map",
+        "first_name=First",
+        "--map",
+        "email=Email",
+        "--map",
+        "custom_fields.row=id",
+        "--json",
     )
     assert code == 0, err
     lines = [json.loads(line) for line in out.splitlines()]
@@ -73,7 +94,10 @@ def test_preview_shows_a_bad_record_with_its_reason(tmp_path):
         (["--type", "csv", "--option", "path"], "--option 'path': write KEY=VALUE"),
         (["--type", "nonesuch"], "--type: unknown source type 'nonesuch'"),
         (["--type", "csv", "--option", "path=x.csv", "--mapped"], "--mapped with --type needs --map"),
-        (["--type", "csv", "--option", "path=x.csv", "--map", "email=Email"], "--map: maps neither `name` nor `first_name`"),
+        (
+            ["--type", "csv", "--option", "path=x.csv", "--map", "email=Email"],
+            "--map: maps neither `name` nor `first_name`",
+        ),
         (["--type", "csv", "--option", "path=/nonexistent/*.csv"], "source csv: no file matches"),
         ([], "give --source NAME"),
     ],
@@ -122,7 +146,10 @@ def test_verbose_works_before_the_command_too(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     code, _, err = run("sources", "preview", "--type", "slippy:Raises")
     assert code == 1 and "KeyError: 'boom' (run with -v for details)" in err and "Traceback" not in err
-    for args in (["-v", "sources", "preview", "--type", "slippy:Raises"], ["sources", "preview", "--type", "slippy:Raises", "-v"]):
+    for args in (
+        ["-v", "sources", "preview", "--type", "slippy:Raises"],
+        ["sources", "preview", "--type", "slippy:Raises", "-v"],
+    ):
         code, _, err = run(*args)
         assert code == 1 and "Traceback (most recent call last)" in err and "KeyError: 'boom'" in err, args
 
@@ -176,8 +203,12 @@ def test_sources_new_refuses_a_folder_in_use_and_takes_an_empty_one(tmp_path):
     assert code == 0, err
     written = {str(p.relative_to(tmp_path / "empty")) for p in (tmp_path / "empty").rglob("*") if p.is_file()}
     assert written == {
-        "pyproject.toml", "README.md", "sample/contacts.json", "tests/test_source.py",
-        "capture_sync_spreadsheet/__init__.py", "capture_sync_spreadsheet/source.py",
+        "pyproject.toml",
+        "README.md",
+        "sample/contacts.json",
+        "tests/test_source.py",
+        "capture_sync_spreadsheet/__init__.py",
+        "capture_sync_spreadsheet/source.py",
     }
     pyproject = (tmp_path / "empty" / "pyproject.toml").read_text()
     assert 'name = "capture-sync-spreadsheet"' in pyproject
@@ -198,7 +229,10 @@ def test_sandbox_persons_lists_each_person_with_its_captures(tmp_path):
     code, out, err = run("sandbox", "persons", "--db", str(db), "--json")
     assert code == 0, err
     persons = json.loads(out)["persons"]
-    assert [(p["identity"], p["captures"]) for p in persons] == [("email:ada@example.org", 2), ("phone:441614960003", 1)]
+    assert [(p["identity"], p["captures"]) for p in persons] == [
+        ("email:ada@example.org", 2),
+        ("phone:441614960003", 1),
+    ]
     ada = persons[0]
     assert ada["data"]["name"] == "Ada Lovelace"
     assert ada["last_capture"]["action"] == "updated" and ada["last_capture"]["data"]["name"] == "Ada Lovelace"

@@ -86,7 +86,7 @@ def test_environment_overrides_url_and_credentials(folder: Path, monkeypatch: py
 
 
 def test_every_problem_is_listed_at_once_with_file_and_key(folder: Path) -> None:
-    text = GOOD.replace('[capture]\n', '[capture]\nbatch_size = 500\nconcurency = 2\n')
+    text = GOOD.replace("[capture]\n", "[capture]\nbatch_size = 500\nconcurency = 2\n")
     text = text.replace('schedule = "*/5 * * * *"', 'schedule = "every now and then"')
     text = text.replace('type = "csv"', 'type = "csv"\ndelimeter = ";"')
     text = text.replace('email = "Email"', 'emial = "Email"')
@@ -96,9 +96,14 @@ def test_every_problem_is_listed_at_once_with_file_and_key(folder: Path) -> None
     assert all(p.startswith(f"{path}: ") for p in found)
     joined = "\n".join(found)
     for expected in (
-        "capture.batch_size:", "capture.concurency: unknown option", "sources.signups.schedule:",
-        "sources.signups.delimeter: unknown option", "sources.signups.mapping.emial:",
-        "is used by another source", "sources.signups.type:", "sources.signups.mapping: required",
+        "capture.batch_size:",
+        "capture.concurency: unknown option",
+        "sources.signups.schedule:",
+        "sources.signups.delimeter: unknown option",
+        "sources.signups.mapping.emial:",
+        "is used by another source",
+        "sources.signups.type:",
+        "sources.signups.mapping: required",
     ):
         assert expected in joined, expected
 

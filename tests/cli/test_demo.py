@@ -25,8 +25,14 @@ def expected_from_csv() -> dict[str, int]:
         identities.add("email:" + email.lower() if email else "phone:" + re.sub(r"\D", "", phone))
     # Every valid row is listed in `successful` (captured); the CRM merges rows of the same person
     # (the same email in another case) into one person, which is its decision, not a `duplicate`.
-    return {"read": len(rows), "captured": valid, "duplicate": 0, "rejected": len(rows) - valid, "failed": 0,
-            "persons": len(identities)}
+    return {
+        "read": len(rows),
+        "captured": valid,
+        "duplicate": 0,
+        "rejected": len(rows) - valid,
+        "failed": 0,
+        "persons": len(identities),
+    }
 
 
 def summary_counts(stdout: str) -> dict[str, int]:

@@ -32,7 +32,9 @@ def test_numbers_schedules_nested_keys_and_source_options_come_from_the_environm
     cfg = load_config(config)
     assert cfg.capture.batch_size == 50 and cfg.delivery_settings().batch_size == 50
     assert cfg.daemon.retry_sweep == "every 1m"
-    assert cfg.capture.retry.max_attempts == 3 and cfg.capture.retry.initial_backoff_s == 0.05  # the file's sibling key stays
+    assert (
+        cfg.capture.retry.max_attempts == 3 and cfg.capture.retry.initial_backoff_s == 0.05
+    )  # the file's sibling key stays
     assert cfg.capture.allow_insecure_http is True
     [source] = cfg.sources
     assert source.job.source.options.primary_key == "Email" and source.schedule == "*/10 * * * *"
@@ -41,17 +43,35 @@ def test_numbers_schedules_nested_keys_and_source_options_come_from_the_environm
 @pytest.mark.parametrize(
     ("var", "value", "said"),
     [
-        ("CAPTURE_SYNC__CAPTURE__BATCH_SIZ", "5", "env CAPTURE_SYNC__CAPTURE__BATCH_SIZ: unknown key capture.batch_siz"),
+        (
+            "CAPTURE_SYNC__CAPTURE__BATCH_SIZ",
+            "5",
+            "env CAPTURE_SYNC__CAPTURE__BATCH_SIZ: unknown key capture.batch_siz",
+        ),
         ("CAPTURE_SYNC__LEDGERS__PATH", "x", "env CAPTURE_SYNC__LEDGERS__PATH: unknown section 'ledgers'"),
         ("CAPTURE_SYNC__CAPTURE__RETRY__MAX_TRIES", "5", "unknown key capture.retry.max_tries"),
-        ("CAPTURE_SYNC__SOURCES__NOPE__PATH", "x", "env CAPTURE_SYNC__SOURCES__NOPE__PATH: no sources entry named like 'nope'"),
-        ("CAPTURE_SYNC__SOURCES__SIGNUPS__NOPE", "1", "sources.signups.nope: unknown option (set by env CAPTURE_SYNC__SOURCES__SIGNUPS__NOPE)"),
+        (
+            "CAPTURE_SYNC__SOURCES__NOPE__PATH",
+            "x",
+            "env CAPTURE_SYNC__SOURCES__NOPE__PATH: no sources entry named like 'nope'",
+        ),
+        (
+            "CAPTURE_SYNC__SOURCES__SIGNUPS__NOPE",
+            "1",
+            "sources.signups.nope: unknown option (set by env CAPTURE_SYNC__SOURCES__SIGNUPS__NOPE)",
+        ),
         ("CAPTURE_SYNC__CAPTURE__BATCH_SIZE", "500", "(set by env CAPTURE_SYNC__CAPTURE__BATCH_SIZE)"),
-        ("CAPTURE_SYNC__CAPTURE__API_SECRET", "s3cret", "env CAPTURE_SYNC__CAPTURE__API_SECRET: credentials are not taken from"),
+        (
+            "CAPTURE_SYNC__CAPTURE__API_SECRET",
+            "s3cret",
+            "env CAPTURE_SYNC__CAPTURE__API_SECRET: credentials are not taken from",
+        ),
         ("CAPTURE_SYNC__CAPTURE__API_KEY", "k", "set env CAPTURE_API_KEY"),
     ],
 )
-def test_an_override_that_cannot_apply_is_a_config_problem_naming_its_variable(config, monkeypatch, var, value, said) -> None:
+def test_an_override_that_cannot_apply_is_a_config_problem_naming_its_variable(
+    config, monkeypatch, var, value, said
+) -> None:
     monkeypatch.setenv(var, value)
     with pytest.raises(ConfigProblem) as caught:
         load_config(config)

@@ -45,7 +45,11 @@ def _flow_passed(tmp_path, box):
 
 
 def _captures_of(box, tag):
-    return [c for c in box.store.captures() if c["identity"].startswith("email:flow-") and c["identity"].endswith(f"-{tag}@example.com")]
+    return [
+        c
+        for c in box.store.captures()
+        if c["identity"].startswith("email:flow-") and c["identity"].endswith(f"-{tag}@example.com")
+    ]
 
 
 LEGAL_SERVERS = [
@@ -60,8 +64,12 @@ LEGAL_SERVERS = [
 ]
 
 
-@pytest.mark.parametrize("behaviour", LEGAL_SERVERS, ids=lambda b: f"{b.bulk_result_shape}-{b.invalid_person}-{b.idempotency_scope}")
-def test_every_step_passes_against_every_legal_server_and_the_pass_is_recorded(tmp_path, kit, sandbox_factory, behaviour):
+@pytest.mark.parametrize(
+    "behaviour", LEGAL_SERVERS, ids=lambda b: f"{b.bulk_result_shape}-{b.invalid_person}-{b.idempotency_scope}"
+)
+def test_every_step_passes_against_every_legal_server_and_the_pass_is_recorded(
+    tmp_path, kit, sandbox_factory, behaviour
+):
     box = sandbox_factory(behaviour=behaviour)
     config, secret = _setup(tmp_path, kit, box)
     result, report = _flow(kit, config, "--json")
@@ -69,7 +77,10 @@ def test_every_step_passes_against_every_legal_server_and_the_pass_is_recorded(t
     assert [s["name"] for s in report["steps"]] == STEPS
     assert all(s["passed"] and s["ran"] and s["seen"] for s in report["steps"]), report["steps"]
     assert report["passed"] and report["recorded"] and report["client_name"] == "test-client"
-    assert report["credentials"] == {"key_from": f"file {tmp_path / 'api_key'}", "secret_from": f"file {tmp_path / 'api_secret'}"}
+    assert report["credentials"] == {
+        "key_from": f"file {tmp_path / 'api_key'}",
+        "secret_from": f"file {tmp_path / 'api_secret'}",
+    }
     assert _flow_passed(tmp_path, box) is not None
     steps = {s["name"]: s for s in report["steps"]}
     # how this server reports the invalid person, said in words
@@ -87,7 +98,11 @@ def test_every_step_passes_against_every_legal_server_and_the_pass_is_recorded(t
     elif behaviour.bulk_result_shape == "echo" and behaviour.invalid_person == "failed":
         assert "3 of 3 persons placed" in evidence["seen"] and "per-person key" in evidence["seen"]
     # each synthetic person was captured once: the repeats replayed, the re-offer was a duplicate
-    assert {tag: len(_captures_of(box, tag)) for tag in ("person", "bulk1", "bulk3")} == {"person": 1, "bulk1": 1, "bulk3": 1}
+    assert {tag: len(_captures_of(box, tag)) for tag in ("person", "bulk1", "bulk3")} == {
+        "person": 1,
+        "bulk1": 1,
+        "bulk3": 1,
+    }
     assert secret not in result.stdout + result.stderr
 
 
@@ -95,7 +110,10 @@ def test_the_report_names_each_step_and_where_the_credentials_came_from(tmp_path
     config, secret = _setup(tmp_path, kit, sandbox)
     result, _ = _flow(kit, config)
     assert result.code == 0, result.stderr
-    assert f"credentials: key from file {tmp_path / 'api_key'}, secret from file {tmp_path / 'api_secret'}" in result.stdout
+    assert (
+        f"credentials: key from file {tmp_path / 'api_key'}, secret from file {tmp_path / 'api_secret'}"
+        in result.stdout
+    )
     for n, name in enumerate(STEPS, 1):
         assert f"PASS  {n}. {name}: " in result.stdout
     assert "every step passed; recorded in" in result.stdout
@@ -111,7 +129,10 @@ def test_a_server_that_captures_a_repeated_key_again_fails_the_replay_step(tmp_p
     assert [s["name"] for s in failed] == ["person-replay"]
     assert "idempotent_replay False" in failed[0]["seen"] and "captured the person again" in failed[0]["seen"]
     assert not report["recorded"] and _flow_passed(tmp_path, box) is None
-    assert [c["action"] for c in _captures_of(box, "person")] == ["created", "updated"]  # what the step saw, in the store
+    assert [c["action"] for c in _captures_of(box, "person")] == [
+        "created",
+        "updated",
+    ]  # what the step saw, in the store
     assert secret not in result.stdout + result.stderr
 
 
@@ -142,8 +163,12 @@ def test_a_wrong_secret_fails_the_first_step_sends_nothing_else_and_exits_3(tmp_
 def test_without_yes_and_without_a_terminal_nothing_is_sent(tmp_path, kit, sandbox):
     config, _ = _setup(tmp_path, kit, sandbox)
     proc = subprocess.run(
-        [str(kit.script), "check", "-c", str(config), "--flow"], stdin=subprocess.DEVNULL,
-        capture_output=True, text=True, env=kit.env(), timeout=60,
+        [str(kit.script), "check", "-c", str(config), "--flow"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=kit.env(),
+        timeout=60,
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "--yes" in proc.stderr and "nothing was sent" in proc.stderr
@@ -156,8 +181,12 @@ def test_on_a_terminal_it_asks_first_and_a_no_sends_nothing(tmp_path, kit, sandb
     controller, terminal = os.openpty()
     try:
         proc = subprocess.Popen(
-            [str(kit.script), "check", "-c", str(config), "--flow"], stdin=terminal,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=kit.env(),
+            [str(kit.script), "check", "-c", str(config), "--flow"],
+            stdin=terminal,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=kit.env(),
         )
         os.write(controller, b"n\n")
         stdout, stderr = proc.communicate(timeout=60)

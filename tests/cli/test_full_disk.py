@@ -39,9 +39,24 @@ def test_a_full_disk_is_named_and_the_run_report_stays_true(kit, sandbox, tmp_pa
     config.write_text(config.read_text().replace('path = "ledger.sqlite3"', f'path = "{disk}/ledger.sqlite3"'))
 
     proc = subprocess.run(
-        ["unshare", "-rm", "sh", "-c", 'mount -t tmpfs -o size="$1" tmpfs "$2" && shift 2 && exec "$@"', "sh",
-         TMPFS_SIZE, str(disk), str(kit.script), "sync", "-c", str(config)],
-        capture_output=True, text=True, env=kit.env(), timeout=120,
+        [
+            "unshare",
+            "-rm",
+            "sh",
+            "-c",
+            'mount -t tmpfs -o size="$1" tmpfs "$2" && shift 2 && exec "$@"',
+            "sh",
+            TMPFS_SIZE,
+            str(disk),
+            str(kit.script),
+            "sync",
+            "-c",
+            str(config),
+        ],
+        capture_output=True,
+        text=True,
+        env=kit.env(),
+        timeout=120,
     )
     assert proc.returncode == 1, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]

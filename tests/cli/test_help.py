@@ -28,8 +28,17 @@ def _commands(group: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]
 
 
 COMMANDS = _commands(typer.main.get_command(app))
-OURS = {("demo",), ("check",), ("sync",), ("run",), ("replay",), ("status",), ("ledger", "list"),
-        ("ledger", "show"), ("ledger", "resolve")}
+OURS = {
+    ("demo",),
+    ("check",),
+    ("sync",),
+    ("run",),
+    ("replay",),
+    ("status",),
+    ("ledger", "list"),
+    ("ledger", "show"),
+    ("ledger", "resolve"),
+}
 
 
 def test_every_command_of_the_design_is_there() -> None:

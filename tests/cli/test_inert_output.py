@@ -89,14 +89,17 @@ def test_source_data_with_terminal_escapes_prints_inert_in_every_command(kit, sa
     assert entries[1]["payload"]["record"]["Last"] == HOSTILE_NAME
     shown: dict[tuple[str, ...], str] = {}
     for args in (
-        ("ledger", "list", "-c", config, "--state", "captured"), ("ledger", "list", "-c", config, "--state", "rejected"),
+        ("ledger", "list", "-c", config, "--state", "captured"),
+        ("ledger", "list", "-c", config, "--state", "rejected"),
         ("ledger", "show", "-c", config, entries[0]["key"]),
-        ("ledger", "show", "-c", config, entries[0]["key"], "--json"), ("status", "-c", config),
+        ("ledger", "show", "-c", config, entries[0]["key"], "--json"),
+        ("status", "-c", config),
         ("runs", "show", "-c", config, "last", "--show-contact-data"),
         ("runs", "show", "-c", config, "last", "--show-contact-data", "--format", "csv"),
         ("runs", "show", "-c", config, "last", "--show-contact-data", "--format", "jsonl"),
         ("runs", "show", "-c", config, "last", "--show-contact-data", "--json"),
-        ("sync", "-c", config, "--dry-run"), ("sync", "-c", config, "--dry-run", "--json"),
+        ("sync", "-c", config, "--dry-run"),
+        ("sync", "-c", config, "--dry-run", "--json"),
     ):
         result = kit.run(*args)
         assert result.code == 0, (args, result.stderr)

@@ -18,7 +18,9 @@ def integration(kit, sandbox, folder: Path, url: str, first: int, count: int, *,
     text = kit.config(folder, sandbox.base_url, contacts).read_text(encoding="utf-8")
     named = f"[integration]\nname = {json.dumps(name)}\n\n" if name != stem else ""
     config = folder / f"{stem}.toml"
-    config.write_text(named + text.replace('[ledger]\npath = "ledger.sqlite3"\n', f"[ledger]\nurl = {json.dumps(url)}\n"))
+    config.write_text(
+        named + text.replace('[ledger]\npath = "ledger.sqlite3"\n', f"[ledger]\nurl = {json.dumps(url)}\n")
+    )
     return config
 
 
@@ -47,7 +49,10 @@ def test_two_integrations_in_one_database_keep_apart(kit, sandbox, tmp_path: Pat
 
 
 def test_a_file_name_that_cannot_name_a_schema_asks_for_integration_name(
-    kit, sandbox, tmp_path: Path, postgres_ledger_url: str,
+    kit,
+    sandbox,
+    tmp_path: Path,
+    postgres_ledger_url: str,
 ) -> None:
     folder = tmp_path / "odd"
     config = integration(kit, sandbox, folder, postgres_ledger_url, 1, 1, name="crm eu", stem="crm eu")

@@ -37,7 +37,9 @@ def test_a_mapping_edit_with_the_same_payload_and_a_re_exported_file_send_nothin
     assert re.search(r"unchanged\s+8", again.stdout), again.stdout
 
 
-def test_a_409_after_a_client_timeout_is_blocked_and_status_says_so_with_the_way_out(kit, sandbox_factory, tmp_path: Path) -> None:
+def test_a_409_after_a_client_timeout_is_blocked_and_status_says_so_with_the_way_out(
+    kit, sandbox_factory, tmp_path: Path
+) -> None:
     """The first request outlives the client's timeout; its retry under the same key meets 409 (the first
     one still running): spec 4.4 rule 3 blocks the batch. `status` must not call that settled."""
     # Draws: GET /info (fast), then the bulk request (slow); the retry meets the running claim first.
@@ -59,7 +61,10 @@ def test_a_409_after_a_client_timeout_is_blocked_and_status_says_so_with_the_way
 
     entry = json.loads(kit.run("ledger", "list", "-c", config, "--state", "blocked", "--json").stdout.splitlines()[0])
     batch_key = json.loads(kit.run("ledger", "show", "-c", config, entry["key"], "--json").stdout)["batches"][-1]
-    assert f"ledger resolve -c {config} {batch_key} --requeue" in kit.run("ledger", "show", "-c", config, entry["key"]).stdout
+    assert (
+        f"ledger resolve -c {config} {batch_key} --requeue"
+        in kit.run("ledger", "show", "-c", config, entry["key"]).stdout
+    )
     shown = kit.run("ledger", "show", "-c", config, batch_key).stdout
     assert "timed out" in shown
     assert f"capture-sync ledger resolve -c {config} {batch_key} --requeue" in shown
@@ -89,4 +94,9 @@ def test_a_blocked_post_person_requeued_by_the_book_is_captured_once(kit, sandbo
     assert kit.run("ledger", "resolve", "-c", config, entry["key"], "--requeue").code == 0
     assert kit.run("replay", "-c", config).code == 0
     assert len(box.store.captures()) == 1
-    assert [e["state"] for e in map(json.loads, kit.run("ledger", "list", "-c", config, "--state", "captured", "--json").stdout.splitlines())] == ["captured"]
+    assert [
+        e["state"]
+        for e in map(
+            json.loads, kit.run("ledger", "list", "-c", config, "--state", "captured", "--json").stdout.splitlines()
+        )
+    ] == ["captured"]

@@ -38,7 +38,9 @@ def _config(kit, folder: Path, base_url: str, path: str, extra: str = "") -> Pat
 
 def _firsts(box, email_of: str | None = None) -> list[str]:
     """The first names the CRM was sent, in commit order (for one person when `email_of` is given)."""
-    return [c["data"]["first_name"] for c in box.store.captures() if email_of is None or c["data"].get("email") == email_of]
+    return [
+        c["data"]["first_name"] for c in box.store.captures() if email_of is None or c["data"].get("email") == email_of
+    ]
 
 
 def _sync(kit, config: Path, *args: str):

@@ -91,7 +91,8 @@ def test_check_prints_one_json_object_with_the_client_the_credentials_origin_and
     assert result.code == report["exit_code"] == 0, result.stderr
     assert (report["client"]["client_name"], report["client"]["rate_limit"]) == ("json-check", 77)
     assert report["credentials"] == {
-        "key_from": f"file {tmp_path / 'api_key'}", "secret_from": f"file {tmp_path / 'api_secret'}",
+        "key_from": f"file {tmp_path / 'api_key'}",
+        "secret_from": f"file {tmp_path / 'api_secret'}",
     }
     assert report["sources"] == [{"name": "signups", "schedule": "every 5m", "check": "ok"}]
     assert secret not in result.stdout + result.stderr

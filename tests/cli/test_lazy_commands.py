@@ -13,9 +13,22 @@ from connector.cli import COMMANDS, load_command
 from connector.ledger import Ledger
 
 HEAVY = (
-    "pydantic", "httpx", "sqlite_utils", "structlog", "apscheduler", "phonenumbers", "email_validator", "sqlalchemy",
-    "fastapi", "uvicorn", "prometheus_client", "connector.sandbox", "connector.delivery", "connector.config",
-    "connector.ledger", "connector.mapping",
+    "pydantic",
+    "httpx",
+    "sqlite_utils",
+    "structlog",
+    "apscheduler",
+    "phonenumbers",
+    "email_validator",
+    "sqlalchemy",
+    "fastapi",
+    "uvicorn",
+    "prometheus_client",
+    "connector.sandbox",
+    "connector.delivery",
+    "connector.config",
+    "connector.ledger",
+    "connector.mapping",
 )
 
 
@@ -52,14 +65,20 @@ def test_help_and_version_load_no_heavy_library(args: list[str]) -> None:
 # What `status` and the other ledger-only commands must never need: they read the config's [ledger]
 # table and the ledger, so a config whose sources or credentials are broken does not stop them.
 NOT_FOR_THE_LEDGER = (
-    "httpx", "phonenumbers", "email_validator", "sqlalchemy", "apscheduler", "fastapi", "connector.config",
-    "connector.delivery", "connector.mapping", "connector.api",
+    "httpx",
+    "phonenumbers",
+    "email_validator",
+    "sqlalchemy",
+    "apscheduler",
+    "fastapi",
+    "connector.config",
+    "connector.delivery",
+    "connector.mapping",
+    "connector.api",
 )
 
 
-@pytest.mark.parametrize(
-    "args", [["status"], ["runs", "list"], ["ledger", "list", "--state", "pending"]], ids=" ".join
-)
+@pytest.mark.parametrize("args", [["status"], ["runs", "list"], ["ledger", "list", "--state", "pending"]], ids=" ".join)
 def test_ledger_only_commands_work_with_broken_sources_and_load_no_client(kit, tmp_path, args: list[str]) -> None:
     config = kit.config(tmp_path, "http://127.0.0.1:9/api/v1/capture", tmp_path / "contacts.csv")
     # A source type that does not exist and no credentials: a sync would refuse this config.
@@ -67,7 +86,9 @@ def test_ledger_only_commands_work_with_broken_sources_and_load_no_client(kit, t
     Ledger(tmp_path / "ledger.sqlite3").close()
     proc = subprocess.run(
         [sys.executable, "-c", probe(NOT_FOR_THE_LEDGER), *args, "-c", str(config)],
-        capture_output=True, text=True, env=kit.env(),
+        capture_output=True,
+        text=True,
+        env=kit.env(),
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == "loaded:"

@@ -23,12 +23,22 @@ def _view(kit, config: Path) -> tuple[dict, list, list]:
     runs = json.loads(kit.run("runs", "list", "-c", str(config), "--json").stdout)["runs"]
     state = kit.run("state", "show", "-c", str(config), "--json")
     assert state.code == 0, state.stderr
-    entries = [json.loads(line) for line in kit.run("ledger", "list", "-c", str(config), "--state", "captured", "--json").stdout.splitlines()]
-    return report["by_state"], [(r["id"], r["kind"], r["counts"]) for r in runs], [(e["key"], e["record_id"]) for e in entries]
+    entries = [
+        json.loads(line)
+        for line in kit.run("ledger", "list", "-c", str(config), "--state", "captured", "--json").stdout.splitlines()
+    ]
+    return (
+        report["by_state"],
+        [(r["id"], r["kind"], r["counts"]) for r in runs],
+        [(e["key"], e["record_id"]) for e in entries],
+    )
 
 
 def test_a_round_trip_sqlite_postgresql_sqlite_keeps_everything_and_the_next_sync_sends_nothing(
-    kit, sandbox, tmp_path: Path, postgres_ledger_url: str,
+    kit,
+    sandbox,
+    tmp_path: Path,
+    postgres_ledger_url: str,
 ) -> None:
     key, secret = sandbox.create_client(rate_limit=1000)
     kit.credentials(tmp_path, key, secret)

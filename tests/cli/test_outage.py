@@ -38,7 +38,9 @@ def test_sync_during_an_outage_exits_4_and_replay_settles_it(kit, sandbox_proces
     assert status["by_state"]["captured"] == 7 and status["oldest_unsettled"] is None
 
 
-def test_check_exits_3_on_a_wrong_secret_2_on_a_missing_source_file_else_prints_the_settings(kit, sandbox, tmp_path: Path) -> None:
+def test_check_exits_3_on_a_wrong_secret_2_on_a_missing_source_file_else_prints_the_settings(
+    kit, sandbox, tmp_path: Path
+) -> None:
     key, secret = sandbox.create_client("check-test", rate_limit=42, default_lead_source="webinar")
     kit.credentials(tmp_path, key, "not-the-secret")
     config = str(kit.config(tmp_path, sandbox.base_url, tmp_path / "unused.csv"))
@@ -72,7 +74,10 @@ def test_blocked_entries_exit_5_until_resolved(kit, sandbox, tmp_path: Path) -> 
     blocked = kit.run("sync", "-c", config)
     assert blocked.code == 5
     assert "ledger list --state blocked" in blocked.stderr
-    [entry] = [json.loads(line) for line in kit.run("ledger", "list", "-c", config, "--state", "blocked", "--json").stdout.splitlines()]
+    [entry] = [
+        json.loads(line)
+        for line in kit.run("ledger", "list", "-c", config, "--state", "blocked", "--json").stdout.splitlines()
+    ]
     assert entry["record_id"] == "R2"
     resolved = kit.run("ledger", "resolve", "-c", config, entry["key"], "--requeue")
     assert resolved.code == 0 and "requeued 1 entries" in resolved.stdout

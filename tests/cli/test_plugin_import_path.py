@@ -28,7 +28,7 @@ def fix_person(record, person):
     return person
 '''
 
-CONFIG = '''
+CONFIG = """
 [capture]
 base_url = "http://127.0.0.1:9/api/v1/capture"
 
@@ -43,7 +43,7 @@ type = "my_rows_plugin:Rows"
 first_name = "First"
 email = "Email"
 hook = "my_rows_plugin:fix_person"
-'''
+"""
 
 
 def setup(folder: Path, module_folder: Path | None = None) -> Path:
@@ -67,7 +67,10 @@ def test_a_module_in_the_working_directory_only_is_not_found(kit, tmp_path):
     config = setup(tmp_path / "etc", module_folder=tmp_path / "cwd")
     result = kit.run("sync", "-c", str(config), "--dry-run", cwd=tmp_path / "cwd")
     assert result.code == 2
-    assert "sources.rows.type: cannot load source type 'my_rows_plugin:Rows': No module named 'my_rows_plugin'" in result.stderr
+    assert (
+        "sources.rows.type: cannot load source type 'my_rows_plugin:Rows': No module named 'my_rows_plugin'"
+        in result.stderr
+    )
     assert "sources.rows.mapping.hook: cannot load" in result.stderr
 
 

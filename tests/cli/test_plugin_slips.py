@@ -49,7 +49,7 @@ class Slippy(Source[SlipOptions]):
                 raise TypeError("unsupported operand type(s) for +: 'int' and 'str'")
 '''
 
-CONFIG = '''
+CONFIG = """
 [capture]
 base_url = {base_url}
 api_key_file = "api_key"
@@ -79,7 +79,7 @@ primary_key = "id"
 [sources.mapping]
 first_name = "First"
 email = "Email"
-'''
+"""
 
 SLIPS = {
     "empty_id": "a Record's id must be a non-empty string, not ''",
@@ -104,7 +104,9 @@ def _setup(kit, box, tmp_path: Path, slip: str, at: int, count: int) -> Path:
 
 
 @pytest.mark.parametrize("slip", sorted(SLIPS))
-def test_a_slip_is_one_line_exit_6_and_every_record_before_it_is_delivered(kit, sandbox, tmp_path: Path, slip: str) -> None:
+def test_a_slip_is_one_line_exit_6_and_every_record_before_it_is_delivered(
+    kit, sandbox, tmp_path: Path, slip: str
+) -> None:
     config = _setup(kit, sandbox, tmp_path, slip, at=50, count=100)
     result = kit.run("sync", "-c", str(config))
     assert result.code == 6, result.stdout + result.stderr
@@ -119,7 +121,9 @@ def test_a_slip_is_one_line_exit_6_and_every_record_before_it_is_delivered(kit, 
 
 
 @pytest.mark.parametrize("at", [1000, 1001])
-def test_a_state_json_cannot_hold_at_the_end_of_a_chunk_keeps_the_chunk_before_it(kit, sandbox, tmp_path: Path, at: int) -> None:
+def test_a_state_json_cannot_hold_at_the_end_of_a_chunk_keeps_the_chunk_before_it(
+    kit, sandbox, tmp_path: Path, at: int
+) -> None:
     """Chunks hold 1,000 records: the slip is the chunk's last record, or the next chunk's first."""
     config = _setup(kit, sandbox, tmp_path, "datetime_state", at=at, count=1100)
     result = kit.run("sync", "-c", str(config))

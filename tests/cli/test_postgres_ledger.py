@@ -13,10 +13,14 @@ PASSWORD = "pw-never-printed-7f3a"
 
 def use_postgres(config: Path, url: str, *, extra: str = "") -> None:
     text = config.read_text(encoding="utf-8")
-    config.write_text(text.replace('[ledger]\npath = "ledger.sqlite3"\n', f"[ledger]\nurl = {json.dumps(url)}\n{extra}"))
+    config.write_text(
+        text.replace('[ledger]\npath = "ledger.sqlite3"\n', f"[ledger]\nurl = {json.dumps(url)}\n{extra}")
+    )
 
 
-def test_sync_replay_status_runs_and_ledger_work_on_postgresql(kit, sandbox, tmp_path: Path, postgres_ledger_url: str) -> None:
+def test_sync_replay_status_runs_and_ledger_work_on_postgresql(
+    kit, sandbox, tmp_path: Path, postgres_ledger_url: str
+) -> None:
     key, secret = sandbox.create_client(rate_limit=1000)
     kit.credentials(tmp_path, key, secret)
     contacts = tmp_path / "contacts.csv"
@@ -64,8 +68,12 @@ def test_a_url_with_a_password_is_refused_and_never_echoed(kit, sandbox, tmp_pat
         assert "ledger.url: carries a password" in result.stderr and "PGPASSWORD" in result.stderr
         assert PASSWORD not in result.stdout + result.stderr
     use_postgres(kit.config(tmp_path, sandbox.base_url, contacts), "postgresql://capture@127.0.0.1:5432/capture")
-    by_env = kit.run("sync", "-c", str(config), env=kit.env(
-        CAPTURE_SYNC__LEDGER__URL=f"postgresql://capture@127.0.0.1/capture?password={PASSWORD}"))
+    by_env = kit.run(
+        "sync",
+        "-c",
+        str(config),
+        env=kit.env(CAPTURE_SYNC__LEDGER__URL=f"postgresql://capture@127.0.0.1/capture?password={PASSWORD}"),
+    )
     assert by_env.code == 2 and "carries a password" in by_env.stderr and PASSWORD not in by_env.stderr
 
 

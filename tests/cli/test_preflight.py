@@ -22,11 +22,13 @@ def job(name: str, type_name: str, options: dict, folder: Path) -> SourceJob:
 def test_every_problem_of_every_source_is_found_at_once(tmp_path: Path) -> None:
     (tmp_path / "a.csv").write_text("id,first,E-mail,Plan\n1,Ada,ada@example.org,pro\n", encoding="utf-8")
     (tmp_path / "b.csv").write_text("id,First,Email,Plan,Tier\n1,Ada,ada@example.org,pro,2\n", encoding="utf-8")
-    found = preflight([
-        job("a", "csv", {"path": "a.csv"}, tmp_path),
-        job("b", "csv", {"path": "b.csv"}, tmp_path),
-        job("c", "csv", {"path": "exports/*.csv"}, tmp_path),
-    ])
+    found = preflight(
+        [
+            job("a", "csv", {"path": "a.csv"}, tmp_path),
+            job("b", "csv", {"path": "b.csv"}, tmp_path),
+            job("c", "csv", {"path": "exports/*.csv"}, tmp_path),
+        ]
+    )
     assert found.config_problems == [
         "sources.a.mapping.first_name: the source has no column 'First'; did you mean 'first'?",
         "sources.a.mapping.email: the source has no column 'Email'; did you mean 'E-mail'?",

@@ -69,6 +69,9 @@ def test_the_sandbox_warns_when_it_listens_beyond_loopback(
         pass
     assert not caplog.records
     monkeypatch.setattr("connector.sandbox.server.is_loopback", lambda host: False)
-    with caplog.at_level(logging.WARNING, "capture_sync.sandbox"), SandboxServer(tmp_path / "b.sqlite3", host="127.0.0.2"):
+    with (
+        caplog.at_level(logging.WARNING, "capture_sync.sandbox"),
+        SandboxServer(tmp_path / "b.sqlite3", host="127.0.0.2"),
+    ):
         pass
     assert [r.getMessage().split(":")[0] for r in caplog.records] == ["sandbox.beyond_loopback"]

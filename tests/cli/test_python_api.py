@@ -103,10 +103,20 @@ def test_a_config_problem_is_a_config_error_naming_each_problem(tmp_path: Path) 
 
 def test_each_exit_code_has_its_exception_and_every_public_name_resolves() -> None:
     assert all(getattr(connector, name) is not None for name in connector.__all__)
-    assert {cls.exit_code for cls in (ConfigError, AuthenticationFailed, Unsettled, NeedsAttention, connector.SourceFailed)} == {
-        ExitCode.USAGE, ExitCode.AUTH, ExitCode.UNSETTLED, ExitCode.BLOCKED, ExitCode.SOURCE_FAILED,
+    assert {
+        cls.exit_code for cls in (ConfigError, AuthenticationFailed, Unsettled, NeedsAttention, connector.SourceFailed)
+    } == {
+        ExitCode.USAGE,
+        ExitCode.AUTH,
+        ExitCode.UNSETTLED,
+        ExitCode.BLOCKED,
+        ExitCode.SOURCE_FAILED,
     }
-    assert all(issubclass(getattr(connector, name), connector.CaptureSyncError) for name in connector.__all__ if name.endswith(("Error", "Failed")))
+    assert all(
+        issubclass(getattr(connector, name), connector.CaptureSyncError)
+        for name in connector.__all__
+        if name.endswith(("Error", "Failed"))
+    )
 
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples" / "orchestrators").glob("*.py"))
@@ -121,7 +131,10 @@ def test_each_orchestrator_example_runs_as_a_plain_script(kit, sandbox_factory, 
     config = _setup(kit, box, tmp_path, csv)
 
     ran = subprocess.run(
-        [sys.executable, str(example)], capture_output=True, text=True, timeout=120,
+        [sys.executable, str(example)],
+        capture_output=True,
+        text=True,
+        timeout=120,
         env=kit.env(CAPTURE_SYNC_CONFIG=str(config)),
     )
 

@@ -40,10 +40,12 @@ def test_an_outage_rehearsed_on_a_running_daemon_without_restarting_anything(kit
     config.write_text(config.read_text() + '\n[daemon]\nretry_sweep = "every 1s"\n')
     log = tmp_path / "daemon.log"
     with log.open("w") as out:
-        daemon = subprocess.Popen([str(kit.script), "run", "-c", str(config)],
-                                  stdout=out, stderr=subprocess.STDOUT, text=True, env=kit.env())
+        daemon = subprocess.Popen(
+            [str(kit.script), "run", "-c", str(config)], stdout=out, stderr=subprocess.STDOUT, text=True, env=kit.env()
+        )
     try:
         with SandboxStore(box.db) as store:
+
             def emails() -> set[str]:
                 return {p["data"].get("email") for p in store.persons()}
 

@@ -37,7 +37,10 @@ def test_each_rejected_record_is_a_masked_line_of_a_private_file(kit, sandbox, t
     feed = tmp_path / "rejects.jsonl"
     assert stat.S_IMODE(feed.stat().st_mode) == 0o600
     lines = _lines(feed)
-    entries = [json.loads(x) for x in kit.run("ledger", "list", "-c", config, "--state", "rejected", "--json").stdout.splitlines()]
+    entries = [
+        json.loads(x)
+        for x in kit.run("ledger", "list", "-c", config, "--state", "rejected", "--json").stdout.splitlines()
+    ]
     [run] = json.loads(kit.run("runs", "list", "-c", config, "--json").stdout)["runs"]
     assert [(x["source"], x["record_id"], x["key"], x["run"]) for x in lines] == [
         ("signups", e["record_id"], e["key"], run["id"]) for e in entries
@@ -62,7 +65,9 @@ def test_with_rejects_contact_data_the_lines_hold_the_record_as_read(kit, sandbo
 
 
 def test_the_feed_rotates_by_size_and_keeps_three(kit, sandbox, tmp_path: Path) -> None:
-    config, contacts = _setup(kit, sandbox, tmp_path, 'rejects_file = "rejects.jsonl"\nrejects_max_bytes = 4096', rows=10)
+    config, contacts = _setup(
+        kit, sandbox, tmp_path, 'rejects_file = "rejects.jsonl"\nrejects_max_bytes = 4096', rows=10
+    )
     feed = tmp_path / "rejects.jsonl"
     written = []
     for round_ in range(6):
@@ -80,7 +85,9 @@ def test_the_feed_rotates_by_size_and_keeps_three(kit, sandbox, tmp_path: Path) 
 
 
 @pytest.mark.parametrize("planted", ["link", "dangling link"])
-def test_a_link_in_place_of_the_feed_is_not_followed_and_the_sync_goes_on(kit, sandbox, tmp_path: Path, planted: str) -> None:
+def test_a_link_in_place_of_the_feed_is_not_followed_and_the_sync_goes_on(
+    kit, sandbox, tmp_path: Path, planted: str
+) -> None:
     config, _ = _setup(kit, sandbox, tmp_path, 'rejects_file = "rejects.jsonl"')
     target = tmp_path / "elsewhere.txt"
     if planted == "link":

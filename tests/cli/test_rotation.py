@@ -71,7 +71,9 @@ def feed(kit, sandbox_factory, tmp_path: Path):
 
 def start(kit, args: list[str], log: Path) -> subprocess.Popen[str]:
     with log.open("w") as out:
-        return subprocess.Popen([str(kit.script), *args], stdout=out, stderr=subprocess.STDOUT, text=True, env=kit.env())
+        return subprocess.Popen(
+            [str(kit.script), *args], stdout=out, stderr=subprocess.STDOUT, text=True, env=kit.env()
+        )
 
 
 def stop(proc: subprocess.Popen[str]) -> None:

@@ -37,8 +37,13 @@ def test_daemon_ticks_refuses_a_second_instance_and_stops_on_sigterm(kit, sandbo
         config = kit.config(tmp_path, box.base_url, contacts, schedule="every 1s")
         log = tmp_path / "daemon.log"
         with log.open("w") as err:
-            daemon = subprocess.Popen([str(kit.script), "run", "-c", str(config)],
-                                      stdout=err, stderr=subprocess.STDOUT, text=True, env=kit.env())
+            daemon = subprocess.Popen(
+                [str(kit.script), "run", "-c", str(config)],
+                stdout=err,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=kit.env(),
+            )
         try:
             wait_for_emails(store, {"ada1@example.org", "ada2@example.org"}, daemon, log)
             kit.contacts(contacts, [kit.contact(3), kit.contact(4, Email="", Phone="+1 415 555 0104")], header=False)
@@ -106,8 +111,13 @@ def test_a_stop_signal_mid_delivery_records_the_request_in_hand_and_nothing_is_d
         config = kit.config(tmp_path, box.base_url, contacts, extra_capture="concurrency = 1\n")
         log = tmp_path / "proc.log"
         with log.open("w") as err:
-            proc = subprocess.Popen([str(kit.script), command, "-c", str(config)],
-                                      stdout=err, stderr=subprocess.STDOUT, text=True, env=kit.env())
+            proc = subprocess.Popen(
+                [str(kit.script), command, "-c", str(config)],
+                stdout=err,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=kit.env(),
+            )
         try:
             deadline = time.monotonic() + DEADLINE_S
             while not store.captures():

@@ -49,7 +49,9 @@ def test_the_demos_rejected_rows_are_exactly_the_runs_csv_report(kit, tmp_path: 
         assert row["name"] == " ".join(f"{word[0]}***" for word in full_name.split())
 
     shown = kit.run("runs", "show", "-c", config, "1", "--state", "rejected", "--format", "csv", "--show-contact-data")
-    assert [r["email"] for r in _csv_rows(shown.stdout)] == [by_id[r["record_id"]]["payload"]["record"]["Email"] for r in rows]
+    assert [r["email"] for r in _csv_rows(shown.stdout)] == [
+        by_id[r["record_id"]]["payload"]["record"]["Email"] for r in rows
+    ]
     assert [r["name"] for r in _csv_rows(shown.stdout)] == [
         f"{raw['First']} {raw['Last']}".strip() for raw in (by_id[r["record_id"]]["payload"]["record"] for r in rows)
     ]
@@ -59,7 +61,9 @@ def test_a_replay_owns_the_entries_it_settled_and_the_sync_keeps_the_rest(kit, s
     key, secret = sandbox.create_client(rate_limit=1000)
     kit.credentials(tmp_path, key, secret)
     contacts = tmp_path / "contacts.csv"
-    kit.contacts(contacts, [kit.contact(1, Phone="+1 206 555 0104"), kit.contact(2, Email="bad@@example.org"), kit.contact(3)])
+    kit.contacts(
+        contacts, [kit.contact(1, Phone="+1 206 555 0104"), kit.contact(2, Email="bad@@example.org"), kit.contact(3)]
+    )
     config = str(kit.config(tmp_path, sandbox.base_url, contacts))
 
     outage = kit.run("sync", "-c", config, env=kit.env(CAPTURE_BASE_URL=DEAD_API))
@@ -69,12 +73,20 @@ def test_a_replay_owns_the_entries_it_settled_and_the_sync_keeps_the_rest(kit, s
 
     runs = json.loads(kit.run("runs", "list", "-c", config, "--json").stdout)["runs"]
     assert [(r["id"], r["kind"], r["exit_code"], r["sources"]) for r in runs] == [
-        (2, "replay", 0, []), (1, "sync", 4, ["signups"]),
+        (2, "replay", 0, []),
+        (1, "sync", 4, ["signups"]),
     ]
-    sync_rows = [json.loads(x) for x in kit.run("runs", "show", "-c", config, "1", "--format", "jsonl").stdout.splitlines()]
-    replay_rows = [json.loads(x) for x in kit.run("runs", "show", "-c", config, "last", "--format", "jsonl").stdout.splitlines()]
+    sync_rows = [
+        json.loads(x) for x in kit.run("runs", "show", "-c", config, "1", "--format", "jsonl").stdout.splitlines()
+    ]
+    replay_rows = [
+        json.loads(x) for x in kit.run("runs", "show", "-c", config, "last", "--format", "jsonl").stdout.splitlines()
+    ]
     assert [(r["record_id"], r["state"]) for r in sync_rows] == [("R2", "rejected")]
-    assert [(r["record_id"], r["state"], r["attempts"]) for r in replay_rows] == [("R1", "captured", 1), ("R3", "captured", 1)]
+    assert [(r["record_id"], r["state"], r["attempts"]) for r in replay_rows] == [
+        ("R1", "captured", 1),
+        ("R3", "captured", 1),
+    ]
     assert replay_rows[0]["email"] == "a***@example.org" and replay_rows[0]["phone"] == "+1 *** *** **04"
 
     table = kit.run("runs", "show", "-c", config, "2")
@@ -101,12 +113,19 @@ def test_ledger_resolve_is_a_run_of_its_own(kit, sandbox, tmp_path: Path) -> Non
     kit.contacts(contacts, [kit.contact(1)])
     config = str(kit.config(tmp_path, sandbox.base_url, contacts))
     assert kit.run("sync", "-c", config).code == 0
-    [entry] = [json.loads(x) for x in kit.run("ledger", "list", "-c", config, "--state", "captured", "--json").stdout.splitlines()]
+    [entry] = [
+        json.loads(x)
+        for x in kit.run("ledger", "list", "-c", config, "--state", "captured", "--json").stdout.splitlines()
+    ]
 
     refused = kit.run("ledger", "resolve", "-c", config, entry["key"], "--dismiss")
     assert refused.code == 2  # a captured entry needs no repair; the attempt is still a run, with its exit code
     runs = json.loads(kit.run("runs", "list", "-c", config, "--json").stdout)["runs"]
-    assert (runs[0]["kind"], runs[0]["exit_code"], runs[0]["note"]) == ("resolve", 2, f"ledger resolve {entry['key']} --dismiss")
+    assert (runs[0]["kind"], runs[0]["exit_code"], runs[0]["note"]) == (
+        "resolve",
+        2,
+        f"ledger resolve {entry['key']} --dismiss",
+    )
     assert kit.run("runs", "show", "-c", config, "last", "--format", "jsonl").stdout == ""
 
 

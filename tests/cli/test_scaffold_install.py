@@ -24,7 +24,9 @@ TIMEOUT_S = 300
 
 def sh(*args: str | Path, cwd: Path) -> str:
     """Run outside this tree (a `python -c` imports from its working directory first)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV") and not k.startswith("CAPTURE_")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV") and not k.startswith("CAPTURE_")
+    }
     proc = subprocess.run([str(a) for a in args], capture_output=True, text=True, cwd=cwd, env=env, timeout=TIMEOUT_S)
     assert proc.returncode == 0, f"{args}: exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc.stdout
@@ -47,8 +49,18 @@ def test_a_new_plugin_installed_in_a_fresh_environment_passes_its_tests_is_liste
     purelib = sh(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", cwd=tmp_path).strip()
     Path(purelib, "shared-dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     sh(
-        sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-deps", "--no-build-isolation",
-        source, plugin, cwd=tmp_path,
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        python,
+        "install",
+        "--quiet",
+        "--no-deps",
+        "--no-build-isolation",
+        source,
+        plugin,
+        cwd=tmp_path,
     )
     located = sh(python, "-c", "import connector; print(connector.__file__)", cwd=tmp_path)
     assert located.startswith(purelib), located  # the installed copy, not this tree
@@ -56,13 +68,31 @@ def test_a_new_plugin_installed_in_a_fresh_environment_passes_its_tests_is_liste
     tests = sh(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", cwd=plugin)
     assert " passed" in tests and "failed" not in tests and "error" not in tests, tests
 
-    listed = {t["name"]: t for t in json.loads(sh(venv / "bin" / "capture-sync", "sources", "list", "--json", cwd=tmp_path))["sources"]}
+    listed = {
+        t["name"]: t
+        for t in json.loads(sh(venv / "bin" / "capture-sync", "sources", "list", "--json", cwd=tmp_path))["sources"]
+    }
     assert listed["team_contacts"]["origin"] == "capture-sync-team-contacts" and listed["team_contacts"]["loads"]
-    assert {"path", "primary_key", "cursor", "cursor_type", "lookback"} <= set(listed["team_contacts"]["options_schema"]["properties"])
+    assert {"path", "primary_key", "cursor", "cursor_type", "lookback"} <= set(
+        listed["team_contacts"]["options_schema"]["properties"]
+    )
 
     preview = sh(
-        venv / "bin" / "capture-sync", "sources", "preview", "--type", "team_contacts", "--option", "path=sample/contacts.json",
-        "--map", "first_name=first_name", "--map", "email=email", "--map", "phone=phone", "--json", cwd=plugin,
+        venv / "bin" / "capture-sync",
+        "sources",
+        "preview",
+        "--type",
+        "team_contacts",
+        "--option",
+        "path=sample/contacts.json",
+        "--map",
+        "first_name=first_name",
+        "--map",
+        "email=email",
+        "--map",
+        "phone=phone",
+        "--json",
+        cwd=plugin,
     )
     records = [json.loads(line) for line in preview.splitlines()]
     assert [r["id"] for r in records] == ["c1", "c2", "c3", "c4"]

@@ -34,12 +34,25 @@ def test_every_command_keeps_the_secret_out_of_output_logs_and_ledger(kit, sandb
     run("sync", "-c", config, "-v")  # DEBUG logs: the most there is to leak
     run("sync", "-c", config, "--json", "-v")
     run("runs", "list", "-c", config, "--json")
-    run("runs", "show", "-c", config, "last", "--format", "jsonl", "--show-contact-data", "--output", str(tmp_path / "run.jsonl"))
+    run(
+        "runs",
+        "show",
+        "-c",
+        config,
+        "last",
+        "--format",
+        "jsonl",
+        "--show-contact-data",
+        "--output",
+        str(tmp_path / "run.jsonl"),
+    )
     run("runs", "show", "-c", config, "last", "--format", "csv")
     run("state", "show", "-c", config, "--history", "--json")
     run("status", "-c", config)
     run("status", "-c", config, "--json")
-    captured = [json.loads(line) for line in run("ledger", "list", "-c", config, "--state", "captured", "--json").splitlines()]
+    captured = [
+        json.loads(line) for line in run("ledger", "list", "-c", config, "--state", "captured", "--json").splitlines()
+    ]
     run("ledger", "list", "-c", config, "--state", "rejected")
     detail = json.loads(run("ledger", "show", "-c", config, captured[0]["key"], "--json"))
     run("ledger", "show", "-c", config, detail["batches"][0], "-v")

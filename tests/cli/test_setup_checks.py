@@ -27,7 +27,9 @@ def test_mapped_columns_the_file_lacks_stop_check_sync_and_run_naming_each_with_
     for command in (["check"], ["sync"], ["run"], ["run", "--once"]):
         result = kit.run(*command, "-c", config)
         assert result.code == 2, (command, result.stdout, result.stderr)
-        assert "sources.signups.mapping.email: the source has no column 'Email'; did you mean 'E-mail'?" in result.stderr
+        assert (
+            "sources.signups.mapping.email: the source has no column 'Email'; did you mean 'E-mail'?" in result.stderr
+        )
         assert "sources.signups.mapping.phone: the source has no column 'Phone' (it has: 'id', 'First'" in result.stderr
         assert "Traceback" not in result.stderr
     assert sandbox.store.persons() == []
@@ -56,7 +58,9 @@ def test_a_good_setup_checks_ok(kit, sandbox, client_files: Path) -> None:
     assert "warning" not in result.stderr and "error" not in result.stderr
 
 
-def test_check_warns_when_the_ledger_or_a_credential_file_is_readable_by_others(kit, sandbox, client_files: Path) -> None:
+def test_check_warns_when_the_ledger_or_a_credential_file_is_readable_by_others(
+    kit, sandbox, client_files: Path
+) -> None:
     contacts = client_files / "contacts.csv"
     kit.contacts(contacts, [kit.contact(1)])
     config = str(kit.config(client_files, sandbox.base_url, contacts))

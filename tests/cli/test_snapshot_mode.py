@@ -11,7 +11,10 @@ from pathlib import Path
 
 
 def _export(path: Path, rows: list[tuple[str, str]]) -> None:
-    path.write_text("id,First,Email\n" + "".join(f"{rid},{first},{rid.lower()}@example.org\n" for rid, first in rows), encoding="utf-8")
+    path.write_text(
+        "id,First,Email\n" + "".join(f"{rid},{first},{rid.lower()}@example.org\n" for rid, first in rows),
+        encoding="utf-8",
+    )
 
 
 def _setup(kit, box, tmp_path: Path, rows: list[tuple[str, str]]) -> tuple[Path, Path]:
@@ -50,7 +53,9 @@ def test_a_rewritten_export_sends_exactly_its_new_and_changed_rows(kit, sandbox,
     assert len(sandbox.store.captures()) == 6
 
 
-def test_a_record_twice_in_one_snapshot_is_sent_as_its_last_row_only_and_never_again(kit, sandbox, tmp_path: Path) -> None:
+def test_a_record_twice_in_one_snapshot_is_sent_as_its_last_row_only_and_never_again(
+    kit, sandbox, tmp_path: Path
+) -> None:
     config, export = _setup(kit, sandbox, tmp_path, [("R1", "Old"), ("R2", "Bob"), ("R1", "New")])
     _sync(kit, config)
     assert sorted(_sent(sandbox)) == [("R1", "New"), ("R2", "Bob")]
@@ -63,7 +68,9 @@ def test_a_record_twice_in_one_snapshot_is_sent_as_its_last_row_only_and_never_a
 def test_a_mapping_edit_is_applied_to_an_unchanged_snapshot(kit, sandbox, tmp_path: Path) -> None:
     config, _ = _setup(kit, sandbox, tmp_path, [("R1", "ann")])
     _sync(kit, config)
-    config.write_text(config.read_text().replace('first_name = "First"', 'first_name = { field = "First", transform = "upper" }'))
+    config.write_text(
+        config.read_text().replace('first_name = "First"', 'first_name = { field = "First", transform = "upper" }')
+    )
     _sync(kit, config)
     assert [first for _, first in _sent(sandbox)] == ["ann", "ANN"]
 

@@ -36,7 +36,9 @@ def _undo(stdout: str) -> list[str]:
     return argv[1:]
 
 
-def test_set_and_reset_keep_the_old_cursor_and_print_the_command_that_puts_it_back(kit, sandbox, tmp_path: Path) -> None:
+def test_set_and_reset_keep_the_old_cursor_and_print_the_command_that_puts_it_back(
+    kit, sandbox, tmp_path: Path
+) -> None:
     config, _contacts = _synced(kit, sandbox, tmp_path, 3)
     original = _state(kit, config)
     assert isinstance(original, dict) and original["file"] == "contacts.csv" and original["line"] == 4
@@ -53,7 +55,8 @@ def test_set_and_reset_keep_the_old_cursor_and_print_the_command_that_puts_it_ba
     assert history[0]["undo"] == f"capture-sync state reset -c {config} --source signups"
     runs = json.loads(kit.run("runs", "list", "-c", config, "--json").stdout)["runs"]
     assert [(r["kind"], r["note"]) for r in runs[:2]] == [
-        ("state", "state set --source signups"), ("state", "state reset --source signups"),
+        ("state", "state set --source signups"),
+        ("state", "state reset --source signups"),
     ]
     assert [h["run_id"] for h in history] == [r["id"] for r in runs[:2]]
 
@@ -96,8 +99,18 @@ def test_a_full_refresh_sends_nothing_unchanged_and_an_edited_row_once(kit, sand
     # Row 2 edited in place: a full refresh sends exactly that row, once.
     kit.contacts(contacts, [kit.contact(1), kit.contact(2, Last="Byron"), kit.contact(3)])
     edited = json.loads(kit.run("sync", "-c", config, "--full-refresh", "--source", "signups", "--json").stdout)
-    assert (edited["counts"]["read"], edited["counts"]["enqueued"], edited["counts"]["sent"], edited["counts"]["captured"]) == (3, 1, 1, 1)
-    assert json.loads(kit.run("sync", "-c", config, "--full-refresh", "--source", "signups", "--json").stdout)["counts"]["sent"] == 0
+    assert (
+        edited["counts"]["read"],
+        edited["counts"]["enqueued"],
+        edited["counts"]["sent"],
+        edited["counts"]["captured"],
+    ) == (3, 1, 1, 1)
+    assert (
+        json.loads(kit.run("sync", "-c", config, "--full-refresh", "--source", "signups", "--json").stdout)["counts"][
+            "sent"
+        ]
+        == 0
+    )
     assert len(sandbox.store.captures()) == 4
     [ada2] = [p for p in sandbox.store.persons() if p["data"]["email"] == "ada2@example.org"]
     assert ada2["data"]["last_name"] == "Byron"
@@ -105,7 +118,10 @@ def test_a_full_refresh_sends_nothing_unchanged_and_an_edited_row_once(kit, sand
     history = json.loads(kit.run("state", "show", "-c", config, "--history", "--json").stdout)["history"]
     assert [h["action"] for h in history] == ["full-refresh"] * 3 and history[-1]["old"] == cursor
     assert history[0]["run_id"] == json.loads(kit.run("runs", "list", "-c", config, "--json").stdout)["runs"][0]["id"]
-    rows = [json.loads(x) for x in kit.run("runs", "show", "-c", config, str(edited["run"]), "--format", "jsonl").stdout.splitlines()]
+    rows = [
+        json.loads(x)
+        for x in kit.run("runs", "show", "-c", config, str(edited["run"]), "--format", "jsonl").stdout.splitlines()
+    ]
     assert [(r["record_id"], r["state"]) for r in rows] == [("R2", "captured")]
 
     needs_source = kit.run("sync", "-c", config, "--full-refresh")

@@ -36,7 +36,7 @@ def _status(kit, config: Path) -> tuple[list[str], list[dict[str, str]]]:
     assert text.code == 0, text.stderr
     as_json = json.loads(kit.run("status", "-c", str(config), "--json").stdout)
     assert as_json["live"] is None  # no daemon holds the ledger
-    lines = text.stdout.splitlines()[-len(as_json["advice"]):]
+    lines = text.stdout.splitlines()[-len(as_json["advice"]) :]
     assert lines == [a["text"] for a in as_json["advice"]]
     return lines, as_json["advice"]
 
@@ -78,7 +78,10 @@ def test_pending_during_an_outage(kit, sandbox_process, tmp_path: Path, capsys: 
     health.next_run = lambda job: 1_900_000_000.0 if job == "retry-sweep" else None
     [line] = _rendered(capsys, config, _live(health)).splitlines()[-1:]
     assert line.startswith("3 entries wait: the Capture API has not answered since ")
-    assert "the daemon re-sends them by itself once it answers (next try: its retry sweep at 2030-03-17 17:46:40 UTC)" in line
+    assert (
+        "the daemon re-sends them by itself once it answers (next try: its retry sweep at 2030-03-17 17:46:40 UTC)"
+        in line
+    )
     assert "replay" not in line  # the daemon does it: no command to run
 
 
@@ -96,12 +99,16 @@ def test_stalled(kit, gated_sandbox, tmp_path: Path, capsys: pytest.CaptureFixtu
         health.ledger_read(ledger.unsettled_count(), ledger.blocked_count(), ledger.stalls())
     [line] = _rendered(capsys, config, _live(health)).splitlines()[-1:]
     assert "(HTTP 503 ServiceUnavailableError/capture_failed, since " in line
-    assert line.endswith(f"re-sent on [daemon] retry_stalled_every (every 1h); `capture-sync replay -c {config}` sends them now")
+    assert line.endswith(
+        f"re-sent on [daemon] retry_stalled_every (every 1h); `capture-sync replay -c {config}` sends them now"
+    )
 
 
 def test_blocked(kit, sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = _synced(kit, tmp_path, sandbox.base_url, *sandbox.create_client(rate_limit=1000))
-    with sqlite3.connect(tmp_path / "ledger.sqlite3") as db:  # as tests/cli/test_outage.py: a 409's outcome, put directly
+    with sqlite3.connect(
+        tmp_path / "ledger.sqlite3"
+    ) as db:  # as tests/cli/test_outage.py: a 409's outcome, put directly
         db.execute("UPDATE entries SET state = 'blocked', last_error = 'HTTP 409' WHERE record_id = 'R2'")
     db.close()
     [line], [advice] = _status(kit, config)
@@ -110,7 +117,10 @@ def test_blocked(kit, sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert advice["state"] == "blocked"
     # beside a running daemon, `ledger resolve` is refused: the advice says to stop it first
     [line] = _rendered(capsys, config, _live(DaemonHealth(("signups",), config))).splitlines()[-1:]
-    assert "then stop the daemon (`ledger resolve` is refused while it holds the ledger) and run the `ledger resolve`" in line
+    assert (
+        "then stop the daemon (`ledger resolve` is refused while it holds the ledger) and run the `ledger resolve`"
+        in line
+    )
 
 
 def test_credentials_refused(kit, sandbox_process, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -153,6 +163,11 @@ def test_paused(kit, sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     config = _synced(kit, tmp_path, sandbox.base_url, *sandbox.create_client(rate_limit=1000))
     health = DaemonHealth(("signups",), config)
     [line] = _rendered(capsys, config, _live(health, signups=1_900_000_000.0)).splitlines()[-1:]
-    assert line == f"paused: signups since 2030-03-17 17:46:40 UTC; `capture-sync resume -c {config} --source signups` resumes it"
-    [line] = _rendered(capsys, config, {"paused": {"*": 1_900_000_000.0}, "health": health.describe(0)}).splitlines()[-1:]
+    assert (
+        line
+        == f"paused: signups since 2030-03-17 17:46:40 UTC; `capture-sync resume -c {config} --source signups` resumes it"
+    )
+    [line] = _rendered(capsys, config, {"paused": {"*": 1_900_000_000.0}, "health": health.describe(0)}).splitlines()[
+        -1:
+    ]
     assert line == f"delivery is paused since 2030-03-17 17:46:40 UTC: `capture-sync resume -c {config}` resumes it"

@@ -92,7 +92,9 @@ def test_a_plugin_that_raises_after_6_records_gets_them_delivered_and_the_other_
     assert result.code == 6, result.stderr
     assert "sources.flaky: the read failed after 6 record(s): RuntimeError: the export API dropped" in result.stderr
     assert "Traceback" not in result.stderr
-    assert emails_in(sandbox) == {f"flo{i}@example.org" for i in range(6)} | {f"ada{n}@example.org" for n in range(1, 4)}
+    assert emails_in(sandbox) == {f"flo{i}@example.org" for i in range(6)} | {
+        f"ada{n}@example.org" for n in range(1, 4)
+    }
     assert last_run_exit_code(kit, config, env) == 6
 
 
@@ -100,8 +102,10 @@ def test_a_missing_file_skips_its_source_and_the_others_pending_work_is_delivere
     config, env = setup
     missing = tmp_path / "exports" / "late.csv"
     good = config.read_text(encoding="utf-8")
-    block = good[good.index("[[sources]]"):].replace('"signups"', '"late"').replace(
-        json.dumps(str(tmp_path / "contacts.csv")), json.dumps(str(missing))
+    block = (
+        good[good.index("[[sources]]") :]
+        .replace('"signups"', '"late"')
+        .replace(json.dumps(str(tmp_path / "contacts.csv")), json.dumps(str(missing)))
     )
     with socket.socket() as probe:  # first an outage: signups' contacts stay pending in the ledger
         probe.bind(("127.0.0.1", 0))
@@ -129,10 +133,15 @@ def test_a_malformed_line_between_good_ones_is_rejected_with_its_line_and_the_ru
         good = (tmp_path / "contacts.csv").read_bytes().splitlines(keepends=True)  # header and 3 contacts
         path.write_bytes(b"".join(good[:3]) + b"R9,Bad\xff\xfeBytes,X,bad@example.org,\r\n" + b"".join(good[3:]))
     else:
-        rows = [{"id": f"R{n}", "First": f"Ada{n}", "Last": "L", "Email": f"ada{n}@example.org", "Phone": ""} for n in (1, 2, 3)]
+        rows = [
+            {"id": f"R{n}", "First": f"Ada{n}", "Last": "L", "Email": f"ada{n}@example.org", "Phone": ""}
+            for n in (1, 2, 3)
+        ]
         lines = [json.dumps(r) for r in rows]
         path.write_text("\n".join([*lines[:2], '{"id": "R9", "First": "Bro', lines[2]]) + "\n", encoding="utf-8")
-        config.write_text(config.read_text(encoding="utf-8").replace('type = "csv"', 'type = "jsonl"'), encoding="utf-8")
+        config.write_text(
+            config.read_text(encoding="utf-8").replace('type = "csv"', 'type = "jsonl"'), encoding="utf-8"
+        )
     config.write_text(
         config.read_text(encoding="utf-8").replace(json.dumps(str(tmp_path / "contacts.csv")), json.dumps(str(path))),
         encoding="utf-8",
@@ -176,8 +185,9 @@ def test_a_state_json_cannot_hold_is_a_plugin_error_in_the_run_record_too(kit, s
 def test_a_stop_says_how_to_continue_and_is_exit_4_in_the_run_record_too(kit, sandbox_factory, tmp_path):
     box = sandbox_factory(faults=Faults(latency_s=0.7))
     config, env = configure(kit, box, tmp_path, 40, extra_capture="concurrency = 1\n")
-    proc = subprocess.Popen([str(kit.script), "sync", "-c", str(config)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [str(kit.script), "sync", "-c", str(config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     try:
         deadline = time.monotonic() + DEADLINE_S
         while not box.store.captures():  # mid-delivery: the first batch has reached the CRM

@@ -39,7 +39,8 @@ class FirstBulksRefused:
             if key not in self.faulted and len(self.faulted) < 2:
                 self.faulted[key] = 429 if not self.faulted else 503
                 error = (
-                    ApiError(429, "rate_limited", "slow down", headers={"Retry-After": "0"}) if self.faulted[key] == 429
+                    ApiError(429, "rate_limited", "slow down", headers={"Retry-After": "0"})
+                    if self.faulted[key] == 429
                     else ApiError(503, "capture_unavailable", "try again", retryable=True)
                 )
                 return await error_response(error)(scope, receive, send)
@@ -60,7 +61,9 @@ def _attrs(span: ReadableSpan) -> dict[str, Any]:
     return dict(span.attributes or {})
 
 
-def test_the_spans_of_a_sync_with_a_429_and_a_retried_batch(kit, sandbox_factory, tmp_path: Path, spans: InMemorySpanExporter) -> None:
+def test_the_spans_of_a_sync_with_a_429_and_a_retried_batch(
+    kit, sandbox_factory, tmp_path: Path, spans: InMemorySpanExporter
+) -> None:
     middleware: list[FirstBulksRefused] = []
     box = sandbox_factory(wrap=lambda app: middleware.append(FirstBulksRefused(app)) or middleware[0])
     key, secret = box.create_client("trace-test", rate_limit=100_000)
@@ -79,8 +82,12 @@ def test_the_spans_of_a_sync_with_a_429_and_a_retried_batch(kit, sandbox_factory
         by_name.setdefault(span.name, []).append(span)
     [run] = by_name["capture_sync.run"]
     expected = {
-        "capture_sync.integration": "capture-sync", "capture_sync.operation": "sync", "capture_sync.exit_code": 0,
-        "capture_sync.read": ROWS, "capture_sync.captured": ROWS, "capture_sync.rejected": 0,
+        "capture_sync.integration": "capture-sync",
+        "capture_sync.operation": "sync",
+        "capture_sync.exit_code": 0,
+        "capture_sync.read": ROWS,
+        "capture_sync.captured": ROWS,
+        "capture_sync.rejected": 0,
     }
     assert {k: _attrs(run).get(k) for k in expected} == expected
     [read] = by_name["capture_sync.source.read"]
@@ -91,13 +98,25 @@ def test_the_spans_of_a_sync_with_a_429_and_a_retried_batch(kit, sandbox_factory
     assert all(r.context.trace_id == run.context.trace_id for r in requests)
     bulk = [_attrs(r) for r in requests if _attrs(r)["capture_sync.operation"] == "capture_bulk"]
     assert len(bulk) == 3 and all(b["capture_sync.size"] == 10 and b["http.response.status_code"] == 200 for b in bulk)
-    assert sorted((b["capture_sync.attempts"], b["capture_sync.rate_limited"]) for b in bulk) == [(1, 0), (2, 0), (2, 1)]
-    retried = next(r for r in requests if _attrs(r).get("capture_sync.attempts") == 2 and not _attrs(r)["capture_sync.rate_limited"])
+    assert sorted((b["capture_sync.attempts"], b["capture_sync.rate_limited"]) for b in bulk) == [
+        (1, 0),
+        (2, 0),
+        (2, 1),
+    ]
+    retried = next(
+        r
+        for r in requests
+        if _attrs(r).get("capture_sync.attempts") == 2 and not _attrs(r)["capture_sync.rate_limited"]
+    )
     assert [e.attributes["http.response.status_code"] for e in retried.events] == [503, 200]  # type: ignore[index]
     assert any(_attrs(r)["capture_sync.operation"] == "info" for r in requests)
 
     # Nothing secret or personal anywhere: not the key, the secret, an idempotency key, an email, a phone, a name.
-    values = [str(v) for span in finished for v in [*_attrs(span).values(), *(a for e in span.events for a in (e.attributes or {}).values()), span.name]]
+    values = [
+        str(v)
+        for span in finished
+        for v in [*_attrs(span).values(), *(a for e in span.events for a in (e.attributes or {}).values()), span.name]
+    ]
     forbidden = [key, secret, box.base_url, *middleware[0].faulted]
     forbidden += [v for row in rows for k, v in row.items() if k != "id" and v]
     forbidden += ["".join(ch for ch in row["Phone"] if ch.isdigit()) for row in rows]
@@ -118,7 +137,9 @@ class _Collector(BaseHTTPRequestHandler):
         pass
 
 
-def test_a_cli_sync_exports_its_spans_over_otlp_when_the_otel_variables_say_so(kit, sandbox_factory, tmp_path: Path) -> None:
+def test_a_cli_sync_exports_its_spans_over_otlp_when_the_otel_variables_say_so(
+    kit, sandbox_factory, tmp_path: Path
+) -> None:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     collector = ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
@@ -131,8 +152,10 @@ def test_a_cli_sync_exports_its_spans_over_otlp_when_the_otel_variables_say_so(k
         kit.contacts(csv, [kit.contact(n) for n in range(1, 4)])
         config = kit.config(tmp_path, box.base_url, csv)
         env = kit.env(
-            OTEL_TRACES_EXPORTER="otlp", OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
-            OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{collector.server_address[1]}", OTEL_SERVICE_NAME="crm-feed",
+            OTEL_TRACES_EXPORTER="otlp",
+            OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+            OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{collector.server_address[1]}",
+            OTEL_SERVICE_NAME="crm-feed",
         )
         ran = kit.run("sync", "-c", str(config), "--json", env=env)
         assert ran.code == 0, ran.stderr
@@ -147,7 +170,9 @@ def test_a_cli_sync_exports_its_spans_over_otlp_when_the_otel_variables_say_so(k
     assert names == {"capture_sync.run", "capture_sync.source.read", "capture_api.request"} and services == {"crm-feed"}
 
 
-def test_without_otel_variables_tracing_is_off_and_opentelemetry_is_not_imported(kit, sandbox_factory, tmp_path: Path) -> None:
+def test_without_otel_variables_tracing_is_off_and_opentelemetry_is_not_imported(
+    kit, sandbox_factory, tmp_path: Path
+) -> None:
     box = sandbox_factory()
     key, secret = box.create_client("off-test", rate_limit=100_000)
     kit.credentials(tmp_path, key, secret)
@@ -159,6 +184,8 @@ def test_without_otel_variables_tracing_is_off_and_opentelemetry_is_not_imported
         "print(r.captured, sorted(m for m in sys.modules if m.startswith('opentelemetry')))"
     )
     env = {k: v for k, v in kit.env().items() if not k.startswith("OTEL_")}
-    ran = subprocess.run([sys.executable, "-c", probe, str(config)], capture_output=True, text=True, env=env, timeout=60)
+    ran = subprocess.run(
+        [sys.executable, "-c", probe, str(config)], capture_output=True, text=True, env=env, timeout=60
+    )
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip() == "1 []"

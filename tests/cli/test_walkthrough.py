@@ -49,7 +49,12 @@ def test_the_walkthrough_runs_from_a_clean_folder_and_each_step_does_what_it_say
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAPTURE_")}
     env.update(PORT=str(free_port()), PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
     done = subprocess.run(
-        ["bash", str(SCRIPT)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        ["bash", str(SCRIPT)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
     folder = tmp_path / "capture-sync-walkthrough"
@@ -71,7 +76,9 @@ def test_the_walkthrough_runs_from_a_clean_folder_and_each_step_does_what_it_say
     assert "Dry run: nothing was sent" in done.stdout
     emails = {row["E-mail"].strip().lower() for row in csv.DictReader((folder / "contacts.csv").open())}
     with sqlite3.connect(folder / "ledger.sqlite3") as ledger:
-        runs = ledger.execute("SELECT kind, started_at, read, sent, captured, exit_code FROM runs ORDER BY id").fetchall()
+        runs = ledger.execute(
+            "SELECT kind, started_at, read, sent, captured, exit_code FROM runs ORDER BY id"
+        ).fetchall()
         states = dict(ledger.execute("SELECT state, count(*) FROM entries GROUP BY state").fetchall())
     assert [(kind, read, sent, captured, code) for kind, _, read, sent, captured, code in runs] == [
         ("sync", 3, 3, 3, 0),  # 7: the sync
@@ -109,7 +116,7 @@ def test_the_production_capture_table_is_a_valid_config_with_the_walkthrough_sou
         (tmp_path / name).chmod(0o600)
         capture = capture.replace(f"/etc/capture-sync/{name}", str(tmp_path / name))
     script = SCRIPT.read_text(encoding="utf-8")
-    sources = script[script.index("[ledger]"):script.index("EOF\n\n# 4.")]
+    sources = script[script.index("[ledger]") : script.index("EOF\n\n# 4.")]
     (tmp_path / "contacts.csv").write_text("id,First name,Last name,E-mail,Phone\n")
     config = tmp_path / "capture-sync.toml"
     config.write_text(capture + "\n" + sources)

@@ -73,8 +73,10 @@ def test_a_stale_socket_is_replaced_the_new_one_is_0600_and_unknown_requests_do_
         path = await server.start()
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
         try:
-            return [await asyncio.to_thread(ask, ledger, name, args, timeout_s=5)
-                    for name, args in (("nope", {}), ("pause", {"sorce": "x"}), ("pause", {"source": 1}))]
+            return [
+                await asyncio.to_thread(ask, ledger, name, args, timeout_s=5)
+                for name, args in (("nope", {}), ("pause", {"sorce": "x"}), ("pause", {"source": 1}))
+            ]
         finally:
             await server.stop()
 

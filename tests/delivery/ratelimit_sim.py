@@ -61,7 +61,7 @@ class SimServer:
 
 @dataclass
 class SimResult:
-    done: list[tuple[float, int]] = field(default_factory=list)   # (answered at, persons)
+    done: list[tuple[float, int]] = field(default_factory=list)  # (answered at, persons)
     sent: list[tuple[float, bool]] = field(default_factory=list)  # (sent at, answered 429)
     finished_at: float = 0.0
 
@@ -74,9 +74,18 @@ class SimResult:
 
 
 def simulate(
-    server: SimServer, limiter: BurstFinder | CeilingFinder, *, records: int, batch: int = 100, concurrency: int = 4,
-    one_way_s: float = 0.002, service_s: float = 0.05, seed: int = 1,
-    at: tuple[float, Callable[[], None]] | None = None, late_s: float = 0.0, trickle: tuple[int, float] = (0, 0.0),
+    server: SimServer,
+    limiter: BurstFinder | CeilingFinder,
+    *,
+    records: int,
+    batch: int = 100,
+    concurrency: int = 4,
+    one_way_s: float = 0.002,
+    service_s: float = 0.05,
+    seed: int = 1,
+    at: tuple[float, Callable[[], None]] | None = None,
+    late_s: float = 0.0,
+    trickle: tuple[int, float] = (0, 0.0),
     arrival_jitter_s: float = 0.0,
 ) -> SimResult:
     """Deliver `records` in batches of `batch` with `concurrency` workers; returns what happened.
@@ -110,6 +119,7 @@ def simulate(
             else:
                 result.sent.append((now, True))
                 schedule(now + 2 * one_way_s, limited(cost, number, verdict))
+
         return go
 
     def answered(cost: int) -> Callable[[float], None]:
@@ -118,6 +128,7 @@ def simulate(
             result.done.append((now, cost))
             result.finished_at = now
             next_batch(now)
+
         return go
 
     def limited(cost: int, number: int, verdict: float) -> Callable[[float], None]:
@@ -125,8 +136,9 @@ def simulate(
             retry_after = None if math.isnan(verdict) else verdict
             limiter.on_rate_limited(retry_after, cost, now)
             # The client's RetryPolicy: Retry-After when given, else full-jitter exponential backoff.
-            wait = retry_after if retry_after is not None else rng.uniform(0, min(30.0, 0.5 * 2 ** number))
+            wait = retry_after if retry_after is not None else rng.uniform(0, min(30.0, 0.5 * 2**number))
             schedule(now + wait, attempt(cost, number + 1))
+
         return go
 
     trickled, every_s = trickle

@@ -58,7 +58,8 @@ def people(name: str, n: int) -> list[dict[str, Any]]:
 def job(name: str, rows: list[dict[str, Any]], mapping: dict[str, Any] | None = None, **options: Any) -> SourceJob:
     where = f"sources.{name}.mapping"
     return SourceJob(
-        name, Rows(name, Rows.Options(rows=rows, **options)),
+        name,
+        Rows(name, Rows.Options(rows=rows, **options)),
         Mapping.from_config(mapping or {"name": "Name", "email": "Email"}, where=where),
     )
 
@@ -94,7 +95,9 @@ async def test_a_source_that_fails_mid_read_keeps_what_it_gave_and_the_next_sour
     flaky_rows = people("flaky", 10)
     async with connect() as client:
         report = await sync(
-            ledger, client, [job("flaky", flaky_rows, fail_at=6, failure=failure), job("steady", people("steady", 3))],
+            ledger,
+            client,
+            [job("flaky", flaky_rows, fail_at=6, failure=failure), job("steady", people("steady", 3))],
             SETTINGS,
         )
     assert report.exit_code == 6 and last_run_exit_code(ledger) == 6
@@ -129,7 +132,9 @@ async def test_a_bad_record_is_rejected_with_its_position_and_its_neighbours_are
     assert len(sandbox.store.persons()) == 4
     rejected = {e.record_id: e.last_error for e in ledger.list_entries("rejected")}
     assert rejected == {"@row 3": "row 3: not valid JSON", "K9": "row 6: no id"}
-    assert report.rejection_reasons == {"not valid JSON": 1, "no id": 1}, "counted without positions, so alike ones add up"
+    assert report.rejection_reasons == {"not valid JSON": 1, "no id": 1}, (
+        "counted without positions, so alike ones add up"
+    )
     assert ledger.source_state("src") == {"next": 6}, "the cursor moved past them"
 
 

@@ -21,22 +21,34 @@ from connector.ledger import Ledger, Mapped
 BATCHES = 6
 
 
-async def test_latency_ms_is_the_exchange_and_wait_ms_the_limiters_hold(sandbox_factory, debug_logs: io.StringIO, tmp_path: Path) -> None:
+async def test_latency_ms_is_the_exchange_and_wait_ms_the_limiters_hold(
+    sandbox_factory, debug_logs: io.StringIO, tmp_path: Path
+) -> None:
     box = sandbox_factory(rate_window_s=1.0)
     key, secret = box.create_client(rate_limit=2)
     path = tmp_path / "ledger.sqlite3"
     with Ledger(path, synchronous="NORMAL") as ledger:
-        ledger.enqueue("crm", "m", [Mapped(str(n), payload=f'{{"name":"P{n}","email":"p{n}@example.org"}}') for n in range(BATCHES)], None)
+        ledger.enqueue(
+            "crm",
+            "m",
+            [Mapped(str(n), payload=f'{{"name":"P{n}","email":"p{n}@example.org"}}') for n in range(BATCHES)],
+            None,
+        )
         quick = RetryPolicy(max_attempts=6, initial_backoff_s=0.05, max_backoff_s=0.2)
         async with CaptureClient(box.base_url, key, secret, retry_policy=quick) as client:
             report = await replay(ledger, client, DeliverySettings(batch_size=1, concurrency=1, rate_window_s=1.0))
     assert report.captured == BATCHES and report.exit_code == 0
 
-    settled = [e for line in debug_logs.getvalue().splitlines() if (e := json.loads(line)).get("event") == "batch.settled"]
+    settled = [
+        e for line in debug_logs.getvalue().splitlines() if (e := json.loads(line)).get("event") == "batch.settled"
+    ]
     with sqlite3.connect(path) as db:
-        exchanges = {key[:14]: ms for key, ms in db.execute(  # a batch's last attempt is the one answered
-            "SELECT key, latency_ms FROM attempts WHERE key IS NOT NULL ORDER BY id"
-        )}
+        exchanges = {
+            key[:14]: ms
+            for key, ms in db.execute(  # a batch's last attempt is the one answered
+                "SELECT key, latency_ms FROM attempts WHERE key IS NOT NULL ORDER BY id"
+            )
+        }
     db.close()
     assert len(settled) == BATCHES
     for event in settled:

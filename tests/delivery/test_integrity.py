@@ -57,7 +57,9 @@ def last_written(box) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-async def test_every_result_shape_settles_each_member_truthfully_and_captures_none_twice(sandbox_factory, ledger, shape):
+async def test_every_result_shape_settles_each_member_truthfully_and_captures_none_twice(
+    sandbox_factory, ledger, shape
+):
     """Points 1 and 7: mixed outcomes (new, already captured, refused) in every shape. A member the
     matcher cannot place is asked again alone in a bulk request under its own per-person key, never
     with POST /person (whose keys need not be the bulk's), and never settled by a guess."""
@@ -111,7 +113,8 @@ async def test_an_edit_while_the_older_version_is_stalled_lands_after_it(sandbox
     batch = ledger.claim(Claim(6))
     async with httpx.AsyncClient() as raw:  # the batch meets the outage
         response = await raw.post(
-            failing.base_url + "/persons/bulk", content=batch.body,
+            failing.base_url + "/persons/bulk",
+            content=batch.body,
             headers={**failing.headers(key, secret), "Idempotency-Key": batch.key, "Content-Type": "application/json"},
         )
     assert response.status_code == 503
@@ -174,7 +177,9 @@ async def test_a_server_that_refuses_whole_requests_for_one_invalid_person_loses
     box = sandbox_factory(behaviour=Behaviour(bulk_result_shape=shape, invalid_person="reject-request"))
     key, secret = box.create_client(rate_limit=10_000)
     bad = [Mapped(f"bad{i}", payload=json.dumps({"name": "Bad", "email": f"not-an-email-{i}"})) for i in range(2)]
-    ledger.enqueue("src", "v1", [person(i) for i in range(9)] + [bad[0]] + [person(i) for i in range(9, 18)] + [bad[1]], None)
+    ledger.enqueue(
+        "src", "v1", [person(i) for i in range(9)] + [bad[0]] + [person(i) for i in range(9, 18)] + [bad[1]], None
+    )
     async with client_for(box, key, secret) as client:
         report = await replay(ledger, client, DeliverySettings(batch_size=20))
     assert report.exit_code == 0

@@ -75,7 +75,11 @@ def _bare(m: Member, pos: int, truth: str) -> dict:
 
 
 SHAPES: dict[str, Callable[[Member, int, str], dict]] = {
-    "echo": _echo, "nested": _nested, "index1": _index1, "array_index": _array_index, "bare": _bare,
+    "echo": _echo,
+    "nested": _nested,
+    "index1": _index1,
+    "array_index": _array_index,
+    "bare": _bare,
 }
 
 
@@ -103,6 +107,7 @@ MIXED = ["captured", "failed", "duplicate", "captured", "omitted"]
 
 
 # --- the five shapes ------------------------------------------------------------------------------
+
 
 def test_echo_places_every_listed_member_and_leaves_the_unlisted_one_unknown():
     batch = members(5)
@@ -187,8 +192,10 @@ def test_bare_all_failed_keeps_the_reason_only_if_they_share_it():
 
     assert [(o.state, o.error) for o in shared] == [("failed", "x: no")] * 2
     assert states(distinct) == ["failed"] * 2
-    assert distinct[0].error == "the server listed this person as failed; its reason is one of: " \
+    assert (
+        distinct[0].error == "the server listed this person as failed; its reason is one of: "
         "invalid_person: bad person 0; invalid_person: bad person 1"
+    )
 
 
 def test_bare_with_a_person_missing_does_not_settle_by_count():
@@ -201,46 +208,65 @@ def test_bare_with_a_person_missing_does_not_settle_by_count():
 
 # --- evidence and cross-checks ----------------------------------------------------------------------
 
+
 def test_a_national_format_phone_echo_places_its_member():
     batch = [member(0, email=None, phone="+12025550100"), member(1, email=None, phone="+12025550101")]
-    outcomes = match_bulk(batch, bulk(
-        successful=[{"phone": "(202) 555-0101", "person_id": person_id(1)}],
-        failed=[{"phone": "+1 202 555 0100", "error": "blocked"}],
-    ))
+    outcomes = match_bulk(
+        batch,
+        bulk(
+            successful=[{"phone": "(202) 555-0101", "person_id": person_id(1)}],
+            failed=[{"phone": "+1 202 555 0100", "error": "blocked"}],
+        ),
+    )
 
     assert [(o.state, o.person_id, o.error) for o in outcomes] == [
-        ("failed", None, "blocked"), ("captured", person_id(1), None),
+        ("failed", None, "blocked"),
+        ("captured", person_id(1), None),
     ]
 
 
 def test_a_phone_suffix_too_short_or_shared_is_no_evidence():
-    batch = [member(0, email=None, phone="+12025550100"), member(1, email=None, phone="+12025550101"),
-             member(2, email=None, phone="+12025550101")]
-    outcomes = match_bulk(batch, bulk(
-        successful=[{"phone": "555-0100", "person_id": person_id(0)}],  # 7 digits
-        failed=[{"phone": "+12025550101", "error": "blocked"}, {"phone": "+12025550101", "error": "blocked"}],
-    ))
+    batch = [
+        member(0, email=None, phone="+12025550100"),
+        member(1, email=None, phone="+12025550101"),
+        member(2, email=None, phone="+12025550101"),
+    ]
+    outcomes = match_bulk(
+        batch,
+        bulk(
+            successful=[{"phone": "555-0100", "person_id": person_id(0)}],  # 7 digits
+            failed=[{"phone": "+12025550101", "error": "blocked"}, {"phone": "+12025550101", "error": "blocked"}],
+        ),
+    )
 
     assert states(outcomes) == ["unknown"] * 3
 
 
 def test_a_shared_email_is_no_evidence():
     batch = [member(0, email="same@example.com", phone=None), member(1, email="same@example.com", phone=None)]
-    outcomes = match_bulk(batch, bulk(
-        successful=[{"email": "same@example.com", "person_id": person_id(0)}],
-        failed=[{"email": "SAME@example.com ", "error": "blocked"}],
-    ))
+    outcomes = match_bulk(
+        batch,
+        bulk(
+            successful=[{"email": "same@example.com", "person_id": person_id(0)}],
+            failed=[{"email": "SAME@example.com ", "error": "blocked"}],
+        ),
+    )
 
     assert states(outcomes) == ["unknown", "unknown"]
 
 
 def test_a_key_and_another_members_email_in_one_object_make_both_unknown():
     batch = members(3)
-    outcomes = match_bulk(batch, bulk(
-        successful=[{"idempotency_key": batch[0].key, "email": "person1@example.com", "person_id": person_id(0)},
-                    {"idempotency_key": batch[2].key, "person_id": person_id(2)}],
-        failed=[{"idempotency_key": batch[1].key, "error": "no"}],
-    ))
+    outcomes = match_bulk(
+        batch,
+        bulk(
+            successful=[
+                {"idempotency_key": batch[0].key, "email": "person1@example.com", "person_id": person_id(0)},
+                {"idempotency_key": batch[2].key, "person_id": person_id(2)},
+            ],
+            failed=[{"idempotency_key": batch[1].key, "error": "no"}],
+        ),
+    )
 
     assert states(outcomes) == ["unknown", "unknown", "captured"]
     assert "contradictory evidence" in outcomes[0].error and "contradictory evidence" in outcomes[1].error
@@ -248,10 +274,13 @@ def test_a_key_and_another_members_email_in_one_object_make_both_unknown():
 
 def test_two_objects_for_one_member_make_it_unknown():
     batch = members(2)
-    outcomes = match_bulk(batch, bulk(
-        successful=[{"idempotency_key": batch[0].key}, {"idempotency_key": batch[1].key}],
-        failed=[{"nested": {"idempotency_key": batch[0].key}, "error": "no"}],
-    ))
+    outcomes = match_bulk(
+        batch,
+        bulk(
+            successful=[{"idempotency_key": batch[0].key}, {"idempotency_key": batch[1].key}],
+            failed=[{"nested": {"idempotency_key": batch[0].key}, "error": "no"}],
+        ),
+    )
 
     assert states(outcomes) == ["unknown", "captured"]
     assert outcomes[0].error == "2 result objects name this person (successful, failed)"
@@ -259,11 +288,16 @@ def test_two_objects_for_one_member_make_it_unknown():
 
 def test_an_index_that_contradicts_an_echoed_key_is_ignored_for_the_whole_response():
     batch = members(3)
-    outcomes = match_bulk(batch, bulk(
-        successful=[{"index": 1, "idempotency_key": batch[0].key, "person_id": person_id(0)},
-                    {"index": 2, "person_id": person_id(2)}],
-        failed=[{"index": 0, "error": "no"}],
-    ))
+    outcomes = match_bulk(
+        batch,
+        bulk(
+            successful=[
+                {"index": 1, "idempotency_key": batch[0].key, "person_id": person_id(0)},
+                {"index": 2, "person_id": person_id(2)},
+            ],
+            failed=[{"index": 0, "error": "no"}],
+        ),
+    )
 
     assert states(outcomes) == ["captured", "unknown", "unknown"]
     assert outcomes[0].person_id == person_id(0)
@@ -271,10 +305,13 @@ def test_an_index_that_contradicts_an_echoed_key_is_ignored_for_the_whole_respon
 
 def test_an_index_confirmed_by_an_echoed_key_places_the_objects_without_one():
     batch = members(4)
-    outcomes = match_bulk(batch, bulk(
-        successful=[{"index": 3, "person_id": person_id(3)}, {"index": 0, "idempotency_key": batch[0].key}],
-        failed=[{"index": 2, "error": "no"}],
-    ))
+    outcomes = match_bulk(
+        batch,
+        bulk(
+            successful=[{"index": 3, "person_id": person_id(3)}, {"index": 0, "idempotency_key": batch[0].key}],
+            failed=[{"index": 2, "error": "no"}],
+        ),
+    )
 
     assert states(outcomes) == ["captured", "unknown", "failed", "captured"]
     assert outcomes[3].person_id == person_id(3)
@@ -282,18 +319,28 @@ def test_an_index_confirmed_by_an_echoed_key_places_the_objects_without_one():
 
 def test_indices_that_fit_both_bases_are_ignored():
     batch = members(3)
-    outcomes = match_bulk(batch, bulk(successful=[{"index": 2, "person_id": person_id(2)}],
-                                      failed=[{"index": 1, "error": "no"}]))
+    outcomes = match_bulk(
+        batch, bulk(successful=[{"index": 2, "person_id": person_id(2)}], failed=[{"index": 1, "error": "no"}])
+    )
 
     assert states(outcomes) == ["unknown"] * 3
 
 
 def test_evidence_in_custom_fields_and_conflicting_person_ids_are_not_used():
     batch = members(2)
-    outcomes = match_bulk(batch, bulk(successful=[
-        {"idempotency_key": batch[0].key, "custom_fields": {"email": "person1@example.com"}, "person_id": person_id(0)},
-        {"idempotency_key": batch[1].key, "person_id": person_id(1), "result": {"person_id": person_id(0)}},
-    ]))
+    outcomes = match_bulk(
+        batch,
+        bulk(
+            successful=[
+                {
+                    "idempotency_key": batch[0].key,
+                    "custom_fields": {"email": "person1@example.com"},
+                    "person_id": person_id(0),
+                },
+                {"idempotency_key": batch[1].key, "person_id": person_id(1), "result": {"person_id": person_id(0)}},
+            ]
+        ),
+    )
 
     assert [(o.state, o.person_id) for o in outcomes] == [("captured", person_id(0)), ("captured", None)]
 
@@ -318,10 +365,13 @@ def test_a_key_whose_shared_email_belongs_to_others_is_contradictory():
 def test_an_email_inside_an_error_names_whom_it_clashed_with_not_whom_it_is_about():
     """#0 failed because it clashed with #1, captured just before; the error quotes #1's email."""
     batch = members(2)
-    outcomes = match_bulk(batch, bulk(
-        successful=[{"index": 1, "person_id": person_id(1)}],
-        failed=[{"index": 0, "error": {"code": "phone_taken", "existing": {"email": "person1@example.com"}}}],
-    ))
+    outcomes = match_bulk(
+        batch,
+        bulk(
+            successful=[{"index": 1, "person_id": person_id(1)}],
+            failed=[{"index": 0, "error": {"code": "phone_taken", "existing": {"email": "person1@example.com"}}}],
+        ),
+    )
 
     assert states(outcomes) == ["failed", "captured"]
     assert outcomes[1].person_id == person_id(1)
@@ -329,10 +379,13 @@ def test_an_email_inside_an_error_names_whom_it_clashed_with_not_whom_it_is_abou
 
 def test_an_index_that_contradicts_an_echoed_email_makes_the_person_unknown_and_stops_counting():
     batch = members(3)
-    outcomes = match_bulk(batch, bulk(
-        successful=[{"index": 2, "email": "person0@example.com"}, {"index": 1}],
-        failed=[{"index": 0, "error": "no"}],
-    ))
+    outcomes = match_bulk(
+        batch,
+        bulk(
+            successful=[{"index": 2, "email": "person0@example.com"}, {"index": 1}],
+            failed=[{"index": 0, "error": "no"}],
+        ),
+    )
 
     assert states(outcomes) == ["unknown", "unknown", "unknown"]
     assert "contradicts" in outcomes[0].error
@@ -342,10 +395,13 @@ def test_an_index_alone_landing_on_a_person_its_key_placed_disproves_the_numberi
     """A per-array numbering with each array counted from another base: index 0 of `duplicates` is not
     person #0, whom a key already placed; the leftover then settles by count."""
     batch = members(3)
-    outcomes = match_bulk(batch, bulk(
-        successful=[{"idempotency_key": batch[0].key}],
-        duplicates=[{"index": 0}],
-        failed=[{"index": 1, "idempotency_key": batch[1].key, "error": "no"}],
-    ))
+    outcomes = match_bulk(
+        batch,
+        bulk(
+            successful=[{"idempotency_key": batch[0].key}],
+            duplicates=[{"index": 0}],
+            failed=[{"index": 1, "idempotency_key": batch[1].key, "error": "no"}],
+        ),
+    )
 
     assert states(outcomes) == ["captured", "failed", "duplicate"]

@@ -18,10 +18,17 @@ def _member(pos: int) -> Member:
 
 def test_a_named_person_id_is_evidence_of_the_person_and_a_bare_id_is_not() -> None:
     members = [_member(0), _member(1)]
-    named, bare = match_bulk(members, BulkCaptureResult(successful=[
-        {"idempotency_key": members[0].key, "person_id": "p-1"},
-        {"idempotency_key": members[1].key, "result": {"id": "p-1"}},
-    ], duplicates=[], failed=[]))
+    named, bare = match_bulk(
+        members,
+        BulkCaptureResult(
+            successful=[
+                {"idempotency_key": members[0].key, "person_id": "p-1"},
+                {"idempotency_key": members[1].key, "result": {"id": "p-1"}},
+            ],
+            duplicates=[],
+            failed=[],
+        ),
+    )
     assert (named.state, named.person_id, named.named_person) == ("captured", "p-1", True)
     assert (bare.state, bare.person_id, bare.named_person) == ("captured", "p-1", False)
 

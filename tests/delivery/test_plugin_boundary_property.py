@@ -20,14 +20,24 @@ from connector.ledger import Ledger
 from connector.mapping import Mapping
 from connector.source import BadRecord, Record, Source, SourceOptions
 
-GOOD_IDS = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x2FF, exclude_characters="\x7f"), min_size=1, max_size=6).filter(str.strip)
+GOOD_IDS = st.text(
+    st.characters(min_codepoint=0x20, max_codepoint=0x2FF, exclude_characters="\x7f"), min_size=1, max_size=6
+).filter(str.strip)
 JUNK = st.one_of(
-    st.none(), st.integers(), st.floats(), st.binary(max_size=3), st.just(datetime.date(2026, 1, 1)),
-    st.sets(st.integers(), max_size=2), st.lists(st.integers(), max_size=2), st.text(max_size=3),
+    st.none(),
+    st.integers(),
+    st.floats(),
+    st.binary(max_size=3),
+    st.just(datetime.date(2026, 1, 1)),
+    st.sets(st.integers(), max_size=2),
+    st.lists(st.integers(), max_size=2),
+    st.text(max_size=3),
 )
 STATES = st.recursive(
     st.one_of(st.none(), st.integers(), st.text(max_size=3), st.floats(), st.just(datetime.datetime(2026, 1, 1))),
-    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.one_of(st.text(max_size=2), st.integers()), inner, max_size=3)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.one_of(st.text(max_size=2), st.integers()), inner, max_size=3)
+    ),
     max_leaves=6,
 )
 
@@ -101,7 +111,10 @@ def test_whatever_a_plugin_yields_nothing_escapes_and_nothing_before_the_first_s
     first_slip = next((i for i, item in enumerate(given_items) if _slips(item)), None)
     kept = given_items if first_slip is None else given_items[:first_slip]
     mapping = Mapping.from_config({"name": "Name", "email": "Email"}, where="sources.plugin.mapping")
-    with tempfile.TemporaryDirectory() as folder, Ledger(Path(folder) / "ledger.sqlite3", synchronous="NORMAL") as ledger:
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        Ledger(Path(folder) / "ledger.sqlite3", synchronous="NORMAL") as ledger,
+    ):
         report = RunReport()
         job = SourceJob("plugin", Yields(given_items, raise_at_end), mapping)
         extract(ledger, job, chunk_size, report, NoProgress())  # must not raise, whatever was yielded

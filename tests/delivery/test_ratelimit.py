@@ -54,17 +54,27 @@ def _burst_run(window_s: float, unit: str, counting: str, configured: bool, reco
     limiter = BurstFinder(limit, window_s if configured else None)
     result = simulate(server, limiter, records=records)
     requests = -(-records // 100) + 1  # and GET /info
-    best = best_finish(requests, 1, per_window, window_s, "sliding" if counting == "bucket" else counting,  # type: ignore[arg-type]
-                       concurrency=4, service_s=SERVICE_S)
+    best = best_finish(
+        requests,
+        1,
+        per_window,
+        window_s,
+        "sliding" if counting == "bucket" else counting,  # type: ignore[arg-type]
+        concurrency=4,
+        service_s=SERVICE_S,
+    )
     return server, limiter, result, best
 
 
 @pytest.mark.parametrize("configured", [True, False], ids=["configured", "unset"])
 @pytest.mark.parametrize("counting", ["sliding", "fixed", "bucket"])
 @pytest.mark.parametrize("unit", ["requests", "persons"])
-@pytest.mark.parametrize(("window_s", "per_window"), [(1.0, 12), (10.0, 120), (60.0, 720), (86_400.0, 120)],
-                         ids=["1s", "10s", "60s", "24h"])
-def test_the_burst_fills_the_window_at_once_and_never_overfills_it(window_s, per_window, unit, counting, configured) -> None:
+@pytest.mark.parametrize(
+    ("window_s", "per_window"), [(1.0, 12), (10.0, 120), (60.0, 720), (86_400.0, 120)], ids=["1s", "10s", "60s", "24h"]
+)
+def test_the_burst_fills_the_window_at_once_and_never_overfills_it(
+    window_s, per_window, unit, counting, configured
+) -> None:
     """20,000 records or more (200 bulk requests): the window's room goes at once, a backlog follows the
     first burst out of the window, within 5 % of the best schedule; no window of the server's
     counting ever holds more than the limit (a fixed window and a bucket count less strictly
@@ -100,8 +110,9 @@ def test_arrivals_that_bunch_widen_the_margin_not_the_429s(window_s, per_window,
     429s that follow widen the margin (then the window): under 0.5 % of 100,000 records' requests
     are refused, and the run stays near the best schedule (50 ms is 5 % of a 1 s window)."""
     server = SimServer(per_window, window_s)
-    result = simulate(server, BurstFinder(per_window, window_s if configured else None), records=100_000,
-                      arrival_jitter_s=0.05)
+    result = simulate(
+        server, BurstFinder(per_window, window_s if configured else None), records=100_000, arrival_jitter_s=0.05
+    )
     best = best_finish(1001, 1, per_window, window_s, "sliding", concurrency=4, service_s=SERVICE_S + 0.05)
     assert result.persons_between(0, result.finished_at + 1) == 100_000
     assert sum(limited for _, limited in result.sent) < 0.005 * len(result.sent)
@@ -112,7 +123,9 @@ def test_a_daily_budget_far_from_spent_is_sent_at_once() -> None:
     """100 requests against a budget of 1,000 per 24 h: as fast as the workers go, not a day."""
     server = SimServer(1000, 86_400.0)
     result = simulate(server, BurstFinder(1000, 86_400.0), records=10_000)
-    assert result.finished_at <= best_finish(101, 1, 1000, 86_400.0, "sliding", concurrency=4, service_s=SERVICE_S) * 1.05
+    assert (
+        result.finished_at <= best_finish(101, 1, 1000, 86_400.0, "sliding", concurrency=4, service_s=SERVICE_S) * 1.05
+    )
     assert not any(limited for _, limited in result.sent)
 
 
@@ -292,9 +305,15 @@ def _person(i: int) -> Mapped:
     return Mapped(f"r{i}", payload=json.dumps({"name": f"P {i}", "email": f"p{i}@example.com"}))
 
 
-@pytest.mark.parametrize(("unit", "counting"), [
-    ("requests", "sliding"), ("persons", "sliding"), ("requests", "fixed"), ("persons", "bucket"),
-])
+@pytest.mark.parametrize(
+    ("unit", "counting"),
+    [
+        ("requests", "sliding"),
+        ("persons", "sliding"),
+        ("requests", "fixed"),
+        ("persons", "bucket"),
+    ],
+)
 async def test_against_the_sandbox_few_429s_nothing_lost_or_doubled(sandbox_factory, tmp_path, unit, counting) -> None:
     """A 1 s window the connector is not told of, counted by sliding window, fixed window or token
     bucket; 6,000 persons at 600 persons/s (60 requests): the 429s are the one that fills the
@@ -351,9 +370,14 @@ async def test_a_client_keeps_what_its_limiter_learned_from_run_to_run(sandbox_f
     assert limited[1] <= 3, f"429s drawn by each run: {limited}"
 
 
-@pytest.mark.parametrize(("counting", "says"), [
-    ("sliding", "in 60 s (sliding window)"), ("fixed", "in 60 s (fixed window)"), ("bucket", "at once, refilled over 60 s"),
-])
+@pytest.mark.parametrize(
+    ("counting", "says"),
+    [
+        ("sliding", "in 60 s (sliding window)"),
+        ("fixed", "in 60 s (fixed window)"),
+        ("bucket", "at once, refilled over 60 s"),
+    ],
+)
 def test_sandbox_serve_counts_as_told(tmp_path, counting, says) -> None:
     """`sandbox serve --rate-counting`: the third request of a limit of 2 is refused, saying how
     the server counts, with a Retry-After."""

@@ -98,15 +98,41 @@ async def test_400_splits_the_batch_until_the_bad_person_is_isolated(ledger):
         body = json.loads(request.content)
         sent_keys.append(request.headers["Idempotency-Key"])
         if any(p["email"] == "person5@example.com" for p in body["persons"]):
-            return httpx.Response(400, json={"success": False, "statusCode": 400, "timestamp": "2026-01-01T00:00:00Z",
-                                             "error": {"name": "BadRequest", "message": "person invalid", "statusCode": 400, "code": "invalid_person"}})
+            return httpx.Response(
+                400,
+                json={
+                    "success": False,
+                    "statusCode": 400,
+                    "timestamp": "2026-01-01T00:00:00Z",
+                    "error": {
+                        "name": "BadRequest",
+                        "message": "person invalid",
+                        "statusCode": 400,
+                        "code": "invalid_person",
+                    },
+                },
+            )
         ok = [{"index": i, "person_id": f"00000000-0000-4000-8000-{i:012d}"} for i in range(len(body["persons"]))]
-        return httpx.Response(200, json={"success": True, "statusCode": 200, "timestamp": "2026-01-01T00:00:00Z",
-                                         "data": {"successful": ok, "duplicates": [], "failed": []}})
+        return httpx.Response(
+            200,
+            json={
+                "success": True,
+                "statusCode": 200,
+                "timestamp": "2026-01-01T00:00:00Z",
+                "data": {"successful": ok, "duplicates": [], "failed": []},
+            },
+        )
 
     with respx.mock(base_url="http://127.0.0.1:9/api/v1/capture") as mock:
-        mock.get("/info").respond(200, json={"success": True, "statusCode": 200, "timestamp": "2026-01-01T00:00:00Z",
-                                             "data": {"client_name": "x", "rate_limit": 10_000, "has_custom_field_mapping": False}})
+        mock.get("/info").respond(
+            200,
+            json={
+                "success": True,
+                "statusCode": 200,
+                "timestamp": "2026-01-01T00:00:00Z",
+                "data": {"client_name": "x", "rate_limit": 10_000, "has_custom_field_mapping": False},
+            },
+        )
         mock.post("/persons/bulk").mock(side_effect=bulk)
         async with CaptureClient("http://127.0.0.1:9/api/v1/capture", "k", "s", retry_policy=FAST_RETRY) as client:
             report = await replay(ledger, client, DeliverySettings(batch_size=8, concurrency=1))
@@ -158,8 +184,10 @@ async def test_429_waits_and_retries_with_the_same_key(sandbox_factory, ledger):
     assert report.exit_code == 0
     assert_each_key_captured_once(box, ledger, 40)
     limited = [
-        a for e in ledger.list_entries("captured", limit=100)
-        for a in ledger.show(e.key).attempts if a.status_code == 429
+        a
+        for e in ledger.list_entries("captured", limit=100)
+        for a in ledger.show(e.key).attempts
+        if a.status_code == 429
     ]
     assert limited, "the scenario must actually have met a 429"
     for attempt in limited:

@@ -58,9 +58,11 @@ class Scenario:
         shared_email = self.share_email and pos < 2
         shared_phone = self.share_phone and pos in (1, 2)
         has = self.contact(pos)
-        return "key" in pieces or (
-            "email" in pieces and has["email"] is not None and not shared_email
-        ) or ("phone" in pieces and has["phone"] is not None and not shared_phone)
+        return (
+            "key" in pieces
+            or ("email" in pieces and has["email"] is not None and not shared_email)
+            or ("phone" in pieces and has["phone"] is not None and not shared_phone)
+        )
 
 
 @dataclass
@@ -136,8 +138,12 @@ def _mix(s: Scenario, batch: list[Member], rnd: random.Random) -> Facts:
             if kind in pieces and kind in person:
                 _put(obj, rnd, kind, _echo_of(person[kind], kind, rnd))
         if truth == "failed":
-            _put(obj, rnd, rnd.choice(("error", "errors", "message", "reason")), rnd.choice(
-                [failure(pos), [failure(pos)], f"bad person {pos}"]))
+            _put(
+                obj,
+                rnd,
+                rnd.choice(("error", "errors", "message", "reason")),
+                rnd.choice([failure(pos), [failure(pos)], f"bad person {pos}"]),
+            )
         elif "person_id" in pieces:
             _put(obj, rnd, rnd.choice(("person_id", "id")), person_id(pos))
             with_id.add(pos)
@@ -152,8 +158,12 @@ def _mix(s: Scenario, batch: list[Member], rnd: random.Random) -> Facts:
             objs.reverse() if order == "reversed" else rnd.shuffle(objs)
         for slot, (pos, obj, pieces) in enumerate(objs):
             if "index" in pieces:
-                _put(obj, rnd, "index", _index(indexing, pos, slot, n, rnd,
-                                               lie=s.identifiable(pos, pieces) and rnd.random() < 0.1))
+                _put(
+                    obj,
+                    rnd,
+                    "index",
+                    _index(indexing, pos, slot, n, rnd, lie=s.identifiable(pos, pieces) and rnd.random() < 0.1),
+                )
     facts.data = BulkCaptureResult(**{a: [obj for _, obj, _ in objs] for a, objs in arrays.items()})
     facts.keyed, facts.with_id = frozenset(keyed), frozenset(with_id)
     return facts

@@ -71,7 +71,9 @@ async def test_rereading_the_same_content_is_unchanged_and_sends_nothing(setup, 
     mapping = Mapping.from_config({"name": "Name", "email": "Email"}, where="sources.crm.mapping")
     rows = [{"id": i, "Name": f"Person {i}", "Email": f"p{i}@example.com"} for i in range(12)]
     async with connect() as client:
-        await sync(ledger, client, [SourceJob("crm", FullExport("crm", FullExport.Options(rows=rows)), mapping)], SETTINGS)
+        await sync(
+            ledger, client, [SourceJob("crm", FullExport("crm", FullExport.Options(rows=rows)), mapping)], SETTINGS
+        )
         rows[3] = {"id": 3, "Name": "Person 3", "Email": "new3@example.com"}
         export = FullExport("crm", FullExport.Options(rows=rows))
         report = await sync(ledger, client, [SourceJob("crm", export, mapping)], SETTINGS)

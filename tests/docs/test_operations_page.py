@@ -20,7 +20,7 @@ from connector.recovery import advice
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 CONFIG = Path("capture-sync.toml")
 T = float(timegm((2026, 3, 4, 9, 12, 0)))  # the page's "since" time, 2026-03-04 09:12:00 UTC
-NEXT = T + 180                               # the daemon's next retry sweep or credentials check
+NEXT = T + 180  # the daemon's next retry sweep or credentials check
 PID = 4242
 
 
@@ -40,8 +40,11 @@ def _live(health: DaemonHealth, **paused: float) -> dict[str, Any]:
 
 
 STALL = Stalls(200, 2, T, "HTTP 503 ServiceUnavailable/capture_failed")
-REFUSED = {"auth_failed": "HTTP 401 Unauthorized/invalid_credentials", "auth_since": T,
-           "unread": {"signups": Unread(T, "the API refuses the credentials", "credentials")}}
+REFUSED = {
+    "auth_failed": "HTTP 401 Unauthorized/invalid_credentials",
+    "auth_since": T,
+    "unread": {"signups": Unread(T, "the API refuses the credentials", "credentials")},
+}
 UNREADABLE = {"unread": {"signups": Unread(T, "no file matches /data/signups-*.csv")}}
 
 # name -> (the ledger, the daemon's live state or None, the pauses recorded for the next daemon)

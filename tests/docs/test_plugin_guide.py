@@ -65,7 +65,9 @@ def test_the_guide_mentions_the_whole_public_toolkit() -> None:
 
 
 def test_the_hooks_listed_here_are_the_contracts_hooks_and_the_guide_explains_each() -> None:
-    own = {name for name, value in vars(SourceContract).items() if callable(value) and not name.startswith(("_", "test_"))}
+    own = {
+        name for name, value in vars(SourceContract).items() if callable(value) and not name.startswith(("_", "test_"))
+    }
     assert own - CONTRACT_HELPERS == set(HOOKS)
     for hook in HOOKS:
         assert re.search(rf"^\| `{hook}(\(options\))?` \|", GUIDE, re.M), f"the guide's hook table lacks {hook}"
@@ -73,8 +75,11 @@ def test_the_hooks_listed_here_are_the_contracts_hooks_and_the_guide_explains_ea
 
 def _defines_every_hook(source: str, where: str) -> None:
     tree = ast.parse(source)
-    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and any(
-        isinstance(b, ast.Name) and b.id == "SourceContract" for b in n.bases)]
+    classes = [
+        n
+        for n in tree.body
+        if isinstance(n, ast.ClassDef) and any(isinstance(b, ast.Name) and b.id == "SourceContract" for b in n.bases)
+    ]
     assert classes, f"{where}: no SourceContract subclass"
     defined = {n.name for n in classes[0].body if isinstance(n, ast.FunctionDef)}
     assert set(HOOKS) <= defined, f"{where} lacks the hooks {sorted(set(HOOKS) - defined)}"

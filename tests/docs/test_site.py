@@ -20,7 +20,11 @@ README = ROOT / "README.md"
 def test_the_site_builds_in_strict_mode_without_a_warning(tmp_path: Path) -> None:
     built = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},  # mkdocs-material's banner about its successor
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},  # mkdocs-material's banner about its successor
     )
     assert built.returncode == 0, built.stdout + built.stderr
     assert "WARNING" not in built.stderr, built.stderr

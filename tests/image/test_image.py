@@ -60,8 +60,16 @@ class Image:
         """`argv` inside the image's filesystem, as its user, in its working directory, with its env only."""
         cwd = self.config.get("WorkingDir") or "/"
         return [
-            "chroot", f"--userspec={self.config['User']}", "--groups=", str(self.rootfs),
-            "/usr/bin/env", "-i", "-C", cwd, *self.config["Env"], *argv,
+            "chroot",
+            f"--userspec={self.config['User']}",
+            "--groups=",
+            str(self.rootfs),
+            "/usr/bin/env",
+            "-i",
+            "-C",
+            cwd,
+            *self.config["Env"],
+            *argv,
         ]
 
     def run(self, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -76,15 +84,24 @@ def _fail_or_skip(why: str) -> None:
 
 @pytest.fixture(scope="module")
 def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
-    missing = [t for t in ("podman", "buildah", "debootstrap", "chroot", "unshare", "nsenter", "ip") if not shutil.which(t)]
+    missing = [
+        t for t in ("podman", "buildah", "debootstrap", "chroot", "unshare", "nsenter", "ip") if not shutil.which(t)
+    ]
     if missing:
         _fail_or_skip(f"missing {', '.join(missing)}: apt-get install -y podman buildah debootstrap iproute2")
     if os.geteuid() != 0:
         _fail_or_skip("building on a debootstrapped base and chroot need root")
-    subprocess.run([sys.executable, str(ROOT / "tools" / "image.py"), "build", "--local-base", "--tag", TAG], check=True)
-    inspected = json.loads(subprocess.run(
-        ["buildah", "inspect", "--type", "image", TAG], check=True, capture_output=True, text=True,
-    ).stdout)
+    subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "image.py"), "build", "--local-base", "--tag", TAG], check=True
+    )
+    inspected = json.loads(
+        subprocess.run(
+            ["buildah", "inspect", "--type", "image", TAG],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
     config = json.loads(inspected["Config"])["config"]  # the image's config, as docker and Kubernetes read it
     rootfs = tmp_path_factory.mktemp("image") / "rootfs"
     rootfs.mkdir()
@@ -180,9 +197,17 @@ def test_the_default_command_passes_the_images_health_check(image: Image, tmp_pa
     assert check[0] == "CMD", check
     log = (tmp_path / "daemon.log").open("w+", encoding="utf-8")
     daemon = subprocess.Popen(
-        ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh",
-         *image.command(*image.config["Entrypoint"], *image.config["Cmd"])],
-        stdout=log, stderr=subprocess.STDOUT,
+        [
+            "unshare",
+            "--net",
+            "sh",
+            "-c",
+            'ip link set lo up && exec "$@"',
+            "sh",
+            *image.command(*image.config["Entrypoint"], *image.config["Cmd"]),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
         probe = ["nsenter", "-t", str(daemon.pid), "-n", *image.command(*check[1:])]

@@ -33,22 +33,28 @@ def _apt(tmp_path: Path, files: dict[str, str]) -> Path:
 
 
 def test_the_mirror_is_the_one_apt_uses_for_bookworm_main(tmp_path: Path) -> None:
-    apt = _apt(tmp_path, {
-        "sources.list.d/debian.sources": (
-            "Types: deb\n# http://snapshot.example/archive\nURIs: http://security.example/debian-security\n"
-            "Suites: bookworm-security\nComponents: main\n\n"
-            "Types: deb\nURIs: http://mirror.example/debian/\nSuites: bookworm bookworm-updates\nComponents: main\n"
-        ),
-        "sources.list.d/other.sources": "Types: deb\nURIs: https://vendor.example/apt\nSuites: nodistro\nComponents: main\n",
-    })
+    apt = _apt(
+        tmp_path,
+        {
+            "sources.list.d/debian.sources": (
+                "Types: deb\n# http://snapshot.example/archive\nURIs: http://security.example/debian-security\n"
+                "Suites: bookworm-security\nComponents: main\n\n"
+                "Types: deb\nURIs: http://mirror.example/debian/\nSuites: bookworm bookworm-updates\nComponents: main\n"
+            ),
+            "sources.list.d/other.sources": "Types: deb\nURIs: https://vendor.example/apt\nSuites: nodistro\nComponents: main\n",
+        },
+    )
     assert image.debian_mirror(apt) == "http://mirror.example/debian"
 
 
 def test_one_line_sources_are_read_too(tmp_path: Path) -> None:
-    apt = _apt(tmp_path, {
-        "sources.list": "# deb http://commented.example/debian bookworm main\n"
-        "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://mirror.example/debian bookworm main contrib\n",
-    })
+    apt = _apt(
+        tmp_path,
+        {
+            "sources.list": "# deb http://commented.example/debian bookworm main\n"
+            "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://mirror.example/debian bookworm main contrib\n",
+        },
+    )
     assert image.debian_mirror(apt) == "http://mirror.example/debian"
 
 

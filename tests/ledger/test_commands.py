@@ -49,10 +49,16 @@ def run(config: Path, *args: str) -> Result:
     return runner.invoke(app, [*command, "-c", str(config), *rest])
 
 
-@pytest.mark.parametrize("args", [
-    ("status",), ("ledger", "list", "--state", "failed"), ("ledger", "show", "p-abc"),
-    ("ledger", "show", "--source", "signups", "--record", "1"), ("ledger", "resolve", "b-abc", "--dismiss"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("status",),
+        ("ledger", "list", "--state", "failed"),
+        ("ledger", "show", "p-abc"),
+        ("ledger", "show", "--source", "signups", "--record", "1"),
+        ("ledger", "resolve", "b-abc", "--dismiss"),
+    ],
+)
 def test_a_missing_ledger_is_an_error_and_is_not_created(config, args):
     result = run(config, *args)
     assert result.exit_code == 2, result.output
@@ -111,7 +117,9 @@ def test_ledger_show_of_an_unknown_record_is_an_error(config, ledger):
     assert result.exit_code == 2 and "source 'signups' has no record with the id 'nope'" in result.stderr
 
 
-@pytest.mark.parametrize("args", [(), ("--source", "signups"), ("--record", "7"), ("p-abc", "--source", "signups", "--record", "7")])
+@pytest.mark.parametrize(
+    "args", [(), ("--source", "signups"), ("--record", "7"), ("p-abc", "--source", "signups", "--record", "7")]
+)
 def test_ledger_show_takes_a_key_or_a_source_and_record(config, ledger, args):
     result = run(config, "ledger", "show", *args)
     assert result.exit_code == 2 and "give a KEY, or both --source and --record" in result.stderr

@@ -85,7 +85,8 @@ def test_cursors_history_flow_passes_and_pauses(ledger_target: str | Path) -> No
 
 
 def test_a_copy_to_the_other_engine_holds_everything_and_sends_nothing_again(
-    tmp_path: Path, postgres_ledger_url: str,
+    tmp_path: Path,
+    postgres_ledger_url: str,
 ) -> None:
     with Ledger(tmp_path / "a.sqlite3") as source:
         source.enqueue("crm", "m", [person(i) for i in range(20)], {"offset": 20})

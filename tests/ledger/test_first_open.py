@@ -20,8 +20,13 @@ print("ok")
 
 def _open_together(target: str, n: int) -> list[subprocess.CompletedProcess[str]]:
     procs = [
-        subprocess.Popen([sys.executable, "-c", OPENER, target, f"r{i}"], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", OPENER, target, f"r{i}"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for i in range(n)
     ]
     for proc in procs:  # each waits on its stdin; all are running (interpreter loaded) before any opens
@@ -40,7 +45,9 @@ def test_processes_creating_a_new_ledger_at_once_all_succeed(ledger_target: str 
     from connector.ledger import Ledger
 
     for attempt in range(3):
-        target = ledger_target if attempt == 0 or not isinstance(ledger_target, Path) else tmp_path / f"l{attempt}.sqlite3"
+        target = (
+            ledger_target if attempt == 0 or not isinstance(ledger_target, Path) else tmp_path / f"l{attempt}.sqlite3"
+        )
         if attempt and not isinstance(ledger_target, Path):
             break  # one fresh database per test on PostgreSQL
         results = _open_together(str(target), 4)

@@ -15,7 +15,10 @@ def person(i: int) -> Mapped:
 
 
 def test_integrations_in_one_database_never_see_each_other(postgres_ledger_url: str) -> None:
-    with Ledger(postgres_ledger_url, integration="crm-eu") as eu, Ledger(postgres_ledger_url, integration="crm.us") as us:
+    with (
+        Ledger(postgres_ledger_url, integration="crm-eu") as eu,
+        Ledger(postgres_ledger_url, integration="crm.us") as us,
+    ):
         eu.enqueue("signups", "m", [person(1), person(2)], {"offset": 2})
         run = eu.start_run("sync")
         eu.finish_run(run, {}, 0.0, 0)
@@ -35,7 +38,8 @@ def test_integrations_in_one_database_never_see_each_other(postgres_ledger_url: 
 
 def test_each_integration_has_its_own_daemon_lock(postgres_ledger_url: str) -> None:
     with (
-        Ledger(postgres_ledger_url, integration="a") as a, Ledger(postgres_ledger_url, integration="b") as b,
+        Ledger(postgres_ledger_url, integration="a") as a,
+        Ledger(postgres_ledger_url, integration="b") as b,
         Ledger(postgres_ledger_url, integration="a") as a_again,
     ):
         a.acquire_daemon_lock()

@@ -36,7 +36,8 @@ def waiting_for_a_lock(url: str) -> None:
 
 def test_one_leader_at_a_time_and_a_takeover_fences_the_old_one(postgres_ledger_url: str) -> None:
     with (
-        Ledger(postgres_ledger_url, integration="crm") as a_ledger, Ledger(postgres_ledger_url, integration="crm") as b_ledger,
+        Ledger(postgres_ledger_url, integration="crm") as a_ledger,
+        Ledger(postgres_ledger_url, integration="crm") as b_ledger,
     ):
         a, b = a_ledger.lease("daemon-a", 30), b_ledger.lease("daemon-b", 30)
         with pytest.raises(LedgerFenced):  # a standby writes nothing
@@ -62,7 +63,10 @@ def test_one_leader_at_a_time_and_a_takeover_fences_the_old_one(postgres_ledger_
 
 
 def test_a_one_shot_command_is_refused_while_a_daemon_leads(postgres_ledger_url: str) -> None:
-    with Ledger(postgres_ledger_url, integration="crm") as daemon, Ledger(postgres_ledger_url, integration="crm") as one_shot:
+    with (
+        Ledger(postgres_ledger_url, integration="crm") as daemon,
+        Ledger(postgres_ledger_url, integration="crm") as one_shot,
+    ):
         lease = daemon.lease("daemon-a", 30)
         assert lease.take() == 1
         with pytest.raises(LedgerLocked, match="daemon-a leads integration crm"):
@@ -74,7 +78,10 @@ def test_a_one_shot_command_is_refused_while_a_daemon_leads(postgres_ledger_url:
 
 def test_a_takeover_waits_for_the_write_in_hand(postgres_ledger_url: str) -> None:
     """The fence is read FOR SHARE in the write's transaction: the takeover commits after it."""
-    with Ledger(postgres_ledger_url, integration="crm") as a_ledger, Ledger(postgres_ledger_url, integration="crm") as b_ledger:
+    with (
+        Ledger(postgres_ledger_url, integration="crm") as a_ledger,
+        Ledger(postgres_ledger_url, integration="crm") as b_ledger,
+    ):
         a = a_ledger.lease("daemon-a", 30)
         assert a.take() == 1
         store = a_ledger._store

@@ -110,9 +110,7 @@ def test_a_written_batch_survives_a_crash_with_its_key_and_exact_bytes(tmp_path)
         first.enqueue("crm", "m1", [person(i) for i in range(5)], None)
         batch = first.claim(Claim(3))
     # The body is the documented bulk body for these members under their per-person keys.
-    expected = encode_bulk(
-        [{**json.loads(m.payload), "idempotency_key": m.key} for m in batch.members]
-    )
+    expected = encode_bulk([{**json.loads(m.payload), "idempotency_key": m.key} for m in batch.members])
     assert batch.body == expected
     with Ledger(path) as reopened:
         again = reopened.claim(Claim(3))
@@ -141,7 +139,9 @@ def test_settle_claims_nothing_unless_asked_or_when_no_work_is_left(ledger):
     assert ledger.settle(batch, [Outcome(batch.members[0].entry_id, "captured")], []) is None
     assert nonzero(ledger.status().by_state) == {"captured": 1, "pending": 1}
     last = ledger.claim(Claim(1))
-    assert ledger.settle(last, [Outcome(last.members[0].entry_id, "captured")], [], then=Claim(1, skip={last.id})) is None
+    assert (
+        ledger.settle(last, [Outcome(last.members[0].entry_id, "captured")], [], then=Claim(1, skip={last.id})) is None
+    )
     assert nonzero(ledger.status().by_state) == {"captured": 2}
 
 

@@ -22,7 +22,10 @@ def test_each_ledger_verb_stamps_the_entries_it_changes_with_the_run_in_hand(led
         sync = ledger.start_run("sync")
         ledger.enqueue("crm", "m", [person(1), person(2), person(3), Mapped("4", raw={}, reasons=("bad",))], {"n": 4})
         assert [(e.record_id, e.state) for e in ledger.run_entries(sync)] == [
-            ("1", "pending"), ("2", "pending"), ("3", "pending"), ("4", "rejected"),
+            ("1", "pending"),
+            ("2", "pending"),
+            ("3", "pending"),
+            ("4", "rejected"),
         ]
         assert ledger.run_entries(sync, "rejected")[0].reason == "bad"
         ledger.finish_run(sync, {}, 0.1, 4, ["crm"])
@@ -37,7 +40,10 @@ def test_each_ledger_verb_stamps_the_entries_it_changes_with_the_run_in_hand(led
         ledger.finish_run(replay, {}, 0.1, 5)
 
         assert {e.record_id: e.state for e in ledger.run_entries(replay)} == {
-            "0": "captured", "1": "captured", "2": "blocked", "3": "blocked",
+            "0": "captured",
+            "1": "captured",
+            "2": "blocked",
+            "3": "blocked",
         }
         assert [e.record_id for e in ledger.run_entries(sync)] == ["4"]  # the rest changed again later
 
@@ -56,7 +62,9 @@ def test_a_version_3_ledger_migrates_and_keeps_working(tmp_path: Path) -> None:
     for migration in MIGRATIONS[:3]:
         migration(sqlite_utils.Database(conn))
     conn.execute("PRAGMA user_version = 3")
-    conn.execute("INSERT INTO runs (kind, started_at, finished_at, duration_s, read, exit_code) VALUES ('sync', 1.0, 2.0, 1.0, 1, 0)")
+    conn.execute(
+        "INSERT INTO runs (kind, started_at, finished_at, duration_s, read, exit_code) VALUES ('sync', 1.0, 2.0, 1.0, 1, 0)"
+    )
     conn.execute("INSERT INTO source_state (source, state, updated_at) VALUES ('crm', '{\"n\": 1}', 1.0)")
     conn.execute(  # an entry the v3 ledger left pending
         "INSERT INTO entries (key, source, record_id, state, payload, content_hash, mapping_version, revision, created_at, "

@@ -40,9 +40,13 @@ CASES = {
     "two pending behind unknown": ([("crm", "1", "unknown"), ("crm", "1", "pending"), ("crm", "1", "pending")], 2),
     "a requeued older pending: the newer waits": ([("crm", "1", "pending"), ("crm", "1", "pending")], 1),
     "behind a settled one: nothing waits": ([("crm", "1", "captured"), ("crm", "1", "pending")], 0),
-    "blocked older, settled middle": ([("crm", "1", "blocked"), ("crm", "1", "superseded"), ("crm", "1", "pending")], 1),
+    "blocked older, settled middle": (
+        [("crm", "1", "blocked"), ("crm", "1", "superseded"), ("crm", "1", "pending")],
+        1,
+    ),
     "an older requeued pending before a newer in flight": (
-        [("crm", "1", "pending"), ("crm", "1", "in_flight"), ("crm", "1", "pending")], 1,
+        [("crm", "1", "pending"), ("crm", "1", "in_flight"), ("crm", "1", "pending")],
+        1,
     ),
     "same record id, other source: not a version": ([("crm", "1", "in_flight"), ("shop", "1", "pending")], 0),
 }

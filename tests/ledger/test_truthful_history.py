@@ -17,19 +17,30 @@ def person(n: int, email: str | None = None) -> Mapped:
     return Mapped(str(n), payload=f'{{"name":"P{n}","email":"{email or f"p{n}@example.org"}"}}')
 
 
-def ending(*, kind: str = "sync", sources: str = '["crm"]', exit_code: int = 4, reason: str | None = DOWN,
-           read: int = 0, note: str | None = None, finished: bool = True) -> Ending:
+def ending(
+    *,
+    kind: str = "sync",
+    sources: str = '["crm"]',
+    exit_code: int = 4,
+    reason: str | None = DOWN,
+    read: int = 0,
+    note: str | None = None,
+    finished: bool = True,
+) -> Ending:
     return Ending(kind, sources, note, exit_code, reason, (read, 0, 0), finished)
 
 
-@pytest.mark.parametrize(("later", "why"), [
-    (ending(read=1), "it read something"),
-    (ending(exit_code=0, reason=None), "it ended otherwise"),
-    (ending(reason="API unavailable (HTTP 503, capture_bulk)"), "another reason"),
-    (ending(kind="replay"), "another kind"),
-    (ending(sources='["other"]'), "other sources"),
-    (ending(note="ledger resolve K --requeue"), "an operator's command"),
-])
+@pytest.mark.parametrize(
+    ("later", "why"),
+    [
+        (ending(read=1), "it read something"),
+        (ending(exit_code=0, reason=None), "it ended otherwise"),
+        (ending(reason="API unavailable (HTTP 503, capture_bulk)"), "another reason"),
+        (ending(kind="replay"), "another kind"),
+        (ending(sources='["other"]'), "other sources"),
+        (ending(note="ledger resolve K --requeue"), "an operator's command"),
+    ],
+)
 def test_a_pass_that_differs_in_anything_but_time_starts_a_new_entry(later: Ending, why: str) -> None:
     assert folds(ending(), ending())
     assert not folds(ending(), later), why
@@ -40,8 +51,14 @@ def test_a_run_still_running_is_folded_into_by_nothing() -> None:
     assert not folds(ending(finished=False), ending())
 
 
-def _pass(ledger: Ledger, kind: str = "sync", sources: list[str] | None = None, counts: dict[str, int] | None = None,
-          exit_code: int = 4, reason: str | None = DOWN) -> int:
+def _pass(
+    ledger: Ledger,
+    kind: str = "sync",
+    sources: list[str] | None = None,
+    counts: dict[str, int] | None = None,
+    exit_code: int = 4,
+    reason: str | None = DOWN,
+) -> int:
     run = ledger.start_run(kind)
     return ledger.finish_run(run, counts or {}, 0.5, exit_code, ["crm"] if sources is None else sources, reason)
 
@@ -95,8 +112,10 @@ def _settle_all(ledger: Ledger, person_ids: dict[str, str | None], named: bool =
     batch = ledger.claim(Claim(100))
     assert batch is not None
     records = dict(ledger._read("SELECT id, record_id FROM entries"))
-    outcomes = [Outcome(m.entry_id, "captured", person_id=person_ids[records[m.entry_id]], named_person=named)
-                for m in batch.members]
+    outcomes = [
+        Outcome(m.entry_id, "captured", person_id=person_ids[records[m.entry_id]], named_person=named)
+        for m in batch.members
+    ]
     ledger.settle(batch, outcomes, [])
     merged = ledger.merged_in(batch)
     ledger.finish_run(run, {"merged": merged}, 0.1, 0, ["crm"])

@@ -153,7 +153,7 @@ class World:
         at, i = 0, 0
         while at < len(window):
             size = chunks[i % len(chunks)]
-            chunk = window[at:at + size]
+            chunk = window[at : at + size]
             self.enqueue([row for _, row in chunk], {"position": chunk[-1][0] + 1})
             for position, row in chunk:
                 self.seen[position] = row
@@ -226,7 +226,14 @@ class World:
                     if len(members) == 1:  # asked alone and still unplaced: left for an operator
                         self.stuck.append(m.key)
                 else:
-                    outcomes.append(Outcome(m.entry_id, state, person_id=f"P{m.entry_id}", error=None if state != "failed" else "refused"))
+                    outcomes.append(
+                        Outcome(
+                            m.entry_id,
+                            state,
+                            person_id=f"P{m.entry_id}",
+                            error=None if state != "failed" else "refused",
+                        )
+                    )
             self.ledger.settle(batch, outcomes, [])
 
     def replay_failed(self) -> int:
@@ -274,7 +281,12 @@ sends = st.lists(st.tuples(st.sampled_from(FAULTS), st.integers(1, 3), st.boolea
 rounds = st.builds(
     Round,
     rows=st.lists(
-        st.tuples(st.integers(0, 3), st.sampled_from(CONTENTS), st.sampled_from([0, 1, 1, 1]), st.sampled_from([0, 0, 0, 0, 1])),
+        st.tuples(
+            st.integers(0, 3),
+            st.sampled_from(CONTENTS),
+            st.sampled_from([0, 1, 1, 1]),
+            st.sampled_from([0, 0, 0, 0, 1]),
+        ),
         max_size=4,
     ),
     edit=st.none() | st.none() | st.none() | st.tuples(st.integers(0, 50), st.sampled_from(CONTENTS)),

@@ -45,7 +45,9 @@ def test_a_newer_version_waits_while_an_older_one_may_still_be_sent(ledger, park
         ledger.block(batch, "409", [])
     elif park == "unknown":
         old, neighbour = batch.members
-        ledger.settle(batch, [Outcome(old.entry_id, "unknown", error="no evidence"), Outcome(neighbour.entry_id, "captured")], [])
+        ledger.settle(
+            batch, [Outcome(old.entry_id, "unknown", error="no evidence"), Outcome(neighbour.entry_id, "captured")], []
+        )
     ledger.enqueue("crm", "m", [version(1, "New")], None)
 
     report = ledger.status()
@@ -142,7 +144,9 @@ def test_a_person_once_offered_in_bulk_is_never_re_offered_with_post_person(ledg
     for _ in range(3):  # batch_size is now 1
         sends.append(ledger.claim(Claim(1, skip={b.id for b in sends})))
     assert [(b.operation, b.members[0].key) for b in sends] == [
-        ("bulk", bulk.members[0].key), ("bulk", bulk.members[1].key), ("person", sends[2].members[0].key),
+        ("bulk", bulk.members[0].key),
+        ("bulk", bulk.members[1].key),
+        ("person", sends[2].members[0].key),
     ]
 
 

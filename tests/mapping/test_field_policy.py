@@ -13,12 +13,15 @@ WHERE = "sources.signups.mapping"
 
 
 def mapping(on_error: str, **more: object) -> Mapping:
-    return Mapping.from_config({
-        "name": "Name",
-        "email": {"field": "Email", "on_error": on_error},
-        "phone": {"field": "Phone", "transform": "e164", "region": "US", "on_error": on_error},
-        **more,
-    }, where=WHERE)
+    return Mapping.from_config(
+        {
+            "name": "Name",
+            "email": {"field": "Email", "on_error": on_error},
+            "phone": {"field": "Phone", "transform": "e164", "region": "US", "on_error": on_error},
+            **more,
+        },
+        where=WHERE,
+    )
 
 
 JUNK_PHONE = {"Name": "Ann", "Email": "ann@example.com", "Phone": "call me"}
@@ -31,7 +34,13 @@ def test_a_junk_phone_next_to_a_valid_email_is_dropped_with_a_note() -> None:
 
 
 def test_a_junk_phone_rejects_the_record_by_default() -> None:
-    for m in (mapping("reject"), Mapping.from_config({"name": "Name", "email": "Email", "phone": {"field": "Phone", "transform": "e164", "region": "US"}}, where=WHERE)):
+    for m in (
+        mapping("reject"),
+        Mapping.from_config(
+            {"name": "Name", "email": "Email", "phone": {"field": "Phone", "transform": "e164", "region": "US"}},
+            where=WHERE,
+        ),
+    ):
         result, notes = m.map_noting(JUNK_PHONE)
         assert result == Rejection(["phone (from `Phone`): is not a phone number"])
         assert notes == ()
@@ -61,9 +70,13 @@ def test_dropping_the_only_contact_field_rejects_the_record_with_the_reasons() -
 
 def test_a_dropped_field_does_not_excuse_a_rejected_one() -> None:
     m = mapping("drop", company={"field": "Company"})
-    result, notes = m.map_noting({"Name": "Ann", "Email": "ann@example.com", "Phone": "call me", "Company": ["a", "list"]})
+    result, notes = m.map_noting(
+        {"Name": "Ann", "Email": "ann@example.com", "Phone": "call me", "Company": ["a", "list"]}
+    )
     assert notes == ()
-    assert result == Rejection(["phone (from `Phone`): dropped: is not a phone number", "company (from `Company`): is a list, not text"])
+    assert result == Rejection(
+        ["phone (from `Phone`): dropped: is not a phone number", "company (from `Company`): is a list, not text"]
+    )
 
 
 def test_a_custom_field_can_be_dropped() -> None:

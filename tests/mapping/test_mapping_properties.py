@@ -24,7 +24,8 @@ MAPPINGS = [
     Mapping.from_config(table, where="sources.p.mapping")
     for table in (
         {
-            "first_name": "First", "name": {"template": "{First} {Last}"},
+            "first_name": "First",
+            "name": {"template": "{First} {Last}"},
             "email": {"field": "Email", "transform": "lower"},
             "phone": {"field": "Phone", "transform": "e164", "region": "US"},
             "custom_fields": {"plan": "Plan", "seats": "Seats"},
@@ -43,14 +44,33 @@ MAPPINGS = [
 ]
 
 any_text = st.text(st.characters(exclude_categories=()), max_size=60)  # lone surrogates included
-emailish = st.builds(lambda a, b: f"{a}@{b}.com", st.text("abcXYZ._+-", min_size=1, max_size=12), st.text("abcxyz-", min_size=1, max_size=12))
+emailish = st.builds(
+    lambda a, b: f"{a}@{b}.com",
+    st.text("abcXYZ._+-", min_size=1, max_size=12),
+    st.text("abcxyz-", min_size=1, max_size=12),
+)
 phoneish = st.one_of(st.from_regex(r"\+?[0-9 ()-]{0,20}", fullmatch=True), st.integers(0, 10**15), st.floats())
 scalar = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.builds(pow, st.just(10), st.just(4400)), st.floats(),
-    st.decimals(), st.just(""), st.just("   "), any_text, emailish, phoneish,
-    st.just("x" * 200_000), st.just(datetime(2024, 1, 1, tzinfo=UTC)), st.just(Decimal("NaN")),
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.builds(pow, st.just(10), st.just(4400)),
+    st.floats(),
+    st.decimals(),
+    st.just(""),
+    st.just("   "),
+    any_text,
+    emailish,
+    phoneish,
+    st.just("x" * 200_000),
+    st.just(datetime(2024, 1, 1, tzinfo=UTC)),
+    st.just(Decimal("NaN")),
 )
-value = st.recursive(scalar, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=6)
+value = st.recursive(
+    scalar,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6,
+)
 records = st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=8), value, max_size=12)
 
 
@@ -88,7 +108,12 @@ def test_any_record_gives_a_valid_input_or_reasons(mapping: Mapping, record: dic
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.sampled_from(MAPPINGS), st.dictionaries(st.sampled_from(FIELDS), st.sampled_from(["", " ", "\t", None, "\u200b", "\ufeff", "\xa0 ", "\x00"])))
+@given(
+    st.sampled_from(MAPPINGS),
+    st.dictionaries(
+        st.sampled_from(FIELDS), st.sampled_from(["", " ", "\t", None, "\u200b", "\ufeff", "\xa0 ", "\x00"])
+    ),
+)
 def test_blank_values_are_absent_not_errors_of_their_own(mapping: Mapping, record: dict[str, Any]) -> None:
     result = mapping.map(record)
     assert isinstance(result, Rejection)

@@ -66,8 +66,16 @@ def test_the_reference_has_an_example_for_every_transform_and_every_kind_of_rule
     lines = "\n".join(mapping for mapping, _, _ in rows())
     for transform in ("strip", "lower", "upper", "e164", "first_name", "last_name"):
         assert f'"{transform}"' in lines, transform
-    for needed in ('transform = ["', "my_hooks:", "template =", "constant =", "default =", "custom_fields.",
-                   'on_error = "drop"', "hook ="):
+    for needed in (
+        'transform = ["',
+        "my_hooks:",
+        "template =",
+        "constant =",
+        "default =",
+        "custom_fields.",
+        'on_error = "drop"',
+        "hook =",
+    ):
         assert needed in lines, needed
 
 
@@ -99,21 +107,39 @@ def test_the_whole_example_table_compiles_and_maps_a_record():
     [example] = [b for b in blocks("toml") if b.startswith("[sources.mapping]")]
     table = tomllib.loads(example)["sources"]["mapping"]
     mapping = Mapping.from_config(table, where="sources.signups.mapping")
-    person = mapping.map({
-        "First": "Ada", "Last": "Lovelace", "Email": " ADA@Example.COM ", "Phone": "(202) 555-0143",
-        "Company": "", "Title": "analyst", "Plan": "pro",
-    })
+    person = mapping.map(
+        {
+            "First": "Ada",
+            "Last": "Lovelace",
+            "Email": " ADA@Example.COM ",
+            "Phone": "(202) 555-0143",
+            "Company": "",
+            "Title": "analyst",
+            "Plan": "pro",
+        }
+    )
     assert not isinstance(person, Rejection), person.reasons
     assert person.model_dump(exclude_none=True) == {
-        "first_name": "Ada", "last_name": "Lovelace", "name": "Ada Lovelace", "email": "ada@example.com",
-        "phone": "+12025550143", "company": "(none)", "job_title": "Analyst", "notes": "imported by capture-sync",
+        "first_name": "Ada",
+        "last_name": "Lovelace",
+        "name": "Ada Lovelace",
+        "email": "ada@example.com",
+        "phone": "+12025550143",
+        "company": "(none)",
+        "job_title": "Analyst",
+        "notes": "imported by capture-sync",
         "custom_fields": {"plan": "pro", "tier": 2},
     }
 
 
 @pytest.mark.parametrize("blank", ["", "   ", "\u200b", "\ufeff\u00a0", None])
 def test_a_default_applies_to_blank_and_invisible_text_with_or_without_a_transform(blank):
-    for spec in ({"field": "Company", "default": "(none)"}, {"field": "Company", "default": "(none)", "transform": "strip"}):
+    for spec in (
+        {"field": "Company", "default": "(none)"},
+        {"field": "Company", "default": "(none)", "transform": "strip"},
+    ):
         table = {"first_name": "First", "email": "Email", "company": spec}
-        person = Mapping.from_config(table, where="m").map({"First": "Ada", "Email": "ada@example.com", "Company": blank})
+        person = Mapping.from_config(table, where="m").map(
+            {"First": "Ada", "Email": "ada@example.com", "Company": blank}
+        )
         assert not isinstance(person, Rejection) and person.company == "(none)", spec

@@ -25,7 +25,20 @@ TABLE = {
     "custom_fields": {"plan": "Plan", "tags": "Tags"},
 }
 MAPPING = Mapping.from_config(TABLE, where="sources.s.mapping")
-INVISIBLE = ["\u200b", "\xa0", "\ufeff", "\u2060", "\u200d", "\u3164", "\u2800", "\ufe0f", "\u3000", "\x00", "\x1b", "\x85"]
+INVISIBLE = [
+    "\u200b",
+    "\xa0",
+    "\ufeff",
+    "\u2060",
+    "\u200d",
+    "\u3164",
+    "\u2800",
+    "\ufe0f",
+    "\u3000",
+    "\x00",
+    "\x1b",
+    "\x85",
+]
 
 
 def strings(obj: Any) -> list[str]:
@@ -44,21 +57,45 @@ def controls(text: str, *, allowed: str = "\t\n\r") -> set[str]:
 
 
 def test_controls_are_removed_and_line_breaks_stay_only_in_free_text() -> None:
-    person = MAPPING.map({
-        "First": "An\x00n", "Last": "Lee\x1b[31m", "Email": "ann@\x07example.com", "Company": "Acme\r\nInc\x85",
-        "Notes": "line one\r\n\tline two\x00", "Plan": "p\x7fro\nmax", "Tags": ["a\x00", {"k\x01": "v\x9f"}],
-    })
+    person = MAPPING.map(
+        {
+            "First": "An\x00n",
+            "Last": "Lee\x1b[31m",
+            "Email": "ann@\x07example.com",
+            "Company": "Acme\r\nInc\x85",
+            "Notes": "line one\r\n\tline two\x00",
+            "Plan": "p\x7fro\nmax",
+            "Tags": ["a\x00", {"k\x01": "v\x9f"}],
+        }
+    )
     assert person == PersonInput(
-        first_name="Ann", name="Ann Lee[31m", last_name="Lee[31m", email="ann@example.com", company="Acme  Inc",
-        notes="line one\r\n\tline two", custom_fields={"plan": "pro\nmax", "tags": ["a", {"k": "v"}]},
+        first_name="Ann",
+        name="Ann Lee[31m",
+        last_name="Lee[31m",
+        email="ann@example.com",
+        company="Acme  Inc",
+        notes="line one\r\n\tline two",
+        custom_fields={"plan": "pro\nmax", "tags": ["a", {"k": "v"}]},
     )
 
 
 @pytest.mark.parametrize("blank", [*INVISIBLE, "\u200b \ufeff\t", "\xa0\x00\u200b"])
 def test_a_value_of_only_invisible_characters_is_absent(blank: str) -> None:
-    record = {"First": "Ann", "Email": "ann@example.com", "Last": blank, "Phone": blank, "Company": blank, "Notes": blank, "Plan": blank}
-    assert MAPPING.map(record) == PersonInput(first_name="Ann", name="Ann", last_name="Unknown", email="ann@example.com")
-    assert MAPPING.map({"First": blank, "Last": blank, "Email": "ann@example.com"}) == Rejection(["needs `name` or `first_name`"])
+    record = {
+        "First": "Ann",
+        "Email": "ann@example.com",
+        "Last": blank,
+        "Phone": blank,
+        "Company": blank,
+        "Notes": blank,
+        "Plan": blank,
+    }
+    assert MAPPING.map(record) == PersonInput(
+        first_name="Ann", name="Ann", last_name="Unknown", email="ann@example.com"
+    )
+    assert MAPPING.map({"First": blank, "Last": blank, "Email": "ann@example.com"}) == Rejection(
+        ["needs `name` or `first_name`"]
+    )
 
 
 def test_invisible_characters_inside_visible_text_are_kept() -> None:
@@ -69,7 +106,9 @@ def test_invisible_characters_inside_visible_text_are_kept() -> None:
 
 tricky = st.characters(categories=["Cc", "Cf", "Zs", "Zl", "Zp"]) | st.sampled_from(INVISIBLE)
 mixed_text = st.text(tricky | st.characters(codec="utf-8"), max_size=30)
-json_value = st.recursive(mixed_text, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(mixed_text, inner, max_size=3), max_leaves=6)
+json_value = st.recursive(
+    mixed_text, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(mixed_text, inner, max_size=3), max_leaves=6
+)
 FIELDS = ["First", "Last", "Email", "Phone", "Company", "Notes", "Plan", "Tags"]
 
 
@@ -81,7 +120,10 @@ def dropping(spec: Any) -> dict[str, Any]:
 
 
 DROPPING = Mapping.from_config(
-    {**{k: dropping(v) for k, v in TABLE.items() if k != "custom_fields"}, "custom_fields": {"plan": dropping("Plan"), "tags": dropping("Tags")}},
+    {
+        **{k: dropping(v) for k, v in TABLE.items() if k != "custom_fields"},
+        "custom_fields": {"plan": dropping("Plan"), "tags": dropping("Tags")},
+    },
     where="sources.s.mapping",
 )
 
@@ -90,7 +132,14 @@ DROPPING = Mapping.from_config(
 @given(
     st.fixed_dictionaries(
         {"First": st.builds("Ann{}".format, mixed_text), "Email": st.just("ann@example.com")},
-        optional={"Last": mixed_text, "Phone": mixed_text, "Company": mixed_text, "Notes": mixed_text, "Plan": json_value, "Tags": json_value},
+        optional={
+            "Last": mixed_text,
+            "Phone": mixed_text,
+            "Company": mixed_text,
+            "Notes": mixed_text,
+            "Plan": json_value,
+            "Tags": json_value,
+        },
     )
 )
 def test_no_control_character_survives_in_any_field(record: dict[str, Any]) -> None:

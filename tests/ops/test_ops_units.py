@@ -71,10 +71,15 @@ def ledger_path(tmp_path: Path) -> Path:
     """A ledger holding one valid person and one rejected record, both carrying contact data."""
     path = tmp_path / "ledger.sqlite3"
     with Ledger(path) as ledger:
-        ledger.enqueue("signups", "m1", [
-            Mapped(RECORD, payload=json.dumps({"name": "Ada", "email": EMAIL})),
-            Mapped("row-2", raw={"Email": EMAIL + "x"}, reasons=("email: not an address",)),
-        ], {"line": 2})
+        ledger.enqueue(
+            "signups",
+            "m1",
+            [
+                Mapped(RECORD, payload=json.dumps({"name": "Ada", "email": EMAIL})),
+                Mapped("row-2", raw={"Email": EMAIL + "x"}, reasons=("email: not an address",)),
+            ],
+            {"line": 2},
+        )
     return path
 
 
@@ -93,8 +98,13 @@ def test_a_scrape_holds_no_key_email_or_record_value_and_follows_the_naming_conv
 
     for secret in (EMAIL, RECORD, person_key, "b-" + "f" * 32, "not an address"):
         assert secret not in text
-    allowed = {"integration": {"crm-eu"}, "source": {"signups"}, "state": set(STATES), "operation": {"capture_bulk", "capture_person"},
-               "status": {"200", "none"}}
+    allowed = {
+        "integration": {"crm-eu"},
+        "source": {"signups"},
+        "state": set(STATES),
+        "operation": {"capture_bulk", "capture_person"},
+        "status": {"200", "none"},
+    }
     for family in text_string_to_metric_families(text):
         assert family.name.startswith("capture_sync_"), family.name
         for sample in family.samples:
@@ -104,12 +114,16 @@ def test_a_scrape_holds_no_key_email_or_record_value_and_follows_the_naming_conv
                 assert label == "le" or value in allowed[label], (sample.name, label, value)
     samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
     assert samples and all(s.labels["integration"] == "crm-eu" for s in samples)  # every series names its integration
-    scrape = {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "integration"))): s.value for s in samples}
+    scrape = {
+        (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "integration"))): s.value for s in samples
+    }
     assert scrape[("capture_sync_records_read_total", (("source", "signups"),))] == 2
     assert scrape[("capture_sync_entries", (("source", "signups"), ("state", "rejected")))] == 1
     assert scrape[("capture_sync_retries_total", (("operation", "capture_person"),))] == 1
     assert scrape[("capture_sync_requests_total", (("operation", "capture_person"), ("status", "none")))] == 1
-    assert scrape[("capture_sync_rate_limit_remaining_requests", ())] == 119  # the attempt with no answer is not counted
+    assert (
+        scrape[("capture_sync_rate_limit_remaining_requests", ())] == 119
+    )  # the attempt with no answer is not counted
 
 
 async def test_ready_only_after_get_info_while_the_credentials_work_and_the_ledger_is_writable(
@@ -136,20 +150,35 @@ async def test_ready_only_after_get_info_while_the_credentials_work_and_the_ledg
 def _page(contact_data: bool) -> str:
     hostile = "<script>alert(1)</script>"
     member = EntryView(
-        "p-1", "signups", '<img src=x onerror="alert(2)">', "blocked", None, None, None,
+        "p-1",
+        "signups",
+        '<img src=x onerror="alert(2)">',
+        "blocked",
+        None,
+        None,
+        None,
         payload={"name": "Quixote <b>bold</b>", "email": "quix<script>@example.org"},
     )
     report = StatusReport(
-        by_state={"blocked": 1}, by_source={"signups": {"blocked": 1}},
+        by_state={"blocked": 1},
+        by_source={"signups": {"blocked": 1}},
         runs=[RunView(1, "sync", "2026-01-01T00:00:00+00:00", 1.0, 5, {"blocked": 1})],
-        oldest_unsettled="2026-01-01T00:00:00+00:00", attention=Attention(blocked=1),
+        oldest_unsettled="2026-01-01T00:00:00+00:00",
+        attention=Attention(blocked=1),
     )
     batch = BatchDetail("b-1", "bulk", "blocked", hostile, [member], [])
     snapshot = Snapshot(0.0, report, [batch], 1, [], None)
     health = DaemonHealth()
     health.answered(ClientInfo(client_name=hostile, rate_limit=10, has_custom_field_mapping=False))
-    return render(snapshot, health, [PageSource("signups", "every 5m")], Path("/etc/<cs>/c.toml"),
-                  ready=False, reasons=[f"authentication failing: {hostile}"], contact_data=contact_data)
+    return render(
+        snapshot,
+        health,
+        [PageSource("signups", "every 5m")],
+        Path("/etc/<cs>/c.toml"),
+        ready=False,
+        reasons=[f"authentication failing: {hostile}"],
+        contact_data=contact_data,
+    )
 
 
 def test_the_status_page_escapes_every_value_and_shows_contact_data_only_when_asked() -> None:
@@ -179,12 +208,22 @@ def test_a_pass_that_did_its_work_is_a_success_whatever_older_entries_make_its_e
     assert "crm-export" in health.last_success and health.outage_since is None
 
 
-@pytest.mark.parametrize(("header", "served"), [
-    ("127.0.0.1:9464", True), ("localhost", True), ("LOCALHOST.:9464", True), ("status.example.org", True),
-    ("[::1]:9464", True), ("10.1.2.3:9464", True),  # an IP address cannot be a rebound name
-    ("rebound.attacker.example:9464", False), ("status.example.org.attacker.example", False),
-    ("ada@127.0.0.1:9464", False), ("", False), (None, False),
-])
+@pytest.mark.parametrize(
+    ("header", "served"),
+    [
+        ("127.0.0.1:9464", True),
+        ("localhost", True),
+        ("LOCALHOST.:9464", True),
+        ("status.example.org", True),
+        ("[::1]:9464", True),
+        ("10.1.2.3:9464", True),  # an IP address cannot be a rebound name
+        ("rebound.attacker.example:9464", False),
+        ("status.example.org.attacker.example", False),
+        ("ada@127.0.0.1:9464", False),
+        ("", False),
+        (None, False),
+    ],
+)
 def test_only_known_names_pass_the_host_check(header: str | None, served: bool) -> None:
     allowed = allowed_hosts(parse_address("127.0.0.1:9464"), ["Status.Example.org"])
     assert host_allowed(header, allowed) is served
@@ -212,9 +251,14 @@ def test_the_daemon_raises_its_open_files_limit_and_the_endpoint_keeps_to_a_quar
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-@pytest.mark.parametrize(("loopback", "public", "warned"), [
-    (True, False, []), (True, True, ["ops.public_allowed"]), (False, True, ["ops.beyond_loopback"]),
-])
+@pytest.mark.parametrize(
+    ("loopback", "public", "warned"),
+    [
+        (True, False, []),
+        (True, True, ["ops.public_allowed"]),
+        (False, True, ["ops.beyond_loopback"]),
+    ],
+)
 async def test_serving_beyond_loopback_or_allowing_it_is_a_warning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loopback: bool, public: bool, warned: list[str]
 ) -> None:

@@ -28,7 +28,9 @@ def test_a_plugin_client_refuses_a_foreign_redirect_and_never_sends_it_the_crede
     home.route("/start", redirect(code, f"{away.base}/data"))
     away.route("/data", items([1]))
     with bound_client(home.base + "/", {"X-Key": SECRET}) as client:
-        with pytest.raises(OriginRefused, match=rf"from {home.base}/start to {away.base}/data: the credential is bound"):
+        with pytest.raises(
+            OriginRefused, match=rf"from {home.base}/start to {away.base}/data: the credential is bound"
+        ):
             client.get(home.base + "/start")
         assert away.seen == []
         # A call that asks httpx to follow redirects bypasses the auth flow: the request hook still strips.
@@ -37,7 +39,9 @@ def test_a_plugin_client_refuses_a_foreign_redirect_and_never_sends_it_the_crede
     assert home.got(SECRET) and len(away.seen) == 2 and not away.got(SECRET)
 
 
-def test_a_plugin_client_follows_foreign_origins_without_the_credential_when_told(home: Upstream, away: Upstream) -> None:
+def test_a_plugin_client_follows_foreign_origins_without_the_credential_when_told(
+    home: Upstream, away: Upstream
+) -> None:
     home.route("/start", redirect(307, f"{away.base}/back"))
     away.route("/back", redirect(302, f"{home.base}/data"))  # and back home: the credential again
     home.route("/data", items([1]))
@@ -92,6 +96,7 @@ async def test_a_webhook_url_is_in_no_log_line_at_debug_and_its_redirect_is_not_
 
 def test_urls_in_library_log_lines_are_redacted_before_any_handler(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="httpx"):
-        logging.getLogger("httpx").info("HTTP Request: %s %s", "GET", httpx.URL(f"https://u:{SECRET}@h.example/p?t={SECRET}"))
+        logging.getLogger("httpx").info(
+            "HTTP Request: %s %s", "GET", httpx.URL(f"https://u:{SECRET}@h.example/p?t={SECRET}")
+        )
     assert caplog.messages == ["HTTP Request: GET https://***:***@h.example/p?t=***"]
-

@@ -50,7 +50,9 @@ def read(opts: dict[str, Any]) -> list[Record]:
 
 @pytest.mark.parametrize("code", [301, 302, 307, 308])
 @pytest.mark.parametrize("form", FORMS)
-def test_a_redirect_to_another_origin_is_refused_naming_both_redacted(form: str, code: int, home: Upstream, away: Upstream) -> None:
+def test_a_redirect_to_another_origin_is_refused_naming_both_redacted(
+    form: str, code: int, home: Upstream, away: Upstream
+) -> None:
     home.route("/start", redirect(code, f"{away.base}/data?sig=abc"))
     away.route("/data", items([1]))
     with pytest.raises(SourceError) as refused:
@@ -65,7 +67,9 @@ def test_a_redirect_to_another_origin_is_refused_naming_both_redacted(form: str,
 
 @pytest.mark.parametrize("code", [301, 302, 307, 308])
 @pytest.mark.parametrize("form", FORMS)
-def test_a_followed_foreign_redirect_carries_no_credential(form: str, code: int, home: Upstream, away: Upstream) -> None:
+def test_a_followed_foreign_redirect_carries_no_credential(
+    form: str, code: int, home: Upstream, away: Upstream
+) -> None:
     home.route("/start", redirect(code, f"{away.base}/data"))
     away.route("/data", items([1, 2]))
     records = read(options(form, home, "/start", follow_foreign_origins=True))
@@ -82,7 +86,9 @@ def test_a_next_page_on_another_origin_is_refused_or_fetched_without_the_credent
     foreign = f"{away.base}/page2?after=1" + (f"&api_key={SECRET}" if form == "query" else "")
     home.route("/items", items([1], **{"next_link" if pagination == "next_link" else "link_header": foreign}))
     away.route("/page2", items([2]))
-    with pytest.raises(SourceError, match=r"refusing a next page from .* to http://127\.0\.0\.2:\d+/page2\?after=\*\*\*") as refused:
+    with pytest.raises(
+        SourceError, match=r"refusing a next page from .* to http://127\.0\.0\.2:\d+/page2\?after=\*\*\*"
+    ) as refused:
         read(options(form, home, "/items", pagination=pagination))
     assert SECRET not in str(refused.value) and away.seen == []
 
@@ -112,7 +118,9 @@ def test_https_never_goes_down_to_http_even_when_foreign_origins_are_followed(
     tls_home.route("/listed", items([1], next_link=f"{away.base}/items"))
     for path, hop in (("/start", "a redirect"), ("/listed", "a next page")):
         opts = options(form, tls_home, path, pagination="next_link", follow_foreign_origins=True)
-        with pytest.raises(SourceError, match=f"refusing {hop} from https://.*: https never goes down to http") as refused:
+        with pytest.raises(
+            SourceError, match=f"refusing {hop} from https://.*: https never goes down to http"
+        ) as refused:
             read(opts)
         assert "follow_foreign_origins" not in str(refused.value)
     assert tls_home.got(SECRET) and home.seen == [] and away.seen == []
@@ -122,7 +130,9 @@ def test_https_never_goes_down_to_http_even_when_foreign_origins_are_followed(
 def test_plain_http_with_a_credential_goes_only_to_loopback_unless_allowed(form: str, home: Upstream) -> None:
     elsewhere = options(form, home, "/items")
     elsewhere["url"] = elsewhere["url"].replace("127.0.0.1", "crm.example.com")
-    with pytest.raises(ConfigProblem, match=r"sources\.crm: refusing plain http to crm\.example\.com with a credential") as refused:
+    with pytest.raises(
+        ConfigProblem, match=r"sources\.crm: refusing plain http to crm\.example\.com with a credential"
+    ) as refused:
         build_source("crm", "http", elsewhere)
     assert SECRET not in str(refused.value)
     build_source("crm", "http", {**elsewhere, "allow_insecure_http": True})  # allowed: nothing sent yet

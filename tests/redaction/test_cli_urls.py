@@ -28,12 +28,17 @@ def ledger_bytes(folder: Path) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(folder.glob("*.sqlite3*")))
 
 
-@pytest.mark.parametrize("url", [
-    f"postgresql//reader:{PASSWORD}@127.0.0.1:1/crm",
-    f"postgresql+psycopg://reader@127.0.0.1:1/crm?password={PASSWORD}",
-    f"postgresql+psycopg://reader:{PASSWORD}@127.0.0.1:1/crm?sslpassword={PASSWORD}",
-])
-def test_a_database_password_is_printed_by_no_command_at_any_log_level(kit: CliKit, sandbox: Any, tmp_path: Path, url: str) -> None:
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"postgresql//reader:{PASSWORD}@127.0.0.1:1/crm",
+        f"postgresql+psycopg://reader@127.0.0.1:1/crm?password={PASSWORD}",
+        f"postgresql+psycopg://reader:{PASSWORD}@127.0.0.1:1/crm?sslpassword={PASSWORD}",
+    ],
+)
+def test_a_database_password_is_printed_by_no_command_at_any_log_level(
+    kit: CliKit, sandbox: Any, tmp_path: Path, url: str
+) -> None:
     config = sync_config(kit, tmp_path, sandbox, {"type": "sql", "url": url, "table": "people", "primary_key": "id"})
     outputs = []
     for args in RUNS:
@@ -57,7 +62,7 @@ def test_the_ledger_and_outputs_hold_no_http_source_url_secret_and_the_next_sync
         if f"token={TOKEN}" not in path:
             return 401, {}, {"error": "no token"}
         page = int(path.split("page=")[1].split("&")[0]) if "page=" in path else 1
-        return 200, {}, catalog[(page - 1) * 2: page * 2]
+        return 200, {}, catalog[(page - 1) * 2 : page * 2]
 
     upstream = Upstream("127.0.0.1")
     try:
@@ -67,10 +72,16 @@ def test_the_ledger_and_outputs_hold_no_http_source_url_secret_and_the_next_sync
         outputs = [kit.run(*args, "-c", config) for args in (["sync", "--json", "-v"], ["check", "--json"])]
         catalog.append(person[3])
         outputs += [kit.run("sync", "-v", "-c", config)]  # from the saved state (page 2), the token sent again
-        outputs += [kit.run(*args, "-c", config) for args in (
-            ["ledger", "list", "--state", "rejected", "--json"], ["ledger", "list", "--state", "captured"],
-            ["state", "show", "--json"], ["runs", "show", "last", "--format", "jsonl"], ["status", "--json"],
-        )]
+        outputs += [
+            kit.run(*args, "-c", config)
+            for args in (
+                ["ledger", "list", "--state", "rejected", "--json"],
+                ["ledger", "list", "--state", "captured"],
+                ["state", "show", "--json"],
+                ["runs", "show", "last", "--format", "jsonl"],
+                ["status", "--json"],
+            )
+        ]
     finally:
         upstream.close()
     assert all(r.code == 0 for r in outputs), [(i, r.code, r.stderr) for i, r in enumerate(outputs) if r.code]

@@ -23,6 +23,7 @@ def no_hidden_paths() -> Iterator[None]:
         patch.setattr(redact, "_secret_paths", set())
         yield
 
+
 # Hosts and paths are lower case without "z"; every secret starts with "ZQ", so no secret can be
 # found inside a host or path by chance.
 _LABEL = st.text(alphabet="abcdefghijklmnopqrstuvwxy0123456789", min_size=1, max_size=12)
@@ -98,8 +99,12 @@ def test_each_part_is_shown_as_documented() -> None:
     assert redact_url("postgresql+psycopg://reader:PW@db.internal:5433/crm?password=PW2&sslmode=require#x") == (
         "postgresql+psycopg://***:***@db.internal:5433/crm?password=***&sslmode=***"
     )
-    assert redact_url("https://TOKEN@api.example.com/v1/contacts?api_key") == "https://***@api.example.com/v1/contacts?***"
-    assert redact_url("https://api.example.com/v1/contacts?page=2", query=False) == "https://api.example.com/v1/contacts"
+    assert (
+        redact_url("https://TOKEN@api.example.com/v1/contacts?api_key") == "https://***@api.example.com/v1/contacts?***"
+    )
+    assert (
+        redact_url("https://api.example.com/v1/contacts?page=2", query=False) == "https://api.example.com/v1/contacts"
+    )
     assert redact_url("sqlite:///var/lib/crm.db") == "sqlite:///var/lib/crm.db"
     assert redact_url("https://reader:PW5ecret/db") == UNPARSEABLE  # "@" forgotten: the password is no port
     assert redact_url("https://ho st/") == UNPARSEABLE
@@ -109,7 +114,10 @@ def test_each_part_is_shown_as_documented() -> None:
 
 def test_malformed_database_urls_in_text_lose_their_password() -> None:
     assert redact_url("postgresql//reader:PW5ecret@host/db") == UNPARSEABLE
-    assert redact_text("cannot parse 'postgresql//reader:PW5ecret@host/db'") == "cannot parse 'postgresql//***:***@host/db'"
+    assert (
+        redact_text("cannot parse 'postgresql//reader:PW5ecret@host/db'")
+        == "cannot parse 'postgresql//***:***@host/db'"
+    )
     assert redact_text("see https://h/x?t=1, then") == "see https://h/x?t=***, then"
 
 

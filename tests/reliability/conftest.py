@@ -94,9 +94,19 @@ def write_contacts(path: Path, records: int, rng: random.Random) -> Population:
 
 
 def write_config(
-    folder: Path, base_url: str, contacts: Path, *, batch_size: int = 20, concurrency: int = 3,
-    timeout_s: float = 5, rate_window_s: float = 60.0, max_attempts: int = 12, max_elapsed_s: float = 60,
-    ledger: str = "ledger.sqlite3", mapping: dict[str, str] = CONTACT_MAPPING, cursor: str | None = None,
+    folder: Path,
+    base_url: str,
+    contacts: Path,
+    *,
+    batch_size: int = 20,
+    concurrency: int = 3,
+    timeout_s: float = 5,
+    rate_window_s: float = 60.0,
+    max_attempts: int = 12,
+    max_elapsed_s: float = 60,
+    ledger: str = "ledger.sqlite3",
+    mapping: dict[str, str] = CONTACT_MAPPING,
+    cursor: str | None = None,
     ledger_url: str | None = None,
 ) -> Path:
     """A config with one csv source `contacts` (`mapping`: person field -> column; `cursor`: a number
@@ -216,7 +226,9 @@ def kill_during_work(
 def recorded_exit(ledger: Where, runs_before: int, killed: int) -> int:
     """The exit code the run after the first `runs_before` recorded at its end; `killed` when it
     never got there (the kill cut it short)."""
-    found = rows(ledger, "SELECT finished_at IS NOT NULL, exit_code FROM runs ORDER BY id LIMIT 1 OFFSET ?", (runs_before,))
+    found = rows(
+        ledger, "SELECT finished_at IS NOT NULL, exit_code FROM runs ORDER BY id LIMIT 1 OFFSET ?", (runs_before,)
+    )
     return found[0][1] if found and found[0][0] else killed
 
 
@@ -320,16 +332,30 @@ class ReliabilityKit:
     ) -> Result:
         """Run a command to its end; its output joins the secret scan."""
         proc = subprocess.run(
-            self.command(*args, bound_by_permissions=bound_by_permissions), capture_output=True, text=True,
-            env=env, cwd=cwd or self.tmp, timeout=CLI_TIMEOUT_S,
+            self.command(*args, bound_by_permissions=bound_by_permissions),
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=cwd or self.tmp,
+            timeout=CLI_TIMEOUT_S,
         )
         self.scan.outputs += [proc.stdout, proc.stderr]
         return Result(proc.returncode, proc.stdout, proc.stderr)
 
     def until_settled(
-        self, config: Path, env: dict[str, str], rng: random.Random, *, kills: int,
-        failpoints: tuple[str, ...] = (), max_hit: int = 3, sandbox_db: Path | None = None,
-        churn: Churn | None = None, max_work: int = 4, jitter_s: float = 0.1, log_level: str = "WARNING",
+        self,
+        config: Path,
+        env: dict[str, str],
+        rng: random.Random,
+        *,
+        kills: int,
+        failpoints: tuple[str, ...] = (),
+        max_hit: int = 3,
+        sandbox_db: Path | None = None,
+        churn: Churn | None = None,
+        max_work: int = 4,
+        jitter_s: float = 0.1,
+        log_level: str = "WARNING",
         ledger: Where | None = None,
     ) -> Survived:
         """Alternate `sync` and `replay`, killing `kills` runs, until a replay exits 0 after a sync
@@ -366,7 +392,10 @@ class ReliabilityKit:
                 log.flush()
                 proc = subprocess.Popen(
                     self.command(kind, "-c", str(config), "--log-level", log_level),
-                    env=run_env, stdout=log, stderr=log, cwd=self.tmp,
+                    env=run_env,
+                    stdout=log,
+                    stderr=log,
+                    cwd=self.tmp,
                 )
                 # Churn and kills meet the run itself, not the interpreter's start-up.
                 while proc.poll() is None and count(ledger, "SELECT count(*) FROM runs") == runs_before:
@@ -403,9 +432,7 @@ class ReliabilityKit:
 
 
 @pytest.fixture
-def rel(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str], request: pytest.FixtureRequest
-) -> Iterator[ReliabilityKit]:
+def rel(tmp_path: Path, capfd: pytest.CaptureFixture[str], request: pytest.FixtureRequest) -> Iterator[ReliabilityKit]:
     assert SCRIPT.exists(), f"the console script {SCRIPT} is not installed: run `pip install -e .`"
     kit = ReliabilityKit(tmp_path, SecretScan())
     yield kit

@@ -34,12 +34,30 @@ from connector.source import Record, Source
 FIELDS = ["First", "Last", "Email", "Phone", "Plan"]
 HUGE_DIGITS = "7" * 5000  # beyond Python's 4300-digit int <-> str limit
 SPECIAL = [
-    "", " ", "\x00", "a\x00b", "x" * 1_000_000, HUGE_DIGITS, "\r\n", '"', "\ufeff", "e\u0301\u200b",
-    "ada@example.org", "ADA@EXAMPLE.ORG ", "+1 202 555 0100", "0049 30 1234567", "{First}", "\u202e",
+    "",
+    " ",
+    "\x00",
+    "a\x00b",
+    "x" * 1_000_000,
+    HUGE_DIGITS,
+    "\r\n",
+    '"',
+    "\ufeff",
+    "e\u0301\u200b",
+    "ada@example.org",
+    "ADA@EXAMPLE.ORG ",
+    "+1 202 555 0100",
+    "0049 30 1234567",
+    "{First}",
+    "\u202e",
 ]
 text = st.one_of(st.text(max_size=30), st.sampled_from(SPECIAL))
 json_only = st.one_of(
-    st.integers(), st.floats(), st.booleans(), st.none(), st.lists(st.integers(), max_size=3),
+    st.integers(),
+    st.floats(),
+    st.booleans(),
+    st.none(),
+    st.lists(st.integers(), max_size=3),
     st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
 )
 text_rows = st.lists(st.lists(text, min_size=1, max_size=len(FIELDS)), min_size=1, max_size=6)
@@ -143,14 +161,23 @@ def entries(folder: Path) -> dict[str, list[tuple[str, str, str | None]]]:
 def assert_every_row_settled(folder: Path, expected: dict[str, int]) -> None:
     seen = entries(folder)
     for source, count in expected.items():
-        assert len({record_id for record_id, _, _ in seen.get(source, [])}) == count, (source, seen.get(source), seen.get(source))
+        assert len({record_id for record_id, _, _ in seen.get(source, [])}) == count, (
+            source,
+            seen.get(source),
+            seen.get(source),
+        )
     for source, got in seen.items():
         for record_id, state, error in got:
             assert state in ("captured", "duplicate", "rejected"), (source, record_id, state, error)
             assert state != "rejected" or error, (source, record_id)
 
 
-@settings(max_examples=15, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate], suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=15,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(csv_rows=text_rows, jsonl_rows=json_rows, raw=raw_rows, cut=st.floats(0.05, 0.95))
 def test_arbitrary_rows_are_captured_or_rejected_with_reasons(rel, sandbox, tmp_path, csv_rows, jsonl_rows, raw, cut):
     key, secret = sandbox.create_client("bad-input", rate_limit=100_000)
@@ -186,16 +213,27 @@ def test_the_known_weak_spots_through_the_cli(rel, sandbox, tmp_path):
     """A NUL, a 1 MB field, a template placeholder in the data, a 5,000-digit number: `sync` exits 0
     without a traceback and each row ends captured or rejected with its reason."""
     env = rel.client(sandbox.store, rate_limit=1000)
-    (tmp_path / "contacts.csv").write_text(csv_text([
-        ["Ada\x00", "Love\x00lace", "ada@example.org", "", "x" * 1_000_000],
-        ["{First}", "{Last}", "b@example.org", "", ""],
-        ["Cy", "", "", "", ""],
-    ]), encoding="utf-8", newline="")
-    (tmp_path / "contacts.jsonl").write_text(jsonl_text([
-        {"First": HUGE_DIGITS, "Email": "d@example.org", "Plan": HUGE_DIGITS},
-        {"First": "Ed", "Email": HUGE_DIGITS, "Phone": 12025550100},
-        {"First": ["a"], "Last": {"b": 1}, "Email": True, "Phone": 1.5},
-    ]), encoding="utf-8")
+    (tmp_path / "contacts.csv").write_text(
+        csv_text(
+            [
+                ["Ada\x00", "Love\x00lace", "ada@example.org", "", "x" * 1_000_000],
+                ["{First}", "{Last}", "b@example.org", "", ""],
+                ["Cy", "", "", "", ""],
+            ]
+        ),
+        encoding="utf-8",
+        newline="",
+    )
+    (tmp_path / "contacts.jsonl").write_text(
+        jsonl_text(
+            [
+                {"First": HUGE_DIGITS, "Email": "d@example.org", "Plan": HUGE_DIGITS},
+                {"First": "Ed", "Email": HUGE_DIGITS, "Phone": 12025550100},
+                {"First": ["a"], "Last": {"b": 1}, "Email": True, "Phone": 1.5},
+            ]
+        ),
+        encoding="utf-8",
+    )
     result = rel.run("sync", "-c", str(write_config(tmp_path, sandbox.base_url)), env=env)
     assert result.code == 0, result.stderr
     assert "Traceback" not in result.stdout + result.stderr
@@ -222,7 +260,11 @@ KINDS = {
 junk = st.binary(min_size=1, max_size=6).map(lambda b: b"\xff" + bytes(x | 0x80 for x in b))
 controls = st.text(alphabet=st.sampled_from("\x00\x01\x07\x08\x0b\x0c\x1b\x7f\x85\x9f"), min_size=1, max_size=4)
 plain = st.text(alphabet=st.characters(codec="utf-8", categories=("L", "N", "Zs")), max_size=12)
-row_kinds = st.lists(st.tuples(st.sampled_from(sorted(KINDS)), junk, controls, plain, st.sampled_from([5, [1], {"a": 1}, True])), min_size=1, max_size=8)
+row_kinds = st.lists(
+    st.tuples(st.sampled_from(sorted(KINDS)), junk, controls, plain, st.sampled_from([5, [1], {"a": 1}, True])),
+    min_size=1,
+    max_size=8,
+)
 _examples = iter(range(10**9))
 
 
@@ -267,15 +309,23 @@ def spliced_files(folder: Path, rows: list[tuple[Any, ...]], tag: str) -> dict[s
 def keyed_config(folder: Path, base_url: str) -> Path:
     """write_config's two sources, each read by its `id` column."""
     path = write_config(folder, base_url)
-    text = path.read_text(encoding="utf-8").replace('path = "contacts.csv"\n', 'path = "contacts.csv"\nprimary_key = "id"\n')
-    path.write_text(text.replace('path = "contacts.jsonl"\n', 'path = "contacts.jsonl"\nprimary_key = "id"\n'), encoding="utf-8")
+    text = path.read_text(encoding="utf-8").replace(
+        'path = "contacts.csv"\n', 'path = "contacts.csv"\nprimary_key = "id"\n'
+    )
+    path.write_text(
+        text.replace('path = "contacts.jsonl"\n', 'path = "contacts.jsonl"\nprimary_key = "id"\n'), encoding="utf-8"
+    )
     return path
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(rows=row_kinds)
 @example(rows=[(kind, b"\xff\xfe", "\x00\x1b", "ok", [1]) for kind in sorted(KINDS)])  # every kind, always
-def test_bad_rows_spliced_among_good_ones_are_rejected_with_their_line_and_the_good_ones_captured_once(rel, sandbox, tmp_path, rows):
+def test_bad_rows_spliced_among_good_ones_are_rejected_with_their_line_and_the_good_ones_captured_once(
+    rel, sandbox, tmp_path, rows
+):
     env = rel.client(sandbox.store, rate_limit=100_000)
     tag = f"x{next(_examples)}"
     folder = Path(tempfile.mkdtemp(dir=tmp_path))
@@ -295,7 +345,11 @@ def test_bad_rows_spliced_among_good_ones_are_rejected_with_their_line_and_the_g
                 if outcome == CAPTURED:
                     assert state == "captured", (source, record_id, state, error)
                 else:  # set aside by the source or by the mapping: the reason names its line
-                    assert state == "rejected" and f"contacts.{source} line {line}:" in error, (source, record_id, error)
+                    assert state == "rejected" and f"contacts.{source} line {line}:" in error, (
+                        source,
+                        record_id,
+                        error,
+                    )
 
     # Each captured row once, whichever sources hold it (both files hold the same people).
     emails = {p["id"]: p["data"]["email"] for p in sandbox.store.persons() if tag in p["data"]["email"]}

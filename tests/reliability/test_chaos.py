@@ -131,8 +131,14 @@ def test_chaos_changing_upstream_faults_shapes_and_kills_lose_nothing_double_not
     records, kills = rel.scaled("SOAK_RECORDS", 800), rel.scaled("SOAK_KILLS", 10)
     rng = random.Random(records * 1000 + kills)
     faults = Faults(
-        p_retryable_503=0.08, p_fatal_503=0.04, p_commit_drop=0.08, latency_s=0.02,
-        p_latency_spike=0.05, spike_s=0.4, p_person_fail=0.02, seed=11,
+        p_retryable_503=0.08,
+        p_fatal_503=0.04,
+        p_commit_drop=0.08,
+        latency_s=0.02,
+        p_latency_spike=0.05,
+        spike_s=0.4,
+        p_person_fail=0.02,
+        seed=11,
     )
     upstream = Upstream.create(tmp_path / "contacts.csv", records, rng)
     world = World(rel, sandbox_factory, faults, upstream, changed=min(200, max(5, records // 40)) / records, rng=rng)
@@ -142,8 +148,16 @@ def test_chaos_changing_upstream_faults_shapes_and_kills_lose_nothing_double_not
     share = max(2, records // 20 // kills)
 
     survived = rel.until_settled(
-        tmp_path / "capture-sync.toml", env, rng, kills=kills, failpoints=FAILPOINTS, max_hit=share,
-        sandbox_db=world.db, churn=world, max_work=4 * share, log_level="DEBUG" if records <= 2_000 else "INFO",
+        tmp_path / "capture-sync.toml",
+        env,
+        rng,
+        kills=kills,
+        failpoints=FAILPOINTS,
+        max_hit=share,
+        sandbox_db=world.db,
+        churn=world,
+        max_work=4 * share,
+        log_level="DEBUG" if records <= 2_000 else "INFO",
     )
     result = check_versions(world.box.store, upstream, world.ledger)
     print(

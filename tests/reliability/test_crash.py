@@ -32,7 +32,9 @@ def test_sigkill_at_random_moments_loses_nothing_and_doubles_nothing(rel, sandbo
     assert rel.count(tmp_path / "ledger.sqlite3", "SELECT count(*) FROM runs WHERE finished_at IS NULL") >= KILLS
 
 
-def test_sigkill_on_a_postgresql_ledger_loses_nothing_and_doubles_nothing(rel, sandbox_factory, tmp_path, postgres_ledger_url):
+def test_sigkill_on_a_postgresql_ledger_loses_nothing_and_doubles_nothing(
+    rel, sandbox_factory, tmp_path, postgres_ledger_url
+):
     """The same, shorter, with the ledger in PostgreSQL: a killed process's transaction is rolled back
     by the server, its daemon lock released with its session, and the next run resumes its batches."""
     rng = random.Random(20261127)
@@ -41,7 +43,9 @@ def test_sigkill_on_a_postgresql_ledger_loses_nothing_and_doubles_nothing(rel, s
     population = rel.contacts(tmp_path / "contacts.csv", RECORDS // 4, rng)
     config = rel.config(tmp_path, box.base_url, population.path, ledger_url=postgres_ledger_url)
 
-    survived = rel.until_settled(config, env, rng, kills=KILLS // 2, sandbox_db=box.store.db_path, ledger=postgres_ledger_url)
+    survived = rel.until_settled(
+        config, env, rng, kills=KILLS // 2, sandbox_db=box.store.db_path, ledger=postgres_ledger_url
+    )
 
     assert survived.timer_kills >= KILLS // 2
     rel.assert_effectively_once(box.store, population, postgres_ledger_url)

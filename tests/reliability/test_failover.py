@@ -61,8 +61,15 @@ class Daemons:
     def start(self, rel) -> None:
         log = rel.tmp / f"daemon-{len(self.procs)}.log"
         with log.open("w") as out:
-            self.procs.append(subprocess.Popen(rel.command("run", *self.args, "--log-level", "DEBUG"),
-                                               stdout=out, stderr=subprocess.STDOUT, env=self.env, cwd=rel.tmp))
+            self.procs.append(
+                subprocess.Popen(
+                    rel.command("run", *self.args, "--log-level", "DEBUG"),
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=self.env,
+                    cwd=rel.tmp,
+                )
+            )
         self.logs.append(log)
 
     def of(self, pid: int) -> subprocess.Popen[bytes]:
@@ -76,8 +83,12 @@ def query(url: str, integration: str, sql: str, params: tuple = ()) -> list[tupl
 
 def leader_pid(url: str, integration: str) -> int | None:
     try:
-        found = query(url, integration, "SELECT holder FROM capture_sync_ha.leases WHERE integration = %s AND expires_at > now()",
-                      (integration,))
+        found = query(
+            url,
+            integration,
+            "SELECT holder FROM capture_sync_ha.leases WHERE integration = %s AND expires_at > now()",
+            (integration,),
+        )
     except psycopg.errors.UndefinedTable:  # no daemon has opened the ledger yet
         return None
     return int(found[0][0].split(":")[1]) if found else None
@@ -115,7 +126,11 @@ def attempts_by_pid(daemons: Daemons, url: str, it: Integration) -> list[tuple[i
 
 
 def test_leaders_killed_and_paused_lose_nothing_double_nothing_and_never_send_outside_their_lease(
-    rel, sandbox_factory, tmp_path: Path, postgres_url, postgres_ledger_url: str,
+    rel,
+    sandbox_factory,
+    tmp_path: Path,
+    postgres_url,
+    postgres_ledger_url: str,
 ) -> None:
     kills = rel.scaled("HA_KILLS", 6)
     records = rel.scaled("HA_RECORDS", 150)
@@ -128,17 +143,25 @@ def test_leaders_killed_and_paused_lose_nothing_double_nothing_and_never_send_ou
         folder.mkdir()
         population = rel.contacts(folder / "contacts.csv", records, rng)
         config = rel.config(folder, box.base_url, population.path, ledger_url=url, batch_size=10, concurrency=2)
-        text = config.read_text(encoding="utf-8").replace('primary_key = "id"\n', 'primary_key = "id"\nschedule = "every 1s"\n')
-        config.write_text(f'[integration]\nname = "{name}"\n\n[daemon]\nlease_s = {LEASE_S}\nretry_sweep = "every 2s"\n\n' + text)
-        integrations.append(Integration(name, config, rel.client(box.store, rate_limit=100_000), box.store,
-                                        population.path, records))
+        text = config.read_text(encoding="utf-8").replace(
+            'primary_key = "id"\n', 'primary_key = "id"\nschedule = "every 1s"\n'
+        )
+        config.write_text(
+            f'[integration]\nname = "{name}"\n\n[daemon]\nlease_s = {LEASE_S}\nretry_sweep = "every 2s"\n\n' + text
+        )
+        integrations.append(
+            Integration(name, config, rel.client(box.store, rate_limit=100_000), box.store, population.path, records)
+        )
     # one process runs both integrations: the credentials of each come from files beside its config
     for it in integrations:
         for var, file in (("CAPTURE_API_KEY", "api_key"), ("CAPTURE_API_SECRET", "api_secret")):
             (it.config.parent / file).write_text(it.env[var])
             (it.config.parent / file).chmod(0o600)
-        it.config.write_text(it.config.read_text().replace(
-            "[capture]\n", '[capture]\napi_key_file = "api_key"\napi_secret_file = "api_secret"\n', 1))
+        it.config.write_text(
+            it.config.read_text().replace(
+                "[capture]\n", '[capture]\napi_key_file = "api_key"\napi_secret_file = "api_secret"\n', 1
+            )
+        )
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAPTURE_")}
     daemons = Daemons([a for it in integrations for a in ("-c", str(it.config))], env)
     for _ in range(3):
@@ -148,9 +171,13 @@ def test_leaders_killed_and_paused_lose_nothing_double_nothing_and_never_send_ou
         pid = poll(lambda: leader_pid(url, it.name), f"{it.name} to have a leader")
         proc = daemons.of(pid)
         append_rows(it, 15, rng)  # work for the next leader
-        poll(lambda: query(url, it.name, "SELECT count(*) FROM entries WHERE state = 'in_flight'")[0][0]
-             or not query(url, it.name, "SELECT count(*) FROM entries WHERE state = 'pending'")[0][0],
-             "a batch in flight, or nothing left to send")
+        poll(
+            lambda: (
+                query(url, it.name, "SELECT count(*) FROM entries WHERE state = 'in_flight'")[0][0]
+                or not query(url, it.name, "SELECT count(*) FROM entries WHERE state = 'pending'")[0][0]
+            ),
+            "a batch in flight, or nothing left to send",
+        )
         proc.send_signal(how)
         return pid
 
@@ -161,8 +188,12 @@ def test_leaders_killed_and_paused_lose_nothing_double_nothing_and_never_send_ou
             at = time.time()
             daemons.of(pid).wait()
             daemons.start(rel)  # three daemons again
-            first = poll(lambda: query(url, it.name, "SELECT min(started_at) FROM attempts WHERE started_at > %s", (at,))[0][0],
-                         f"{it.name}'s next request after kill {n + 1}")
+            first = poll(
+                lambda it=it, at=at: query(
+                    url, it.name, "SELECT min(started_at) FROM attempts WHERE started_at > %s", (at,)
+                )[0][0],
+                f"{it.name}'s next request after kill {n + 1}",
+            )
             it.failovers.append(first - at)
 
         for it in integrations:  # work in hand when the database goes
@@ -177,7 +208,9 @@ def test_leaders_killed_and_paused_lose_nothing_double_nothing_and_never_send_ou
 
         zombie_of = integrations[0]
         pid = killed_leader(zombie_of, signal.SIGSTOP)
-        poll(lambda: (holder := leader_pid(url, zombie_of.name)) is not None and holder != pid, "a standby to take over")
+        poll(
+            lambda: (holder := leader_pid(url, zombie_of.name)) is not None and holder != pid, "a standby to take over"
+        )
         zombie = daemons.of(pid)
         zombie.send_signal(signal.SIGCONT)
         zombie_log = daemons.logs[daemons.procs.index(zombie)]
@@ -186,8 +219,13 @@ def test_leaders_killed_and_paused_lose_nothing_double_nothing_and_never_send_ou
         alive = [p.poll() is None for p in daemons.procs if p.returncode != -signal.SIGKILL]
         assert all(alive), f"a daemon ended by itself: {daemons.logs}"  # all carried on through the outage
         for it in integrations:
-            poll(lambda it=it: not set(dict(query(url, it.name, SCHEMA_ROWS))) - {"captured", "duplicate", "rejected"}
-                 and sum(dict(query(url, it.name, SCHEMA_ROWS)).values()) == it.rows, f"{it.name} to settle")
+            poll(
+                lambda it=it: (
+                    not set(dict(query(url, it.name, SCHEMA_ROWS))) - {"captured", "duplicate", "rejected"}
+                    and sum(dict(query(url, it.name, SCHEMA_ROWS)).values()) == it.rows
+                ),
+                f"{it.name} to settle",
+            )
     finally:
         for proc in daemons.procs:
             if proc.poll() is None:
@@ -208,8 +246,13 @@ def test_leaders_killed_and_paused_lose_nothing_double_nothing_and_never_send_ou
         lost, doubled = wanted - set(captured), len(captured) - len(set(captured))
         assert (len(lost), doubled) == (0, 0), (it.name, len(lost), doubled)
 
-        terms = query(url, it.name, "SELECT extract(epoch FROM taken_at)::float8, holder FROM capture_sync_ha.lease_history "
-                      "WHERE integration = %s ORDER BY token", (it.name,))
+        terms = query(
+            url,
+            it.name,
+            "SELECT extract(epoch FROM taken_at)::float8, holder FROM capture_sync_ha.lease_history "
+            "WHERE integration = %s ORDER BY token",
+            (it.name,),
+        )
         sent = attempts_by_pid(daemons, url, it)
         assert len(sent) >= len(captured) // 10 and len(terms) > kills // 2, (len(sent), len(terms))
         outside = []
@@ -220,5 +263,7 @@ def test_leaders_killed_and_paused_lose_nothing_double_nothing_and_never_send_ou
         assert not outside, f"{it.name}: requests sent outside the sender's lease: {outside[:5]}"
 
     times = [t for it in integrations for t in it.failovers]
-    print(f"\nfailover (kill -> next request, lease_s={LEASE_S}): {len(times)} kills, "
-          f"median {statistics.median(times):.2f} s, max {max(times):.2f} s")
+    print(
+        f"\nfailover (kill -> next request, lease_s={LEASE_S}): {len(times)} kills, "
+        f"median {statistics.median(times):.2f} s, max {max(times):.2f} s"
+    )

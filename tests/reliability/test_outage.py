@@ -23,8 +23,14 @@ def test_the_api_dying_mid_sync_exits_4_and_replay_settles_without_loss_or_doubl
         env = rel.client(store, rate_limit=100_000)
     population = rel.contacts(tmp_path / "contacts.csv", 600, random.Random(4))
     config = rel.config(
-        tmp_path, box.base_url, population.path, batch_size=10, concurrency=2, timeout_s=2,
-        max_attempts=100, max_elapsed_s=3,
+        tmp_path,
+        box.base_url,
+        population.path,
+        batch_size=10,
+        concurrency=2,
+        timeout_s=2,
+        max_attempts=100,
+        max_elapsed_s=3,
     )
     ledger = tmp_path / "ledger.sqlite3"
 

@@ -50,7 +50,9 @@ def synced(rel, sandbox) -> Synced:
     folder = rel.tmp
     (folder / "ledger").mkdir()
     contacts = folder / "contacts.csv"
-    contacts.write_text("id,First,Last,Email,Phone\n" + "".join(f"{n},Old,O{n},old{n}@example.com,\n" for n in range(5)))
+    contacts.write_text(
+        "id,First,Last,Email,Phone\n" + "".join(f"{n},Old,O{n},old{n}@example.com,\n" for n in range(5))
+    )
     config = rel.config(folder, sandbox.base_url, contacts, ledger="ledger/ledger.sqlite3")
     env = rel.client(sandbox.store, rate_limit=1000)
     first = rel.run("sync", "-c", str(config), env=env, cwd=folder)
@@ -68,10 +70,17 @@ def assert_clear_failure(result, *phrases: str) -> None:
         assert phrase in result.stderr
 
 
-@pytest.mark.parametrize(("read_only", "command", "named"), [
-    ("folder", "sync", "its folder"), ("file", "replay", "the file"), ("stale -shm", "status", "ledger.sqlite3-shm"),
-])
-def test_a_ledger_that_cannot_be_written_is_a_clear_error_and_nothing_moves(rel, sandbox, synced, read_only, command, named):
+@pytest.mark.parametrize(
+    ("read_only", "command", "named"),
+    [
+        ("folder", "sync", "its folder"),
+        ("file", "replay", "the file"),
+        ("stale -shm", "status", "ledger.sqlite3-shm"),
+    ],
+)
+def test_a_ledger_that_cannot_be_written_is_a_clear_error_and_nothing_moves(
+    rel, sandbox, synced, read_only, command, named
+):
     """One line naming what is read-only; the stale -shm is one that a read-only ledger's run left
     behind (SQLite gives it the ledger's mode) after the ledger itself was made writable again."""
     before = snapshot(synced.ledger)
@@ -118,7 +127,9 @@ def test_a_ledger_locked_by_another_writer_is_a_clear_error_and_nothing_moves(re
     assert sorted(p["data"]["email"] for p in sandbox.store.persons())[:3] == [f"new{n}@example.com" for n in (5, 6, 7)]
 
 
-@pytest.mark.parametrize(("damage", "command"), [("garbage", "sync"), ("truncated", "replay"), ("header only", "status")])
+@pytest.mark.parametrize(
+    ("damage", "command"), [("garbage", "sync"), ("truncated", "replay"), ("header only", "status")]
+)
 def test_a_corrupted_ledger_is_a_clear_error_and_is_left_as_it_is(rel, sandbox, synced, damage, command):
     data = synced.ledger.read_bytes()
     damaged = {

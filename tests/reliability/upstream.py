@@ -191,7 +191,8 @@ def version_figures(store: Any, upstream: Upstream, ledger: Path) -> VersionFigu
 
 def _refused(entry: sqlite3.Row, newest: str) -> bool:
     return (
-        entry["state"] == "failed" and _canonical(json.loads(entry["payload"])) == newest
+        entry["state"] == "failed"
+        and _canonical(json.loads(entry["payload"])) == newest
         and REFUSED in (entry["last_error"] or "")
     )
 

@@ -48,10 +48,14 @@ def test_info_returns_the_client_settings_and_never_the_secret(sandbox, client):
     assert client.headers["X-API-Secret"] not in response.text
 
 
-@pytest.mark.parametrize("headers", [
-    {},
-    {"X-API-Key": "ck_nobody", "X-API-Secret": "whatever"},
-], ids=["missing", "unknown-key"])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"X-API-Key": "ck_nobody", "X-API-Secret": "whatever"},
+    ],
+    ids=["missing", "unknown-key"],
+)
 def test_missing_or_unknown_credentials_get_401(sandbox, headers):
     response = httpx.get(sandbox.base_url + "/info", headers=headers)
     assert response.status_code == 401
@@ -100,16 +104,19 @@ def test_unknown_paths_and_methods_get_error_envelopes(client):
 PERSON = {"name": "Ada Lovelace", "email": "ada@example.org"}
 
 
-@pytest.mark.parametrize(("body", "code"), [
-    (b"{not json", "invalid_json"),
-    (b"[1, 2]", "invalid_body"),
-    ({**PERSON, "nickname": "A"}, "unknown_property"),
-    ({"last_name": "L", "email": "l@example.org"}, "name_required"),
-    ({"name": "N"}, "email_or_phone_required"),
-    ({"name": "N", "email": "not-an-address"}, "invalid_email"),
-    ({"name": "", "email": "n@example.org"}, "empty_field"),
-    ({"name": None, "first_name": "F", "email": "n@example.org"}, "null_field"),
-])
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        (b"{not json", "invalid_json"),
+        (b"[1, 2]", "invalid_body"),
+        ({**PERSON, "nickname": "A"}, "unknown_property"),
+        ({"last_name": "L", "email": "l@example.org"}, "name_required"),
+        ({"name": "N"}, "email_or_phone_required"),
+        ({"name": "N", "email": "not-an-address"}, "invalid_email"),
+        ({"name": "", "email": "n@example.org"}, "empty_field"),
+        ({"name": None, "first_name": "F", "email": "n@example.org"}, "null_field"),
+    ],
+)
 def test_invalid_person_bodies_get_400_with_a_specific_code(client, body, code):
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
     response = client.post("/person", content=content, headers={"Idempotency-Key": "v-1"})
@@ -126,14 +133,20 @@ def test_bulk_needs_1_to_100_persons(sandbox, client, count, code):
 
 
 def test_bulk_with_an_unknown_top_level_property_is_refused_whole(client):
-    response = client.post("/persons/bulk", json={"persons": [PERSON, {"name": "B"}], "dry_run": True},
-                           headers={"Idempotency-Key": "b-x"})
+    response = client.post(
+        "/persons/bulk", json={"persons": [PERSON, {"name": "B"}], "dry_run": True}, headers={"Idempotency-Key": "b-x"}
+    )
     assert response.status_code == 400 and error_of(response)["code"] == "unknown_property"
 
 
-@pytest.mark.parametrize(("key", "code"), [
-    (None, "missing_idempotency_key"), ("", "invalid_idempotency_key"), ("k" * 513, "invalid_idempotency_key"),
-])
+@pytest.mark.parametrize(
+    ("key", "code"),
+    [
+        (None, "missing_idempotency_key"),
+        ("", "invalid_idempotency_key"),
+        ("k" * 513, "invalid_idempotency_key"),
+    ],
+)
 @pytest.mark.parametrize("path", ["/person", "/persons/bulk"])
 def test_idempotency_key_must_be_present_and_1_to_512_chars(sandbox, client, path, key, code):
     body = PERSON if path == "/person" else {"persons": [PERSON]}
@@ -177,7 +190,7 @@ def test_without_email_the_phone_digits_are_the_identity(sandbox, client):
 def test_bulk_processes_each_person_independently(sandbox, client):
     persons = [
         {"name": "A", "email": "a@example.org", "idempotency_key": "pa"},
-        {"name": "B"},                                                    # rule B broken
+        {"name": "B"},  # rule B broken
         {"name": "C", "email": "c@example.org", "idempotency_key": "pc", "age": 3},  # unknown property
         {"first_name": "D", "phone": "+44 20 7946 0000"},
         "not an object",
@@ -189,7 +202,9 @@ def test_bulk_processes_each_person_independently(sandbox, client):
     assert result.successful[0]["idempotency_key"] == "pa" and "idempotency_key" not in result.successful[1]
     assert result.duplicates == []
     assert {o["index"]: o["error"]["code"] for o in result.failed} == {
-        1: "email_or_phone_required", 2: "unknown_property", 4: "invalid_body",
+        1: "email_or_phone_required",
+        2: "unknown_property",
+        4: "invalid_body",
     }
     assert result.failed[1]["idempotency_key"] == "pc"
     assert all(o["error"]["message"] for o in result.failed)
@@ -200,13 +215,18 @@ def test_bulk_processes_each_person_independently(sandbox, client):
 def test_a_person_key_already_captured_goes_to_duplicates_and_is_not_captured_again(sandbox, client):
     first = post_bulk(client, [{"name": "A", "email": "a@example.org", "idempotency_key": "pa"}], "b-1")
     pid = first.json()["data"]["successful"][0]["person_id"]
-    second = post_bulk(client, [
-        {"name": "A2", "email": "a@example.org", "idempotency_key": "pa"},
-        {"name": "E", "email": "e@example.org", "idempotency_key": "pe"},
-        {"name": "E again", "email": "e@example.org", "idempotency_key": "pe"},
-    ], "b-2").json()["data"]
+    second = post_bulk(
+        client,
+        [
+            {"name": "A2", "email": "a@example.org", "idempotency_key": "pa"},
+            {"name": "E", "email": "e@example.org", "idempotency_key": "pe"},
+            {"name": "E again", "email": "e@example.org", "idempotency_key": "pe"},
+        ],
+        "b-2",
+    ).json()["data"]
     assert [(o["index"], o["idempotency_key"], o["person_id"]) for o in second["duplicates"]] == [
-        (0, "pa", pid), (2, "pe", second["successful"][0]["person_id"]),
+        (0, "pa", pid),
+        (2, "pe", second["successful"][0]["person_id"]),
     ]
     assert [o["index"] for o in second["successful"]] == [1]
     assert sandbox.store.capture_counts_by_person_key() == {(client.api_key, "pa"): 1, (client.api_key, "pe"): 1}
@@ -292,9 +312,13 @@ def test_over_the_rate_limit_is_429_with_retry_after(sandbox):
 # -- faults and failures ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("faults", "retryable"), [
-    (Faults(p_retryable_503=1.0), True), (Faults(p_fatal_503=1.0), False),
-])
+@pytest.mark.parametrize(
+    ("faults", "retryable"),
+    [
+        (Faults(p_retryable_503=1.0), True),
+        (Faults(p_fatal_503=1.0), False),
+    ],
+)
 def test_injected_outages_are_503_envelopes_that_capture_nothing(sandbox_factory, faults, retryable):
     box = sandbox_factory(faults=faults)
     key, secret = box.create_client()

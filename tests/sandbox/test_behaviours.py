@@ -15,9 +15,9 @@ FIRST = [{"name": "Ada", "email": "ada@example.org", "idempotency_key": "p-ada"}
 MIXED = [
     {"name": "New", "email": "new@example.org", "idempotency_key": "p-new"},
     {"name": "Ada again", "email": "ada@example.org", "idempotency_key": "p-ada"},  # key captured by FIRST
-    {"name": "No contact"},                                                       # rule B broken
+    {"name": "No contact"},  # rule B broken
     {"first_name": "Phone", "phone": "+44 20 7946 0000", "idempotency_key": "p-phone"},
-    {"name": "Bad", "email": "not-an-address", "idempotency_key": "p-bad"},      # invalid email
+    {"name": "Bad", "email": "not-an-address", "idempotency_key": "p-bad"},  # invalid email
 ]
 
 
@@ -38,19 +38,41 @@ def expected(shape: str, ada: str, new: str, phone: str) -> dict[str, list[dict[
     return {
         "echo": {
             "successful": [
-                {"index": 0, "idempotency_key": "p-new", "email": "new@example.org", "person_id": new,
-                 "action": "created", "duplicate_detected": False},
-                {"index": 3, "idempotency_key": "p-phone", "phone": "+44 20 7946 0000", "person_id": phone,
-                 "action": "created", "duplicate_detected": False},
+                {
+                    "index": 0,
+                    "idempotency_key": "p-new",
+                    "email": "new@example.org",
+                    "person_id": new,
+                    "action": "created",
+                    "duplicate_detected": False,
+                },
+                {
+                    "index": 3,
+                    "idempotency_key": "p-phone",
+                    "phone": "+44 20 7946 0000",
+                    "person_id": phone,
+                    "action": "created",
+                    "duplicate_detected": False,
+                },
             ],
             "duplicates": [
-                {"index": 1, "idempotency_key": "p-ada", "email": "ada@example.org", "person_id": ada,
-                 "reason": "idempotency_key already captured"},
+                {
+                    "index": 1,
+                    "idempotency_key": "p-ada",
+                    "email": "ada@example.org",
+                    "person_id": ada,
+                    "reason": "idempotency_key already captured",
+                },
             ],
             "failed": [
                 {"index": 2, "person_id": None, "error": RULE_B},
-                {"index": 4, "idempotency_key": "p-bad", "email": "not-an-address", "person_id": None,
-                 "error": BAD_EMAIL},
+                {
+                    "index": 4,
+                    "idempotency_key": "p-bad",
+                    "email": "not-an-address",
+                    "person_id": None,
+                    "error": BAD_EMAIL,
+                },
             ],
         },
         "nested": {
@@ -68,7 +90,8 @@ def expected(shape: str, ada: str, new: str, phone: str) -> dict[str, list[dict[
         },
         "array_index": {
             "successful": [
-                {"index": 0, "person_id": phone}, {"index": 1, "email": "NEW@EXAMPLE.ORG", "person_id": new},
+                {"index": 0, "person_id": phone},
+                {"index": 1, "email": "NEW@EXAMPLE.ORG", "person_id": new},
             ],
             "duplicates": [{"index": 0, "email": "ADA@EXAMPLE.ORG", "person_id": ada}],
             "failed": [{"index": 0, "email": "NOT-AN-ADDRESS", "error": BAD_EMAIL}, {"index": 1, "error": RULE_B}],
@@ -194,9 +217,7 @@ def test_a_refused_single_person_is_a_400_and_its_retry_meets_the_same_refusal(s
 
 
 def test_refusals_do_not_apply_when_invalid_persons_reject_the_request(sandbox_factory):
-    box = sandbox_factory(
-        faults=Faults(p_person_fail=1.0), behaviour=Behaviour(invalid_person="reject-request")
-    )
+    box = sandbox_factory(faults=Faults(p_person_fail=1.0), behaviour=Behaviour(invalid_person="reject-request"))
     with connect(box) as http:
         result = arrays(bulk(http, VALID, "b-1"))
     assert len(result["successful"]) == len(VALID) and result["failed"] == []

@@ -28,13 +28,18 @@ def info(url: str, key: str, secret: str) -> httpx.Response:
 
 def test_create_client_prints_the_credentials_once_as_json(tmp_path):
     db = tmp_path / "box.sqlite3"
-    out = cli("create-client", "--db", str(db), "--name", "shop", "--rate-limit", "30",
-              "--default-lead-source", "webshop")
+    out = cli(
+        "create-client", "--db", str(db), "--name", "shop", "--rate-limit", "30", "--default-lead-source", "webshop"
+    )
     creds = json.loads(out)
     assert set(creds) == {"api_key", "api_secret"}
     with SandboxStore(db) as store:
         client = store.authenticate(creds["api_key"], creds["api_secret"])
-    assert client is not None and (client.name, client.rate_limit, client.default_lead_source) == ("shop", 30, "webshop")
+    assert client is not None and (client.name, client.rate_limit, client.default_lead_source) == (
+        "shop",
+        30,
+        "webshop",
+    )
 
 
 def test_serve_prints_its_url_first_and_stops_cleanly_on_sigterm(tmp_path, sandbox_process):
@@ -80,10 +85,14 @@ def test_serve_takes_the_behaviour_options_and_the_person_refusal_fault(tmp_path
     db = tmp_path / "box.sqlite3"
     key, secret = json.loads(cli("create-client", "--db", str(db), "--name", "open")).values()
     server = sandbox_process(
-        db=db, bulk_result_shape="bare", invalid_person="reject-request", idempotency_scope="shared",
+        db=db,
+        bulk_result_shape="bare",
+        invalid_person="reject-request",
+        idempotency_scope="shared",
         p_person_fail=1,
     )
     with httpx.Client(base_url=server.base_url, headers={"X-API-Key": key, "X-API-Secret": secret}) as http:
+
         def post(path: str, body: dict, idempotency_key: str) -> httpx.Response:
             return http.post(path, json=body, headers={"Idempotency-Key": idempotency_key})
 
@@ -92,9 +101,9 @@ def test_serve_takes_the_behaviour_options_and_the_person_refusal_fault(tmp_path
         captured = post("/persons/bulk", {"persons": [{**ada, "idempotency_key": "k-ada"}]}, "b-2")
         replayed = post("/person", ada, "k-ada")
         refused = post("/person", {"name": "Bob", "email": "bob@example.org"}, "k-bob")
-    assert rejected.status_code == 400                      # reject-request
-    [bare] = captured.json()["data"]["successful"]          # no refusals with reject-request
-    assert list(bare) == ["person_id"]                      # bare
+    assert rejected.status_code == 400  # reject-request
+    [bare] = captured.json()["data"]["successful"]  # no refusals with reject-request
+    assert list(bare) == ["person_id"]  # bare
     assert replayed.json()["data"]["idempotent_replay"] is True  # shared
     assert replayed.json()["data"]["person_id"] == bare["person_id"]
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "person_refused"
@@ -106,11 +115,18 @@ def test_serve_help_documents_every_behaviour_option():
         assert option in result.output
 
 
-@pytest.mark.parametrize("args", [
-    ["--p-retryable-503", "2"], ["--p-retryable-503", "0.7", "--p-fatal-503", "0.7"], ["--p-latency-spike", "1.5"],
-    ["--p-person-fail", "1.5"], ["--bulk-result-shape", "flat"], ["--invalid-person", "ignore"],
-    ["--idempotency-scope", "global"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--p-retryable-503", "2"],
+        ["--p-retryable-503", "0.7", "--p-fatal-503", "0.7"],
+        ["--p-latency-spike", "1.5"],
+        ["--p-person-fail", "1.5"],
+        ["--bulk-result-shape", "flat"],
+        ["--invalid-person", "ignore"],
+        ["--idempotency-scope", "global"],
+    ],
+)
 def test_impossible_fault_flags_are_usage_errors(tmp_path, args):
     result = runner.invoke(app, ["sandbox", "serve", "--db", str(tmp_path / "x.sqlite3"), *args])
     assert result.exit_code == 2

@@ -86,13 +86,20 @@ def test_existing_credential_files_are_refused_before_a_client_is_made_unless_fo
     assert stat.S_IMODE((folder / "api_secret").stat().st_mode) == 0o600
     assert not list(folder.glob(".*tmp"))  # the replacement went through a temporary file, renamed
     with SandboxStore(db) as store:
-        client = store.authenticate((folder / "api_key").read_text().strip(), (folder / "api_secret").read_text().strip())
+        client = store.authenticate(
+            (folder / "api_key").read_text().strip(), (folder / "api_secret").read_text().strip()
+        )
     assert client is not None and client.name == "b"
 
 
-@pytest.mark.parametrize("command", [
-    ["create-client", "--name", "x"], ["regenerate-secret", "ck_x"], ["set-active", "ck_x", "--active"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["create-client", "--name", "x"],
+        ["regenerate-secret", "ck_x"],
+        ["set-active", "ck_x", "--active"],
+    ],
+)
 def test_client_commands_on_a_db_they_cannot_open_are_one_line_and_exit_2(tmp_path, command):
     db = tmp_path / "missing" / "box.sqlite3"
     result = sandbox(*command, "--db", str(db))
@@ -107,7 +114,15 @@ def test_a_read_only_db_is_one_line_too(tmp_path):
     json.loads(runner.invoke(app, ["sandbox", "create-client", "--db", str(db), "--name", "x"]).stdout)
     db.chmod(0o400)
     # root ignores file modes: drop the capabilities that let it (as the storage-fault tests do)
-    cmd = [str(Path(sys.executable).with_name("capture-sync")), "sandbox", "create-client", "--db", str(db), "--name", "y"]
+    cmd = [
+        str(Path(sys.executable).with_name("capture-sync")),
+        "sandbox",
+        "create-client",
+        "--db",
+        str(db),
+        "--name",
+        "y",
+    ]
     if os.geteuid() == 0:
         prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"]
         if not shutil.which("setpriv") or subprocess.run([*prefix, "true"], capture_output=True).returncode != 0:

@@ -81,11 +81,16 @@ def test_a_refused_token_is_exit_3_and_impossible_faults_exit_2_changing_nothing
     url = ["--url", box.base_url]
     stranger = tmp_path / "stranger.token"
     stranger.write_text("not-this-sandboxs-token\n")
-    assert_refused(faults("set", *url, "--admin-token-file", str(stranger), "--p-fatal-503", "1"), 3,
-                   "refused the admin token", str(stranger))
+    assert_refused(
+        faults("set", *url, "--admin-token-file", str(stranger), "--p-fatal-503", "1"),
+        3,
+        "refused the admin token",
+        str(stranger),
+    )
     mine = ["--admin-token-file", str(box.admin_token_file)]
-    assert_refused(faults("set", *url, *mine, "--p-fatal-503", "0.6", "--p-retryable-503", "0.6"), 2,
-                   "must not exceed 1")
+    assert_refused(
+        faults("set", *url, *mine, "--p-fatal-503", "0.6", "--p-retryable-503", "0.6"), 2, "must not exceed 1"
+    )
     assert_refused(faults("set", *url, *mine), 2, "capture-sync sandbox faults clear")
     assert info().status_code == 200
 
@@ -96,10 +101,15 @@ def test_an_unreachable_sandbox_is_exit_4_and_a_missing_token_exit_2(tmp_path, m
     kept = tmp_path / "kept.token"
     shutil.copy(box.admin_token_file, kept)
     assert box.stop(signal.SIGTERM) == 0
-    assert_refused(faults("show", "--url", box.base_url), 2, "no admin token at",
-                   f"capture-sync sandbox serve --port {box.port}")
-    assert_refused(faults("show", "--url", box.base_url, "--admin-token-file", str(kept)), 4, "did not answer",
-                   f"capture-sync sandbox serve --port {box.port}")
+    assert_refused(
+        faults("show", "--url", box.base_url), 2, "no admin token at", f"capture-sync sandbox serve --port {box.port}"
+    )
+    assert_refused(
+        faults("show", "--url", box.base_url, "--admin-token-file", str(kept)),
+        4,
+        "did not answer",
+        f"capture-sync sandbox serve --port {box.port}",
+    )
 
 
 def test_a_url_off_this_machine_is_refused_before_the_token_leaves_it(tmp_path):

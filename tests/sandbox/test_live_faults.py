@@ -134,8 +134,12 @@ def test_a_partial_change_keeps_the_other_faults(rehearsal):
 def test_a_missing_or_wrong_admin_token_is_401_and_changes_nothing(rehearsal):
     rehearsal.set(p_fatal_503=0.5)
     token = rehearsal.box.admin_token_file.read_text().strip()
-    refusals = [{}, {"Authorization": "Bearer not-the-token"}, {"Authorization": "Basic " + token},
-                {"Authorization": "Bearer"}]
+    refusals = [
+        {},
+        {"Authorization": "Bearer not-the-token"},
+        {"Authorization": "Basic " + token},
+        {"Authorization": "Bearer"},
+    ]
     for method in ("GET", "PATCH", "DELETE"):
         for headers in refusals:
             body = {"p_fatal_503": 0} if method == "PATCH" else None
@@ -147,9 +151,17 @@ def test_a_missing_or_wrong_admin_token_is_401_and_changes_nothing(rehearsal):
 
 
 IMPOSSIBLE = [
-    {"p_fatal_503": 2}, {"p_fatal_503": 0.6, "p_retryable_503": 0.6}, {"p_429": 0.5, "p_fatal_503": 0.6},
-    {"latency_ms": -5}, {"retry_after_s": -1}, {"p_429": "1"}, {"refuse_credentials": "yes"}, {"nonsense": 1},
-    [{"p_fatal_503": 1}], b"{not json", b'{"latency_ms": NaN}',
+    {"p_fatal_503": 2},
+    {"p_fatal_503": 0.6, "p_retryable_503": 0.6},
+    {"p_429": 0.5, "p_fatal_503": 0.6},
+    {"latency_ms": -5},
+    {"retry_after_s": -1},
+    {"p_429": "1"},
+    {"refuse_credentials": "yes"},
+    {"nonsense": 1},
+    [{"p_fatal_503": 1}],
+    b"{not json",
+    b'{"latency_ms": NaN}',
 ]
 
 
@@ -226,12 +238,15 @@ async def test_a_request_in_flight_keeps_the_faults_it_started_with(tmp_path):
     credentials = {"X-API-Key": key, "X-API-Secret": secret}
     transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
     async with httpx.AsyncClient(transport=transport, base_url="http://sandbox") as http:
-        in_flight = asyncio.create_task(http.post(
-            PREFIX + "/persons/bulk", json={"persons": [ADA]}, headers={**credentials, "Idempotency-Key": "b-1"}
-        ))
+        in_flight = asyncio.create_task(
+            http.post(
+                PREFIX + "/persons/bulk", json={"persons": [ADA]}, headers={**credentials, "Idempotency-Key": "b-1"}
+            )
+        )
         await started.wait()
         changed = await http.patch(
-            ADMIN_PATH, json={"p_commit_drop": 1, "refuse_credentials": True},
+            ADMIN_PATH,
+            json={"p_commit_drop": 1, "refuse_credentials": True},
             headers={"Authorization": "Bearer the-token"},
         )
         assert changed.status_code == 200

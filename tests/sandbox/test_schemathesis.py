@@ -39,9 +39,12 @@ def check_bulk_outcome(document: dict[str, Any], case: Any, response: Any) -> No
     is_valid_person = jsonschema_rs.validator_for(person_schema, validate_formats=True).is_valid
     body, key = case.body, (case.headers or {}).get("Idempotency-Key")
     structural = (
-        isinstance(body, dict) and set(body) == {"persons"} and isinstance(body["persons"], list)
+        isinstance(body, dict)
+        and set(body) == {"persons"}
+        and isinstance(body["persons"], list)
         and 1 <= len(body["persons"]) <= MAX_BULK_PERSONS
-        and isinstance(key, str) and 1 <= len(key) <= MAX_KEY_LENGTH
+        and isinstance(key, str)
+        and 1 <= len(key) <= MAX_KEY_LENGTH
     )
     if not structural:
         assert response.status_code == 400, response.text
@@ -70,7 +73,10 @@ def test_the_served_api_conforms_to_its_own_document(sandbox, label, mode):
 
     @hypothesis.given(operation.as_strategy(generation_mode=mode))
     @hypothesis.settings(
-        max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, database=None,
+        max_examples=MAX_EXAMPLES,
+        deadline=None,
+        derandomize=True,
+        database=None,
         suppress_health_check=list(hypothesis.HealthCheck),
     )
     def conforms(case):

@@ -12,9 +12,9 @@ from connector.sandbox.ratelimit import SlidingWindow
 def test_the_window_admits_up_to_the_limit_then_says_when_a_slot_frees():
     window = SlidingWindow(60.0)
     assert [window.admit("c", 2, now=t) for t in (0.0, 10.0)] == [None, None]
-    assert window.admit("c", 2, now=30.5) == 30        # the first hit leaves the window at 60
+    assert window.admit("c", 2, now=30.5) == 30  # the first hit leaves the window at 60
     assert window.admit("other", 2, now=30.5) is None  # per client
-    assert window.admit("c", 2, now=60.0) is None      # ... and it did
+    assert window.admit("c", 2, now=60.0) is None  # ... and it did
     assert window.admit("c", 2, now=60.0) == 10
 
 
@@ -59,10 +59,18 @@ def test_one_draw_shares_out_503s_and_429s_and_a_change_keeps_drawing_from_the_s
     assert after_a_change(10) == [fresh.outage() for _ in range(20)]  # a new seed starts its own
 
 
-@pytest.mark.parametrize("bad", [
-    {"p_retryable_503": 1.5}, {"p_retryable_503": 0.6, "p_fatal_503": 0.6}, {"latency_s": -1},
-    {"p_latency_spike": 2.0}, {"spike_s": -1}, {"p_429": 0.5, "p_fatal_503": 0.6}, {"retry_after_s": -1},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"p_retryable_503": 1.5},
+        {"p_retryable_503": 0.6, "p_fatal_503": 0.6},
+        {"latency_s": -1},
+        {"p_latency_spike": 2.0},
+        {"spike_s": -1},
+        {"p_429": 0.5, "p_fatal_503": 0.6},
+        {"retry_after_s": -1},
+    ],
+)
 def test_impossible_fault_settings_are_refused(bad):
     with pytest.raises(ValueError, match=r"must (be between 0 and 1|not exceed 1|not be negative)"):
         Faults(**bad)

@@ -25,7 +25,9 @@ def _example_is_current() -> bool:
         return False
     installed = Path(str(dist.locate_file(EXAMPLE_MODULE)))
     same_code = installed.is_file() and installed.read_bytes() == (EXAMPLE / EXAMPLE_MODULE).read_bytes()
-    same_entry_points = {(e.name, e.value) for e in dist.entry_points} == {("vcard", "capture_sync_example_source:VCardSource")}
+    same_entry_points = {(e.name, e.value) for e in dist.entry_points} == {
+        ("vcard", "capture_sync_example_source:VCardSource")
+    }
     return same_code and same_entry_points
 
 
@@ -37,7 +39,9 @@ def example_plugin(tmp_path_factory: pytest.TempPathFactory) -> str:
         shutil.copytree(EXAMPLE, build, ignore=shutil.ignore_patterns("build", "*.egg-info"))
         subprocess.run(
             [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", str(build)],
-            check=True, capture_output=True, timeout=300,
+            check=True,
+            capture_output=True,
+            timeout=300,
         )
         importlib.invalidate_caches()
     assert _example_is_current()

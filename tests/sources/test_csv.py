@@ -78,11 +78,18 @@ class TestCsvCursorColumn(SourceContract):
     @pytest.fixture
     def source_options(self, tmp_path: Path) -> dict[str, Any]:
         (tmp_path / "export.csv").write_text(self.header + self.rows)
-        return {"path": str(tmp_path / "export.csv"), "primary_key": "id", "cursor": "updated", "cursor_type": "datetime"}
+        return {
+            "path": str(tmp_path / "export.csv"),
+            "primary_key": "id",
+            "cursor": "updated",
+            "cursor_type": "datetime",
+        }
 
     def add_records(self, options: dict[str, Any]) -> None:
         # Regenerated: a new row sharing the last cursor value (must not be lost), a later one first.
-        Path(options["path"]).write_text(self.header + "7,2024-01-04T00:00:00,Gus\n" + self.rows + "6,2024-01-03T08:00:00,Flo\n")
+        Path(options["path"]).write_text(
+            self.header + "7,2024-01-04T00:00:00,Gus\n" + self.rows + "6,2024-01-03T08:00:00,Flo\n"
+        )
 
     def invalid_options(self, options: dict[str, Any]) -> list[dict[str, Any]]:
         return [
@@ -96,7 +103,9 @@ class TestCsvCursorColumn(SourceContract):
 
     def bad_options(self, options: dict[str, Any]) -> dict[str, Any]:
         bad = Path(options["path"]).with_name("bad.csv")
-        bad.write_text(self.header + self.rows + ",2024-01-04T00:00:00,No key\n6,yesterday,Bad date\n7,2024-01-05T00:00:00,Gus\n")
+        bad.write_text(
+            self.header + self.rows + ",2024-01-04T00:00:00,No key\n6,yesterday,Bad date\n7,2024-01-05T00:00:00,Gus\n"
+        )
         return {**options, "path": str(bad)}
 
 
@@ -230,7 +239,10 @@ def test_a_settled_file_that_ends_inside_a_quoted_field_gives_that_row_as_a_bad_
     path.write_text('id,name\n1,ok\n2,"never closed\n3,swallowed\n')
     age(path, 3600)
     items = read({"path": str(path), "primary_key": "id"})
-    assert told(items) == [("1", "ok"), ("broken.csv:3", "broken.csv line 3", "the file ends inside a quoted field opened here")]
+    assert told(items) == [
+        ("1", "ok"),
+        ("broken.csv:3", "broken.csv line 3", "the file ends inside a quoted field opened here"),
+    ]
     assert items[-1].raw == {"line": '2,"never closed\n3,swallowed'}
     with open(path, "a") as fh:
         fh.write("4,after\n")  # appended after it: read, and the bad row is not given again
@@ -320,8 +332,12 @@ def test_a_line_the_csv_module_refuses_is_a_bad_record_and_a_quote_it_opened_is_
     path.write_text('id,name\n1,a\rb,"opens\n2,still inside"\n3,Cy\n', newline="")
     items = read({"path": str(path), "primary_key": "id"})
     assert told(items) == [
-        ("a.csv:2", "a.csv line 2", "the csv module refused it (new-line character seen in unquoted field - "
-         "do you need to open the file in universal-newline mode?)"),
+        (
+            "a.csv:2",
+            "a.csv line 2",
+            "the csv module refused it (new-line character seen in unquoted field - "
+            "do you need to open the file in universal-newline mode?)",
+        ),
         ("3", "Cy"),
     ]
 

@@ -28,7 +28,9 @@ def test_the_entry_point_is_discovered_beside_the_builtins(example_plugin: str) 
 
 def test_sources_list_shows_the_installed_plugin_and_its_options(example_plugin: str) -> None:
     cli = Path(sys.executable).parent / "capture-sync"
-    out = subprocess.run([str(cli), "sources", "list"], check=True, capture_output=True, text=True, timeout=60, env=os.environ).stdout
+    out = subprocess.run(
+        [str(cli), "sources", "list"], check=True, capture_output=True, text=True, timeout=60, env=os.environ
+    ).stdout
     assert "vcard  (capture-sync-example-source, capture_sync_example_source:VCardSource)" in out
     assert "folder" in out and "required" in out
     for builtin in ("csv  (built-in", "jsonl  (built-in", "sql  (built-in", "http  (built-in"):
@@ -39,7 +41,11 @@ def test_a_config_may_name_the_class_directly_and_its_records_map(example_plugin
     card(tmp_path, "ann", 7)
     source = build_source("cards", "capture_sync_example_source:VCardSource", {"folder": str(tmp_path)})
     mapping = Mapping.from_config(
-        {"name": "fn", "email": {"field": "email", "transform": "lower"}, "phone": {"field": "tel", "transform": "e164"}},
+        {
+            "name": "fn",
+            "email": {"field": "email", "transform": "lower"},
+            "phone": {"field": "tel", "transform": "e164"},
+        },
         where="sources.cards.mapping",
     )
     [record] = source.read(None)

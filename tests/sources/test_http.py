@@ -58,7 +58,11 @@ def handler_for(api: ContactsApi) -> type[BaseHTTPRequestHandler]:
             with api.lock:
                 api.requests.append(self.path)
                 fault = api.faults.pop(0) if api.faults else None
-                rows = [c for c in api.contacts if "since" not in q or not isinstance(c, dict) or c.get("updated", "") >= q["since"]]
+                rows = [
+                    c
+                    for c in api.contacts
+                    if "since" not in q or not isinstance(c, dict) or c.get("updated", "") >= q["since"]
+                ]
             if fault is not None:
                 return self.send(fault, {"error": "injected"}, {"Retry-After": "0"} if fault == 429 else None)
             if self.headers.get("Authorization") != f"Bearer {TOKEN}":
@@ -75,7 +79,11 @@ def handler_for(api: ContactsApi) -> type[BaseHTTPRequestHandler]:
             if url.path == "/tokens":
                 return self.send(200, {"data": {"items": chunk}, "meta": {"next_cursor": following}})
             if url.path == "/link-header":
-                headers = {"Link": f'<http://{self.headers["Host"]}/link-header?after={following}>; rel="next"'} if more else {}
+                headers = (
+                    {"Link": f'<http://{self.headers["Host"]}/link-header?after={following}>; rel="next"'}
+                    if more
+                    else {}
+                )
                 return self.send(200, chunk, headers)
             return self.send(404, {"error": "no such path"})
 
@@ -105,7 +113,13 @@ def contact(i: int, updated: str = "2024-01-01") -> dict[str, Any]:
     return {"id": i, "name": f"Person {i}", "email": f"p{i}@example.com", "updated": updated}
 
 
-BASE = [contact(1, "2024-01-01"), contact(2, "2024-01-02"), contact(3, "2024-01-02"), contact(4, "2024-01-02"), contact(5, "2024-01-03")]
+BASE = [
+    contact(1, "2024-01-01"),
+    contact(2, "2024-01-02"),
+    contact(3, "2024-01-02"),
+    contact(4, "2024-01-02"),
+    contact(5, "2024-01-03"),
+]
 AUTH = {"auth_env": "CONTACTS_TOKEN", "auth_scheme": "Bearer", "backoff_s": 0.001, "max_backoff_s": 0.01}
 
 
@@ -176,7 +190,9 @@ def test_retries_are_bounded_and_the_failure_is_explained(contacts: tuple[Contac
         list(source.read(None))
 
 
-def test_a_refused_credential_stops_the_read_without_showing_it(contacts: tuple[ContactsApi, str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_refused_credential_stops_the_read_without_showing_it(
+    contacts: tuple[ContactsApi, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     _state, base = contacts
     monkeypatch.setenv("CONTACTS_TOKEN", "wrong-token-value")
     source = build_source("crm", "http", {"url": base + "/pages", **AUTH})
@@ -190,7 +206,14 @@ def test_a_refused_credential_stops_the_read_without_showing_it(contacts: tuple[
 
 def test_since_is_sent_from_the_last_value_and_the_boundary_is_read_again(contacts: tuple[ContactsApi, str]) -> None:
     state, base = contacts
-    options = {"url": base + "/linked", "records_path": "items", "pagination": "next_link", "since_param": "since", "since_field": "updated", **AUTH}
+    options = {
+        "url": base + "/linked",
+        "records_path": "items",
+        "pagination": "next_link",
+        "since_param": "since",
+        "since_field": "updated",
+        **AUTH,
+    }
     first = list(build_source("crm", "http", options).read(None))
     state.contacts[4] = {**contact(5, "2024-01-03"), "name": "edited the same day"}  # its cursor did not move
     state.add(contact(6, "2024-01-03"))
@@ -207,7 +230,9 @@ def test_a_body_without_the_records_path_is_explained(contacts: tuple[ContactsAp
         source.check()
 
 
-def test_items_without_an_id_or_not_objects_are_bad_records_named_by_page_and_item(contacts: tuple[ContactsApi, str]) -> None:
+def test_items_without_an_id_or_not_objects_are_bad_records_named_by_page_and_item(
+    contacts: tuple[ContactsApi, str],
+) -> None:
     state, base = contacts
     state.reset([contact(1), {"name": "no id", "id": ""}, 7, contact(4)])
     items = list(build_source("crm", "http", {"url": base + "/pages", "pagination": "page", **AUTH}).read(None))

@@ -32,7 +32,11 @@ def table_scan(table: Table):
 
 def read(table: Table, state: Any, lookback: float | None = None) -> list:
     stored = json.loads(json.dumps(state))  # as the ledger stores it
-    return [r for r in read_incremental(stored, table_scan(table), key=cursor_key("number"), lookback=lookback) if not isinstance(r, Passed)]
+    return [
+        r
+        for r in read_incremental(stored, table_scan(table), key=cursor_key("number"), lookback=lookback)
+        if not isinstance(r, Passed)
+    ]
 
 
 ids = st.integers(0, 10_000).map(lambda i: f"r{i}")
@@ -59,7 +63,9 @@ def test_a_cut_pass_resumes_exactly_and_the_next_pass_reads_the_boundary_edits_a
     new = read(changed, records[-1].state, lookback)
     since = top - (lookback or 0)
     assert sorted(r.id for r in new) == sorted(rid for rid, v, _ in changed if v >= since)
-    assert {r.id for r in new if r.data["content"] == "edited"} == {rid for rid, v, _ in changed if rid in edited and v >= since}
+    assert {r.id for r in new if r.data["content"] == "edited"} == {
+        rid for rid, v, _ in changed if rid in edited and v >= since
+    }
 
     # A second pass, cut anywhere, resumes exactly too; its end never moves the cursor back.
     if len(new) > 1:
@@ -86,7 +92,16 @@ def test_many_ids_sharing_one_value_resume_at_every_cut() -> None:
     assert [r.id for r in read([*table, ("y", 8, "x")], records[-1].state)] == ["z", "y"]
 
 
-@pytest.mark.parametrize(("raw", "amount"), [("30s", timedelta(seconds=30)), ("10m", timedelta(minutes=10)), ("1.5h", timedelta(minutes=90)), ("2d", timedelta(days=2)), (5, 5.0)])
+@pytest.mark.parametrize(
+    ("raw", "amount"),
+    [
+        ("30s", timedelta(seconds=30)),
+        ("10m", timedelta(minutes=10)),
+        ("1.5h", timedelta(minutes=90)),
+        ("2d", timedelta(days=2)),
+        (5, 5.0),
+    ],
+)
 def test_lookback_is_a_duration_or_a_number(raw: str | float, amount: timedelta | float) -> None:
     assert lookback_amount(raw) == amount
 
@@ -107,7 +122,9 @@ def test_a_lookback_the_cursor_cannot_use_is_refused(raw: str | float, cursor_ty
         check_lookback(raw, cursor_type)
 
 
-@pytest.mark.parametrize("value", ["inf", "-Infinity", "1e999", "NaN", float("inf"), float("nan"), pytest.param(10**400, id="10**400")])
+@pytest.mark.parametrize(
+    "value", ["inf", "-Infinity", "1e999", "NaN", float("inf"), float("nan"), pytest.param(10**400, id="10**400")]
+)
 def test_a_number_cursor_refuses_a_value_that_is_not_a_finite_number(value: Any) -> None:
     with pytest.raises(ValueError, match=r"not a finite number|beyond a float's range"):
         cursor_key("number")(value)

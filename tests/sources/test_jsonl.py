@@ -33,7 +33,9 @@ class TestJsonlNewLinesAndFiles(SourceContract):
 
     @pytest.fixture
     def source_options(self, tmp_path: Path) -> dict[str, Any]:
-        (tmp_path / "2024-01-01.jsonl").write_text(lines({"id": 1, "name": "Ann", "tags": ["a"]}, {"id": 2, "name": "Bo"}) + "\n")
+        (tmp_path / "2024-01-01.jsonl").write_text(
+            lines({"id": 1, "name": "Ann", "tags": ["a"]}, {"id": 2, "name": "Bo"}) + "\n"
+        )
         (tmp_path / "2024-01-02.jsonl").write_text(lines({"id": 3, "name": "Cy", "meta": {"plan": "pro"}}))
         return {"path": str(tmp_path / "*.jsonl"), "primary_key": "id"}
 
@@ -48,8 +50,10 @@ class TestJsonlNewLinesAndFiles(SourceContract):
 
     def bad_options(self, options: dict[str, Any]) -> dict[str, Any]:
         bad = Path(options["path"]).with_name("bad.jsonl")
-        bad.write_bytes(b'{"id": 1}\n{"id": 2, "name": "J\xfcrgen"}\n{"id": 3,\n[4]\n{"name": "no id"}\n{"id": ""}\n'
-                        b'{"id": [6]}\n{"id": 7}\n')
+        bad.write_bytes(
+            b'{"id": 1}\n{"id": 2, "name": "J\xfcrgen"}\n{"id": 3,\n[4]\n{"name": "no id"}\n{"id": ""}\n'
+            b'{"id": [6]}\n{"id": 7}\n'
+        )
         return {**options, "path": str(bad)}
 
 
@@ -78,7 +82,11 @@ def test_a_partly_written_last_line_waits_and_a_broken_line_is_a_bad_record_with
     with open(path, "a") as fh:
         fh.write('me": "Bo"}\n{"id": 3\n{"id": 4}\n')
     rest = read(options, first[-1].state)
-    assert told(rest) == ["2", ("live.jsonl:3", "live.jsonl line 3", "not valid JSON (Expecting ',' delimiter at column 9)"), "4"]
+    assert told(rest) == [
+        "2",
+        ("live.jsonl:3", "live.jsonl line 3", "not valid JSON (Expecting ',' delimiter at column 9)"),
+        "4",
+    ]
     assert rest[1].raw == {"line": '{"id": 3'}
 
 
@@ -128,7 +136,10 @@ def test_a_cut_multibyte_character_waits_while_written_and_is_a_bad_record_once_
     assert told(read(options)) == ["1"]
     then = time.time() - 61
     os.utime(path, (then, then))
-    assert told(read(options)) == ["1", ("live.jsonl:2", "live.jsonl line 2", "line 2 is not valid utf-8 (unexpected end of data)")]
+    assert told(read(options)) == [
+        "1",
+        ("live.jsonl:2", "live.jsonl line 2", "line 2 is not valid utf-8 (unexpected end of data)"),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -143,7 +154,9 @@ def test_a_cut_multibyte_character_waits_while_written_and_is_a_bad_record_once_
         ('{"id": true}', "primary key 'id' holds a bool, not a string or a number"),
     ],
 )
-def test_a_line_that_gives_no_record_is_a_bad_record_between_the_good_ones(tmp_path: Path, line: str, reason: str) -> None:
+def test_a_line_that_gives_no_record_is_a_bad_record_between_the_good_ones(
+    tmp_path: Path, line: str, reason: str
+) -> None:
     path = tmp_path / "a.jsonl"
     path.write_text(lines({"id": 1}) + line + "\n" + lines({"id": 3}))
     assert told(read({"path": str(path), "primary_key": "id"})) == ["1", ("a.jsonl:2", "a.jsonl line 2", reason), "3"]

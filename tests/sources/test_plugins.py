@@ -19,11 +19,15 @@ def fake_entry_points(*eps: EntryPoint):
 
 @pytest.fixture
 def odd_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(plugins, "entry_points", fake_entry_points(
-        EntryPoint("broken", "no_such_package.mod:Thing", plugins.ENTRY_POINT_GROUP),
-        EntryPoint("csv", "sources.jsonl_files:JsonlSource", plugins.ENTRY_POINT_GROUP),  # clashes with a built-in
-        EntryPoint("plain", "sources.csv_files:CsvSource", "some.other.group"),
-    ))
+    monkeypatch.setattr(
+        plugins,
+        "entry_points",
+        fake_entry_points(
+            EntryPoint("broken", "no_such_package.mod:Thing", plugins.ENTRY_POINT_GROUP),
+            EntryPoint("csv", "sources.jsonl_files:JsonlSource", plugins.ENTRY_POINT_GROUP),  # clashes with a built-in
+            EntryPoint("plain", "sources.csv_files:CsvSource", "some.other.group"),
+        ),
+    )
 
 
 def test_a_broken_plugin_is_listed_with_its_error_and_the_rest_still_load(odd_plugins: None) -> None:
@@ -38,8 +42,12 @@ def test_a_broken_plugin_is_listed_with_its_error_and_the_rest_still_load(odd_pl
 def test_unknown_and_unusable_types_are_config_problems_naming_the_key() -> None:
     with pytest.raises(ConfigProblem) as info:
         build_source("signups", "cvs", {"path": "x.csv"})
-    assert info.value.problems[0].startswith("sources.signups.type: unknown source type 'cvs' (installed: csv, jsonl, sql, http")
-    with pytest.raises(ConfigProblem, match=r"sources.signups.type: cannot load source type 'json:loads': json:loads is not a subclass"):
+    assert info.value.problems[0].startswith(
+        "sources.signups.type: unknown source type 'cvs' (installed: csv, jsonl, sql, http"
+    )
+    with pytest.raises(
+        ConfigProblem, match=r"sources.signups.type: cannot load source type 'json:loads': json:loads is not a subclass"
+    ):
         build_source("signups", "json:loads", {})
     with pytest.raises(ConfigProblem, match=r"cannot load source type 'nope.mod:X': No module named 'nope'"):
         build_source("signups", "nope.mod:X", {})

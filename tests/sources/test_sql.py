@@ -30,7 +30,8 @@ def create_contacts(url: str, rows: list[tuple[int, datetime, str]], *, drop: bo
     engine = sa.create_engine(url)
     meta = sa.MetaData()
     table = sa.Table(
-        "contacts", meta,
+        "contacts",
+        meta,
         sa.Column("id", sa.Integer, primary_key=True),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("email", sa.String),
@@ -49,7 +50,11 @@ class SqlContract(SourceContract):
 
     def add_records(self, options: dict[str, Any]) -> None:
         # A late row sharing the last cursor value with a LOWER id than those already read, and a later one.
-        create_contacts(options["url"], [(0, ROWS[-1][1], "zoe@example.com"), (6, datetime(2024, 1, 4, tzinfo=UTC), "flo@example.com")], drop=False)
+        create_contacts(
+            options["url"],
+            [(0, ROWS[-1][1], "zoe@example.com"), (6, datetime(2024, 1, 4, tzinfo=UTC), "flo@example.com")],
+            drop=False,
+        )
 
     def invalid_options(self, options: dict[str, Any]) -> list[dict[str, Any]]:
         return [
@@ -86,7 +91,12 @@ class TestSqliteQueryByPrimaryKey(SqlContract):
     def source_options(self, tmp_path: Path) -> dict[str, Any]:
         url = f"sqlite:///{tmp_path / 'crm.db'}"
         create_contacts(url, ROWS)
-        return {"url": url, "query": "SELECT id, email FROM contacts WHERE email LIKE '%@example.com'", "primary_key": "id", "page_size": 2}
+        return {
+            "url": url,
+            "query": "SELECT id, email FROM contacts WHERE email LIKE '%@example.com'",
+            "primary_key": "id",
+            "page_size": 2,
+        }
 
     def add_records(self, options: dict[str, Any]) -> None:
         create_contacts(options["url"], [(7, T0, "gus@example.com")], drop=False)
@@ -96,7 +106,13 @@ class TestPostgresTableByCursor(SqlContract):
     @pytest.fixture
     def source_options(self, postgres_url: str) -> dict[str, Any]:
         create_contacts(postgres_url, ROWS)
-        return {"url": postgres_url, "table": "public.contacts", "primary_key": "id", "cursor": "updated_at", "page_size": 2}
+        return {
+            "url": postgres_url,
+            "table": "public.contacts",
+            "primary_key": "id",
+            "cursor": "updated_at",
+            "page_size": 2,
+        }
 
 
 # Handles and tags whose order under the collations below is not Python's: ann/a, Bo/B, cy/b, Di/C, ed/d.
@@ -109,7 +125,11 @@ def create_people(url: str, rows: list[tuple[str, str]], *, collation: str | Non
     meta = sa.MetaData()
     text = sa.String(collation=collation)
     table = sa.Table(
-        "people", meta, sa.Column("handle", text, primary_key=True), sa.Column("tag", text), sa.Column("email", sa.String)
+        "people",
+        meta,
+        sa.Column("handle", text, primary_key=True),
+        sa.Column("tag", text),
+        sa.Column("email", sa.String),
     )
     with engine.begin() as conn:
         if drop:
@@ -191,14 +211,18 @@ def test_states_saved_with_seen_ids_read_their_boundary_again_or_resume_their_pa
 
 def test_postgres_values_reach_the_mapper_as_plain_json(postgres_url: str) -> None:
     create_contacts(postgres_url, ROWS[:1])
-    source = build_source("crm", "sql", {"url": postgres_url, "table": "contacts", "primary_key": "id", "cursor": "updated_at"})
+    source = build_source(
+        "crm", "sql", {"url": postgres_url, "table": "contacts", "primary_key": "id", "cursor": "updated_at"}
+    )
     [record] = source.read(None)
     source.close()
     assert record.id == "1"
     assert record.data == {"id": 1, "updated_at": "2024-01-01T09:00:00+00:00", "email": "ann@example.com"}
 
 
-def test_the_url_can_come_from_the_environment_and_its_absence_is_explained(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_the_url_can_come_from_the_environment_and_its_absence_is_explained(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     url = f"sqlite:///{tmp_path / 'crm.db'}"
     create_contacts(url, ROWS)
     options = {"url_env": "CRM_DB_URL", "table": "contacts", "primary_key": "id"}
@@ -209,7 +233,9 @@ def test_the_url_can_come_from_the_environment_and_its_absence_is_explained(monk
 
 
 def test_an_unreachable_server_is_a_clear_source_error() -> None:
-    source = build_source("crm", "sql", {"url": "postgresql+psycopg://u:hunter22@127.0.0.1:1/db", "table": "t", "primary_key": "id"})
+    source = build_source(
+        "crm", "sql", {"url": "postgresql+psycopg://u:hunter22@127.0.0.1:1/db", "table": "t", "primary_key": "id"}
+    )
     with pytest.raises(SourceError, match="cannot connect to the database") as info:
         source.check()
     assert "hunter22" not in str(info.value)
@@ -219,11 +245,15 @@ def test_a_row_without_a_key_is_a_bad_record_at_its_place_and_the_rows_around_it
     url = f"sqlite:///{tmp_path / 'crm.db'}"
     create_contacts(url, ROWS)
     query = "SELECT CASE WHEN id = 3 THEN NULL ELSE id END AS id, updated_at, email FROM contacts"
-    items = list(build_source("crm", "sql", {"url": url, "query": query, "primary_key": "id", "cursor": "updated_at"}).read(None))
+    items = list(
+        build_source("crm", "sql", {"url": url, "query": query, "primary_key": "id", "cursor": "updated_at"}).read(None)
+    )
     assert [r.id for r in items] == ["1", f"updated_at={items[1].raw['updated_at']}", "2", "4", "5"]
     bad = items[1]
     assert isinstance(bad, BadRecord) and bad.reason == "no value in primary key 'id'"
-    assert bad.where == f"the query row with updated_at = {bad.raw['updated_at']}" and bad.raw["email"] == "cy@example.com"
+    assert (
+        bad.where == f"the query row with updated_at = {bad.raw['updated_at']}" and bad.raw["email"] == "cy@example.com"
+    )
 
 
 def test_columns_come_from_the_database_without_reading_rows(tmp_path: Path) -> None:
@@ -231,13 +261,17 @@ def test_columns_come_from_the_database_without_reading_rows(tmp_path: Path) -> 
     create_contacts(url, ROWS)
     table = build_source("crm", "sql", {"url": url, "table": "contacts", "primary_key": "id"})
     assert table.columns() == ["id", "updated_at", "email"]
-    query = build_source("crm", "sql", {"url": url, "query": 'SELECT id, email AS "E-mail" FROM contacts', "primary_key": "id"})
+    query = build_source(
+        "crm", "sql", {"url": url, "query": 'SELECT id, email AS "E-mail" FROM contacts', "primary_key": "id"}
+    )
     assert query.columns() == ["id", "E-mail"]
     with pytest.raises(SourceError, match="cannot read no_such_table"):
         build_source("crm", "sql", {"url": url, "table": "no_such_table", "primary_key": "id"}).columns()
 
 
-def test_a_relative_sqlite_file_is_relative_to_the_config_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_relative_sqlite_file_is_relative_to_the_config_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "conf" / "data").mkdir(parents=True)
     create_contacts(f"sqlite:///{tmp_path / 'conf' / 'data' / 'crm.db'}", ROWS)
     monkeypatch.chdir(tmp_path)  # not the config's folder
@@ -245,6 +279,9 @@ def test_a_relative_sqlite_file_is_relative_to_the_config_folder(tmp_path: Path,
     source = build_source("crm", "sql", options, config_dir=tmp_path / "conf")
     assert [r.id for r in source.read(None)] == ["1", "2", "3", "4", "5"]
     absolute = f"sqlite:///{tmp_path / 'conf' / 'data' / 'crm.db'}"
-    assert build_source("crm", "sql", {**options, "url": absolute}, config_dir=tmp_path / "elsewhere").options.url == absolute
+    assert (
+        build_source("crm", "sql", {**options, "url": absolute}, config_dir=tmp_path / "elsewhere").options.url
+        == absolute
+    )
     memory = build_source("crm", "sql", {**options, "url": "sqlite://"}, config_dir=tmp_path / "conf")
     assert memory.options.url == "sqlite://"

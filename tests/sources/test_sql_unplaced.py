@@ -55,7 +55,15 @@ def read(options: dict[str, Any], state: Any = None) -> list[Record | BadRecord]
 
 
 def told(items: list[Record | BadRecord]) -> list[tuple[Any, ...]]:
-    return [(type(r).__name__, r.id, getattr(r, "reason", None), (r.data if isinstance(r, Record) else r.raw or {})["email"]) for r in items]
+    return [
+        (
+            type(r).__name__,
+            r.id,
+            getattr(r, "reason", None),
+            (r.data if isinstance(r, Record) else r.raw or {})["email"],
+        )
+        for r in items
+    ]
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -67,7 +75,9 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.mark.parametrize("cursor", ["u", None])
 @pytest.mark.parametrize("page_size", [1, 2, 3, 1000])
-def test_every_row_comes_once_and_a_read_resumes_exactly_from_every_state(url: str, cursor: str | None, page_size: int) -> None:
+def test_every_row_comes_once_and_a_read_resumes_exactly_from_every_state(
+    url: str, cursor: str | None, page_size: int
+) -> None:
     options = {"url": url, "table": "messy", "primary_key": "id", "cursor": cursor, "page_size": page_size}
     items = read(options)
     assert Counter(e for *_, e in told(items)) == Counter(e for *_, e in MESSY), "every row once, none dropped"
@@ -79,21 +89,39 @@ def test_every_row_comes_once_and_a_read_resumes_exactly_from_every_state(url: s
     again = read(options, items[-1].state)
     unplaced = {"null-cursor-e@x.io", "null-cursor-f@x.io", "nothing-1@x.io", "nothing-2@x.io", "blank-nothing@x.io"}
     if cursor is None:
-        unplaced = {"null-key-1@x.io", "null-key-2@x.io", "alone-at-3@x.io", "null-key-4a@x.io", "null-key-4b@x.io", "nothing-1@x.io", "nothing-2@x.io"}
+        unplaced = {
+            "null-key-1@x.io",
+            "null-key-2@x.io",
+            "alone-at-3@x.io",
+            "null-key-4a@x.io",
+            "null-key-4b@x.io",
+            "nothing-1@x.io",
+            "nothing-2@x.io",
+        }
     assert unplaced <= {e for *_, e in told(again)} <= unplaced | {"g@x.io"}
 
 
 def test_bad_rows_say_what_they_lack(url: str) -> None:
-    items = {r.raw["email"]: r for r in read({"url": url, "table": "messy", "primary_key": "id", "cursor": "u"}) if isinstance(r, BadRecord) and r.raw}
+    items = {
+        r.raw["email"]: r
+        for r in read({"url": url, "table": "messy", "primary_key": "id", "cursor": "u"})
+        if isinstance(r, BadRecord) and r.raw
+    }
     assert (items["null-key-1@x.io"].id, items["null-key-1@x.io"].where) == ("u=1", "messy row with u = 1")
     assert items["null-key-1@x.io"].reason == "no value in primary key 'id'"
     assert (items["null-cursor-e@x.io"].id, items["null-cursor-e@x.io"].where) == ("e", "messy row with id = e")
     assert items["null-cursor-e@x.io"].reason == "no value in cursor 'u'"
     nothing = [items["nothing-1@x.io"], items["nothing-2@x.io"]]
     assert all(r.reason == "no value in primary key 'id' nor in cursor 'u'" for r in nothing)
-    assert len({r.id for r in nothing}) == 2 and all(r.id and r.id.startswith("row:") and r.id[4:] in r.where for r in nothing)
+    assert len({r.id for r in nothing}) == 2 and all(
+        r.id and r.id.startswith("row:") and r.id[4:] in r.where for r in nothing
+    )
     # Read again, a row without a key is the same bad record (the ledger sees it unchanged).
-    again = {r.raw["email"]: r for r in read({"url": url, "table": "messy", "primary_key": "id", "cursor": "u"}) if isinstance(r, BadRecord) and r.raw}
+    again = {
+        r.raw["email"]: r
+        for r in read({"url": url, "table": "messy", "primary_key": "id", "cursor": "u"})
+        if isinstance(r, BadRecord) and r.raw
+    }
     assert again["nothing-1@x.io"] == items["nothing-1@x.io"]
 
 

@@ -49,7 +49,9 @@ class Daemon:
         """The first truthy value of `check`, retried until the deadline while the daemon lives."""
         deadline = time.monotonic() + DEADLINE_S
         while True:
-            assert self.proc.poll() is None, f"exited {self.proc.returncode} waiting for {what}:\n{self.log.read_text()}"
+            assert self.proc.poll() is None, (
+                f"exited {self.proc.returncode} waiting for {what}:\n{self.log.read_text()}"
+            )
             if value := check():
                 return value
             assert time.monotonic() < deadline, f"not within {DEADLINE_S} s: {what}\n{self.log.read_text()}"
@@ -90,7 +92,10 @@ def start_daemon(kit, tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
         with log.open("w") as out:
             proc = subprocess.Popen(
                 [str(kit.script), "run", "-c", str(config), "--http", "127.0.0.1:0", *args],
-                stdout=out, stderr=subprocess.STDOUT, text=True, env=kit.env(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=kit.env(),
             )
         daemon = Daemon(proc, log)
         started.append(daemon)
@@ -127,7 +132,9 @@ def postgres_config(kit, sandbox, tmp_path: Path, postgres_ledger_url: str) -> C
         contacts = tmp_path / "contacts.csv"
         kit.contacts(contacts, rows)
         config = kit.config(tmp_path, sandbox.base_url, contacts, schedule=schedule)
-        text = config.read_text().replace('[ledger]\npath = "ledger.sqlite3"', f"[ledger]\nurl = {json.dumps(postgres_ledger_url)}")
+        text = config.read_text().replace(
+            '[ledger]\npath = "ledger.sqlite3"', f"[ledger]\nurl = {json.dumps(postgres_ledger_url)}"
+        )
         config.write_text(head + text)
         return config, contacts
 

@@ -48,18 +48,24 @@ def test_four_integrations_spread_over_two_daemons(kit, sandbox, tmp_path: Path,
         contacts = folder / "contacts.csv"
         kit.contacts(contacts, [kit.contact(n) for n in range(i * 100, i * 100 + 3)])
         config = kit.config(folder, sandbox.base_url, contacts, schedule="every 1s")
-        text = config.read_text().replace('[ledger]\npath = "ledger.sqlite3"', f"[ledger]\nurl = {json.dumps(postgres_ledger_url)}")
+        text = config.read_text().replace(
+            '[ledger]\npath = "ledger.sqlite3"', f"[ledger]\nurl = {json.dumps(postgres_ledger_url)}"
+        )
         config.write_text(f'[integration]\nname = "{name}"\n\n[daemon]\nlease_s = 3\n\n' + text)
         configs.append(config)
     args = [a for c in configs for a in ("-c", str(c))]
     procs = []
     try:
         with (tmp_path / "first.log").open("w") as log:
-            procs.append(subprocess.Popen([str(kit.script), "run", *args], stdout=log, stderr=subprocess.STDOUT, env=kit.env()))
+            procs.append(
+                subprocess.Popen([str(kit.script), "run", *args], stdout=log, stderr=subprocess.STDOUT, env=kit.env())
+            )
         first = procs[0].pid
         poll(lambda: leads(postgres_ledger_url) == {first: 4}, "the first daemon to lead all four")
         with (tmp_path / "second.log").open("w") as log:
-            procs.append(subprocess.Popen([str(kit.script), "run", *args], stdout=log, stderr=subprocess.STDOUT, env=kit.env()))
+            procs.append(
+                subprocess.Popen([str(kit.script), "run", *args], stdout=log, stderr=subprocess.STDOUT, env=kit.env())
+            )
         second = procs[1].pid
         poll(lambda: leads(postgres_ledger_url) == {first: 2, second: 2}, "two integrations each")
         poll(lambda: len(sandbox.store.persons()) == 12, "every integration to deliver")

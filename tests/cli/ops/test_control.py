@@ -33,9 +33,11 @@ def _emails(box) -> set[str]:
 
 def _seed_for(outcomes: list[bool]) -> int:
     """A seed whose draws meet a non-retryable 503 (draw < 0.5) exactly where `outcomes` says True."""
+
     def draws(seed: int) -> list[bool]:
         rng = random.Random(seed)
         return [rng.random() < 0.5 for _ in outcomes]
+
     return next(s for s in range(10_000) if draws(s) == outcomes)
 
 
@@ -155,11 +157,16 @@ def _ask_as(uid: int, sock: Path) -> str:
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to run a client as another user")
-def test_the_control_socket_is_0600_and_refuses_another_user(kit, sandbox, start_daemon, reachable_folder: Path) -> None:
+def test_the_control_socket_is_0600_and_refuses_another_user(
+    kit, sandbox, start_daemon, reachable_folder: Path
+) -> None:
     config = _setup(kit, sandbox, reachable_folder, 1, YEARLY)
     daemon = start_daemon(config)
     ledger = reachable_folder / "ledger.sqlite3"
-    sock = daemon.poll(lambda: ledger.with_name("ledger.sqlite3.control").exists() and ledger.with_name("ledger.sqlite3.control"), "the socket")
+    sock = daemon.poll(
+        lambda: ledger.with_name("ledger.sqlite3.control").exists() and ledger.with_name("ledger.sqlite3.control"),
+        "the socket",
+    )
     assert sock.stat().st_mode & 0o777 == 0o600
 
     assert _ask_as(NOBODY, sock) == "EACCES"  # the mode refuses first

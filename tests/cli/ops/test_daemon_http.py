@@ -24,9 +24,10 @@ def test_metrics_match_the_ledger_after_a_pass_and_readyz_follows_the_credential
     key, secret = box.create_client("metrics-test", rate_limit=100_000)
     kit.credentials(tmp_path, key, secret)
     contacts = tmp_path / "contacts.csv"
-    kit.contacts(contacts, [
-        kit.contact(n, Email="not-an-email" if n < BAD_EMAILS else f"ada{n}@example.org") for n in range(CONTACTS)
-    ])
+    kit.contacts(
+        contacts,
+        [kit.contact(n, Email="not-an-email" if n < BAD_EMAILS else f"ada{n}@example.org") for n in range(CONTACTS)],
+    )
     config = kit.config(tmp_path, box.base_url, contacts, schedule="every 1s")
     config.write_text(config.read_text() + '\n[daemon]\ncredentials_check = "every 1h"\n')  # SIGHUP alone cures
 
@@ -54,9 +55,16 @@ def test_metrics_match_the_ledger_after_a_pass_and_readyz_follows_the_credential
     assert 0 < scrape("capture_sync_rate_limit_remaining_requests") < 100_000
 
     with sqlite3.connect(f"file:{tmp_path / 'ledger.sqlite3'}?mode=ro", uri=True) as db:
-        sent = dict(db.execute("SELECT status_code, count(*) FROM attempts WHERE operation = 'capture_bulk' GROUP BY status_code"))
-    assert {int(dict(labels)["status"]): n for (name, labels), n in scrape.items()
-            if name == "capture_sync_requests_total" and dict(labels)["operation"] == "capture_bulk"} == sent
+        sent = dict(
+            db.execute(
+                "SELECT status_code, count(*) FROM attempts WHERE operation = 'capture_bulk' GROUP BY status_code"
+            )
+        )
+    assert {
+        int(dict(labels)["status"]): n
+        for (name, labels), n in scrape.items()
+        if name == "capture_sync_requests_total" and dict(labels)["operation"] == "capture_bulk"
+    } == sent
     assert scrape("capture_sync_request_duration_seconds_count", operation="capture_bulk") == sum(sent.values())
 
     ready = daemon.get("/readyz")

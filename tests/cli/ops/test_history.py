@@ -37,12 +37,19 @@ def test_a_daemons_empty_passes_through_an_outage_are_one_run_with_a_count(
     box.stop()
 
     daemon = start_daemon(config)
-    folded = daemon.poll(lambda: next((r for r in _runs(kit, config) if r["passes"] >= 4), None), "four empty passes folded")
+    folded = daemon.poll(
+        lambda: next((r for r in _runs(kit, config) if r["passes"] >= 4), None), "four empty passes folded"
+    )
     runs = _runs(kit, config)
     first = runs[-1]
     assert (first["counts"]["read"], first["exit_code"], first["passes"]) == (3, 4, 1)  # it read: a run of its own
     assert [r["id"] for r in runs] == [folded["id"], first["id"]]  # every later pass is in one entry
-    assert (folded["kind"], folded["exit_code"], folded["counts"]["read"], folded["counts"]["sent"]) == ("sync", 4, 0, 0)
+    assert (folded["kind"], folded["exit_code"], folded["counts"]["read"], folded["counts"]["sent"]) == (
+        "sync",
+        4,
+        0,
+        0,
+    )
     assert "connection failed" in folded["reason"] and folded["span_s"] >= 2
 
     status = kit.run("status", "-c", str(config))
@@ -64,7 +71,9 @@ def _same_identity(kit, tmp_path: Path, base_url: str, key: str, secret: str, sc
     return kit.config(tmp_path, base_url, contacts, schedule=schedule)
 
 
-def test_a_record_captured_into_a_person_another_record_holds_is_counted_as_a_merge(kit, sandbox, tmp_path: Path) -> None:
+def test_a_record_captured_into_a_person_another_record_holds_is_counted_as_a_merge(
+    kit, sandbox, tmp_path: Path
+) -> None:
     config = str(_same_identity(kit, tmp_path, sandbox.base_url, *sandbox.create_client(rate_limit=10_000)))
     synced = kit.run("sync", "-c", config, "--json")
     assert synced.code == 0, synced.stderr
@@ -81,9 +90,13 @@ def test_a_record_captured_into_a_person_another_record_holds_is_counted_as_a_me
 
 
 def test_the_daemon_counts_merges_in_its_metrics(kit, sandbox, start_daemon, tmp_path: Path) -> None:
-    config = _same_identity(kit, tmp_path, sandbox.base_url, *sandbox.create_client(rate_limit=10_000), schedule="every 1s")
+    config = _same_identity(
+        kit, tmp_path, sandbox.base_url, *sandbox.create_client(rate_limit=10_000), schedule="every 1s"
+    )
     daemon = start_daemon(config)
-    daemon.poll(lambda: daemon.metrics()("capture_sync_records_merged_total", source="signups") == 1, "one merge counted")
+    daemon.poll(
+        lambda: daemon.metrics()("capture_sync_records_merged_total", source="signups") == 1, "one merge counted"
+    )
     assert daemon.metrics()("capture_sync_persons_captured_total", source="signups") == 3
     assert daemon.stop() == 0
 

@@ -59,14 +59,26 @@ def test_a_foreign_host_is_refused_and_known_names_are_served(kit, sandbox, star
     def get(path: str, host: str) -> httpx.Response:
         return httpx.get(daemon.url + path, headers={"Host": host}, timeout=10)
 
-    for foreign in ("rebound.attacker.example", f"rebound.attacker.example:{daemon.port}", "localhost.attacker.example",
-                    f"status.example.org.attacker.example:{daemon.port}", f"ada@127.0.0.1:{daemon.port}"):
+    for foreign in (
+        "rebound.attacker.example",
+        f"rebound.attacker.example:{daemon.port}",
+        "localhost.attacker.example",
+        f"status.example.org.attacker.example:{daemon.port}",
+        f"ada@127.0.0.1:{daemon.port}",
+    ):
         for path in ("/", "/metrics", "/healthz", "/nowhere"):
             refused = get(path, foreign)
             assert refused.status_code == 421, (foreign, path, refused.text)
             assert "signups" not in refused.text and "capture_sync" not in refused.text
-    for known in (f"127.0.0.1:{daemon.port}", f"localhost:{daemon.port}", "localhost", f"status.example.org:{daemon.port}",
-                  "STATUS.example.org.", f"[::1]:{daemon.port}", f"10.1.2.3:{daemon.port}"):
+    for known in (
+        f"127.0.0.1:{daemon.port}",
+        f"localhost:{daemon.port}",
+        "localhost",
+        f"status.example.org:{daemon.port}",
+        "STATUS.example.org.",
+        f"[::1]:{daemon.port}",
+        f"10.1.2.3:{daemon.port}",
+    ):
         assert get("/healthz", known).status_code == 200, known
     assert get("/", "localhost").status_code == 200
     assert daemon.stop() == 0, daemon.log.read_text()
@@ -89,7 +101,7 @@ def test_half_open_connections_are_closed_within_the_header_timeout_while_health
         assert daemon.get("/healthz").status_code == 200  # served beside 201 connections that never finish
         answers.append(time.monotonic() - began)
         if trickled < len(PARTIAL_HEAD) and not _closed_by_peer(trickler):
-            trickler.sendall(PARTIAL_HEAD[trickled:trickled + 1])  # a byte now and then renews nothing
+            trickler.sendall(PARTIAL_HEAD[trickled : trickled + 1])  # a byte now and then renews nothing
             trickled += 1
         for i, (s, opened) in enumerate(attack):
             if i not in open_until and _closed_by_peer(s):

@@ -9,10 +9,16 @@ PASSWORD = "pw-never-printed-31c9"
 
 
 def test_a_database_crash_makes_the_daemon_unready_and_it_carries_on_by_itself(
-    kit, sandbox, start_daemon, postgres_config, postgres_url, monkeypatch,
+    kit,
+    sandbox,
+    start_daemon,
+    postgres_config,
+    postgres_url,
+    monkeypatch,
 ) -> None:
-    config, contacts = postgres_config([kit.contact(n) for n in range(5)], "every 1s",
-                                       head='[integration]\nname = "crm"\n\n[daemon]\nlease_s = 3\n\n')
+    config, contacts = postgres_config(
+        [kit.contact(n) for n in range(5)], "every 1s", head='[integration]\nname = "crm"\n\n[daemon]\nlease_s = 3\n\n'
+    )
     monkeypatch.setenv("PGPASSWORD", PASSWORD)  # trust auth ignores it: it must never be shown
     daemon = start_daemon(config)
     daemon.poll(lambda: len(sandbox.store.persons()) == 5, "the first pass")

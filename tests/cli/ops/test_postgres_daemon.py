@@ -12,7 +12,11 @@ CONTACTS = 30
 
 
 def test_the_daemon_serves_metrics_and_the_status_page_from_a_postgresql_ledger(
-    kit, sandbox, start_daemon, postgres_config, tmp_path: Path,
+    kit,
+    sandbox,
+    start_daemon,
+    postgres_config,
+    tmp_path: Path,
 ) -> None:
     rows = [kit.contact(n) for n in range(CONTACTS)] + [kit.contact(99, Email="bad@@example.org")]
     config, contacts = postgres_config(rows, "every 1s")
@@ -34,7 +38,9 @@ def test_the_daemon_serves_metrics_and_the_status_page_from_a_postgresql_ledger(
     assert not (tmp_path / "ledger.sqlite3").exists()
 
     standby = start_daemon(config)
-    ready = standby.poll(lambda: (r := standby.get("/readyz")).status_code == 200 and r.json(), "the standby to be ready")
+    ready = standby.poll(
+        lambda: (r := standby.get("/readyz")).status_code == 200 and r.json(), "the standby to be ready"
+    )
     assert ready["integrations"]["capture-sync"]["leads"] is False, ready
     assert daemon.get("/readyz").json()["integrations"]["capture-sync"]["leads"] is True
     assert daemon.metrics()("capture_sync_leader") == 1 and standby.metrics()("capture_sync_leader") == 0

@@ -13,7 +13,9 @@ from connector import ConfigError, ExitCode, replay, status, sync
 YEARLY = "0 0 1 1 *"  # a cron tick the test never meets: nothing runs but what the test asks for
 
 
-def test_sync_from_python_beside_the_daemon_is_run_by_the_daemon(kit, sandbox_factory, start_daemon, tmp_path: Path) -> None:
+def test_sync_from_python_beside_the_daemon_is_run_by_the_daemon(
+    kit, sandbox_factory, start_daemon, tmp_path: Path
+) -> None:
     box = sandbox_factory()
     key, secret = box.create_client("api-daemon-test", rate_limit=100_000)
     kit.credentials(tmp_path, key, secret)

@@ -10,9 +10,15 @@ from pathlib import Path
 
 
 def test_pause_resume_sync_and_replay_from_another_host_reach_the_leader(
-    kit, sandbox, start_daemon, postgres_config, tmp_path: Path,
+    kit,
+    sandbox,
+    start_daemon,
+    postgres_config,
+    tmp_path: Path,
 ) -> None:
-    config, contacts = postgres_config([kit.contact(n) for n in range(5)], "every 1h", head='[integration]\nname = "crm"\n\n')
+    config, contacts = postgres_config(
+        [kit.contact(n) for n in range(5)], "every 1h", head='[integration]\nname = "crm"\n\n'
+    )
     elsewhere = tmp_path / "other-host"
     elsewhere.mkdir()
     for name in ("api_key", "api_secret"):

@@ -39,14 +39,20 @@ def _log_time(event: dict) -> float:
 
 
 def test_a_non_retryable_stall_is_said_at_once_never_swept_and_cleared_once_settled(
-    kit, gated_sandbox, receiver, start_daemon, tmp_path: Path  # noqa: F811
+    kit,
+    gated_sandbox,
+    receiver,  # noqa: F811 (the fixture imported above)
+    start_daemon,
+    tmp_path: Path,
 ) -> None:
     box, gate = gated_sandbox()
     key, secret = box.create_client(rate_limit=100_000)
     kit.credentials(tmp_path, key, secret)
     hook = receiver()
     gate.captures = False  # every capture: 503 retryable false; GET /info answers
-    config = configure(kit, tmp_path, box.base_url, [kit.contact(n) for n in range(5)], f'\n[[alerts]]\nurl = "{hook.url}"\n')
+    config = configure(
+        kit, tmp_path, box.base_url, [kit.contact(n) for n in range(5)], f'\n[[alerts]]\nurl = "{hook.url}"\n'
+    )
     daemon = start_daemon(config)
     [started] = daemon.poll(lambda: _bodies(hook, "stalled"), "the stalled alert")
     [said] = events(daemon.log, "batch.stalled")
@@ -74,7 +80,11 @@ def test_a_non_retryable_stall_is_said_at_once_never_swept_and_cleared_once_sett
     again = start_daemon(config)
     again.poll(lambda: len(box.store.persons()) == 5, "the stalled batch re-sent on retry_stalled_every")
     cleared = again.poll(lambda: [b for b in _bodies(hook, "stalled") if b["status"] == "cleared"], "the stall cleared")
-    assert [b["status"] for b in _bodies(hook, "stalled")] == ["started", "started", "cleared"]  # the second daemon told it too
+    assert [b["status"] for b in _bodies(hook, "stalled")] == [
+        "started",
+        "started",
+        "cleared",
+    ]  # the second daemon told it too
     assert "re-sent on [daemon] retry_stalled_every (every 2s" in _bodies(hook, "stalled")[1]["details"]["then"]
     assert cleared[0]["summary"] == "No entries wait in stalled batches any more."
     assert again.metrics()("capture_sync_stalled_entries") == 0
@@ -106,7 +116,11 @@ def test_delivery_stays_halted_while_capture_requests_fail_even_though_get_info_
 
 
 def test_an_outage_alert_tells_the_real_outage_within_2_s(
-    kit, sandbox_process, receiver, start_daemon, tmp_path: Path  # noqa: F811
+    kit,
+    sandbox_process,
+    receiver,  # noqa: F811 (the fixture imported above)
+    start_daemon,
+    tmp_path: Path,
 ) -> None:
     box = sandbox_process()
     with SandboxStore(box.db) as store:
@@ -114,7 +128,10 @@ def test_an_outage_alert_tells_the_real_outage_within_2_s(
     kit.credentials(tmp_path, key, secret)
     hook = receiver()
     config = configure(
-        kit, tmp_path, box.base_url, [kit.contact(n) for n in range(5)],
+        kit,
+        tmp_path,
+        box.base_url,
+        [kit.contact(n) for n in range(5)],
         f'\n[[alerts]]\nurl = "{hook.url}"\noutage_after = "2s"\n',
     )
     daemon = start_daemon(config)
@@ -128,7 +145,9 @@ def test_an_outage_alert_tells_the_real_outage_within_2_s(
     again = sandbox_process(db=box.db, port=box.port)
     up_at = time.time()  # it answers from now at the latest
     daemon.poll(lambda: persons(again.db) == 8, "every contact captured")
-    started, cleared = daemon.poll(lambda: len(_bodies(hook, "outage")) == 2 and _bodies(hook, "outage"), "the recovery alert")
+    started, cleared = daemon.poll(
+        lambda: len(_bodies(hook, "outage")) == 2 and _bodies(hook, "outage"), "the recovery alert"
+    )
     assert started["since"] == cleared["since"]
     assert abs(_at(cleared["since"]) - down_at) <= 2.0, (cleared, down_at)
     assert abs(cleared["duration_s"] - (up_at - down_at)) <= 2.0, (cleared, up_at - down_at)
@@ -138,7 +157,11 @@ def test_an_outage_alert_tells_the_real_outage_within_2_s(
 
 
 def test_after_a_401_only_the_requests_in_flight_are_refused_until_the_credentials_work_again(
-    kit, gated_sandbox, receiver, start_daemon, tmp_path: Path  # noqa: F811
+    kit,
+    gated_sandbox,
+    receiver,  # noqa: F811 (the fixture imported above)
+    start_daemon,
+    tmp_path: Path,
 ) -> None:
     box, gate = gated_sandbox(faults=Faults(latency_s=0.2))  # requests stay in flight a while
     key, secret = box.create_client(rate_limit=100_000)
@@ -152,7 +175,9 @@ def test_after_a_401_only_the_requests_in_flight_are_refused_until_the_credentia
     daemon.poll(lambda: len(box.store.persons()) >= 10, "the first batch captured")
     new_secret = box.store.regenerate_secret(key)
     daemon.poll(lambda: events(daemon.log, "daemon.auth_failed"), "the refusal said")
-    page = daemon.poll(lambda: "not read since" in (text := daemon.get("/").text) and text, "a source tick that read nothing")
+    page = daemon.poll(
+        lambda: "not read since" in (text := daemon.get("/").text) and text, "a source tick that read nothing"
+    )
     refused = gate.count("bulk", 401)
     assert 1 <= refused <= CONCURRENCY, gate.answers
     assert gate.count("info", 401) == 0  # no pass verified the unchanged pair again

@@ -35,7 +35,7 @@ def _status(kit, config: Path) -> tuple[str, dict[str, Any]]:
     assert text.code == 0, text.stderr
     as_json = json.loads(kit.run("status", "-c", str(config), "--json").stdout)
     assert as_json["live"] is not None, "status did not reach the running daemon"
-    assert text.stdout.splitlines()[-len(as_json["advice"]):] == [a["text"] for a in as_json["advice"]]
+    assert text.stdout.splitlines()[-len(as_json["advice"]) :] == [a["text"] for a in as_json["advice"]]
     return text.stdout, as_json
 
 

@@ -31,10 +31,23 @@ def spike_pattern(seed: int, n: int) -> list[bool]:
 
 def browser(chromium: str, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={profile}", *args],
-        capture_output=True, text=True, timeout=BROWSER_TIMEOUT_S, check=True,
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=BROWSER_TIMEOUT_S,
+        check=True,
     )
 
 
@@ -66,8 +79,14 @@ def test_the_status_page_shows_the_sources_and_a_blocked_batch_with_its_recovery
     assert secret not in dom
 
     png = tmp_path / "status-page.png"
-    browser(chromium, tmp_path / "profile", f"--screenshot={png}", f"--window-size={PHONE}", "--hide-scrollbars",
-            daemon.url + "/")
+    browser(
+        chromium,
+        tmp_path / "profile",
+        f"--screenshot={png}",
+        f"--window-size={PHONE}",
+        "--hide-scrollbars",
+        daemon.url + "/",
+    )
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000
     if target := os.environ.get("CAPTURE_SYNC_STATUS_PAGE_PNG"):
         shutil.copyfile(png, target)
