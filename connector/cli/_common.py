@@ -57,6 +57,12 @@ _CONFIGS_OPTION = typer.Option(
     show_default=str(DEFAULT_PATH),
     help="A config file: one integration. Repeat it to run several integrations in one process.",
 )
+_CONFIGS_DIR_OPTION = typer.Option(
+    None,
+    "--configs",
+    metavar="DIR",
+    help="Every *.toml in DIR (in name order) as one more -c each; combines with -c.",
+)
 _VERBOSE_OPTION = typer.Option(False, "-v", "--verbose", help="DEBUG logs, and a traceback on unexpected errors.")
 _verbose = False
 
@@ -77,7 +83,8 @@ def command(
     failures to exit codes. The command returns its exit code (None means 0). `ledger_only`: the
     command reads or repairs the ledger and nothing else, so `cfg` is the file's [ledger] table
     alone (a LedgerPlace): no source, mapping or credential is loaded or checked. `many`: -c may be
-    repeated (`run`): `cfg` is the first config, `more` (a keyword the command takes) the others."""
+    repeated, and --configs DIR adds every *.toml in DIR (`run`): `cfg` is the first config, `more`
+    (a keyword the command takes) the others."""
     level_option = typer.Option(log_level, "--log-level", help="DEBUG, INFO, WARNING or ERROR.")
 
     def decorate(fn: Callable[..., int | None]) -> Callable[..., None]:
@@ -87,6 +94,16 @@ def command(
             inspect.Parameter("log_level", inspect.Parameter.KEYWORD_ONLY, default=level_option, annotation=str),
             inspect.Parameter("verbose", inspect.Parameter.KEYWORD_ONLY, default=_VERBOSE_OPTION, annotation=bool),
         ]
+        if config and many:
+            extra.insert(
+                0,
+                inspect.Parameter(
+                    "configs_dir",
+                    inspect.Parameter.KEYWORD_ONLY,
+                    default=_CONFIGS_DIR_OPTION,
+                    annotation=Path | None,
+                ),
+            )
         if config:
             extra.insert(
                 0,
@@ -102,6 +119,7 @@ def command(
         def wrapper(**kwargs: Any) -> None:
             level, verbose = kwargs.pop("log_level"), kwargs.pop("verbose") or _verbose_before_command()
             path = kwargs.pop("config_path", None)
+            folder = kwargs.pop("configs_dir", None)
             _configure_logging(level, verbose)
             with _exit_codes():
                 if not config:
@@ -111,7 +129,7 @@ def command(
                 else:
                     from ..config import load_config
 
-                    paths = (path or [DEFAULT_PATH]) if many else [path]
+                    paths = _config_paths(path, folder) if many else [path]
                     loaded = [load_config(p) for p in paths]
                     cfg = loaded[0]
                     try:
@@ -128,6 +146,19 @@ def command(
         return wrapper
 
     return decorate
+
+
+def _config_paths(given: list[Path], folder: Path | None) -> list[Path]:
+    """The -c files, then every *.toml in --configs DIR by name; the default file when neither is given.
+    A folder that holds no config is an error rather than a daemon that runs nothing."""
+    if folder is None:
+        return given or [DEFAULT_PATH]
+    if not folder.is_dir():
+        raise ConfigProblem([f"--configs {folder}: not a folder: give the folder that holds the config files"])
+    found = sorted(folder.glob("*.toml"))
+    if not found:
+        raise ConfigProblem([f"--configs {folder}: no *.toml file in it: put one config file per integration there"])
+    return [*given, *found]
 
 
 def _verbose_before_command() -> bool:

@@ -45,11 +45,15 @@ def run(
     Example: capture-sync run -c /etc/capture-sync/capture-sync.toml
 
     Several integrations (one config file each: its own API client, sources and schedule) run in one
-    process when -c is repeated; --http serves the first one's endpoints.
+    process when -c is repeated, or with --configs DIR: every *.toml in DIR, in name order, after
+    the -c files (a folder without one is a config error, exit 2); --http serves the first one's
+    endpoints.
 
     Example: capture-sync run -c capture-sync.toml --http 127.0.0.1:9464
 
     Example: capture-sync run -c crm-eu.toml -c crm-us.toml
+
+    Example: capture-sync run --configs /etc/capture-sync/integrations.d
     """
     if once and http:
         raise ConfigProblem(["--http serves while the daemon runs; it does nothing with --once"])

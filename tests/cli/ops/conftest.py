@@ -84,14 +84,15 @@ def _serving_port(log: Path) -> int | None:
 
 @pytest.fixture
 def start_daemon(kit, tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
-    """start_daemon(config, *more_args): `run --http 127.0.0.1:0` (a free port, read from its log)."""
+    """start_daemon(config, *more_args): `run --http 127.0.0.1:0` (a free port, read from its log);
+    config None: no -c (the args name the configs, e.g. --configs DIR)."""
     started: list[Daemon] = []
 
-    def start(config: Path, *args: str) -> Daemon:
+    def start(config: Path | None, *args: str) -> Daemon:
         log = tmp_path / f"daemon-{len(started)}.log"
         with log.open("w") as out:
             proc = subprocess.Popen(
-                [str(kit.script), "run", "-c", str(config), "--http", "127.0.0.1:0", *args],
+                [str(kit.script), "run", *(["-c", str(config)] if config else []), "--http", "127.0.0.1:0", *args],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 text=True,

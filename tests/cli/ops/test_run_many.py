@@ -1,5 +1,5 @@
-"""`run -c a.toml -c b.toml`: several integrations in one process, each with its own API client,
-sources, schedule and ledger; both deliver, and SIGTERM stops them together (exit 0)."""
+"""`run -c a.toml -c b.toml` and `run --configs DIR`: several integrations in one process, each with
+its own API client, sources, schedule and ledger; both deliver, and SIGTERM stops them together (exit 0)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 
-def test_one_process_runs_two_integrations(kit, sandbox, start_daemon, tmp_path: Path) -> None:
+def _two_integrations(kit, sandbox, tmp_path: Path) -> list[Path]:
+    """crm-eu.toml and crm-us.toml, each in its own folder beside its credentials, csv and ledger."""
     configs = []
     for name, first in (("crm-eu", 0), ("crm-us", 100)):
         folder = tmp_path / name
@@ -18,14 +19,46 @@ def test_one_process_runs_two_integrations(kit, sandbox, start_daemon, tmp_path:
         kit.contacts(contacts, [kit.contact(n) for n in range(first, first + 4)])
         config = kit.config(folder, sandbox.base_url, contacts, schedule="every 1s")
         configs.append(config.rename(folder / f"{name}.toml"))
+    return configs
 
-    daemon = start_daemon(configs[0], "-c", str(configs[1]))
-    daemon.poll(lambda: len(sandbox.store.persons()) == 8, "both integrations to deliver")
+
+def _assert_each_delivered(kit, configs: list[Path]) -> None:
     for config in configs:
         status = json.loads(kit.run("status", "-c", str(config), "--json").stdout)
         assert status["by_state"]["captured"] == 4  # each its own ledger
+
+
+def test_one_process_runs_two_integrations(kit, sandbox, start_daemon, tmp_path: Path) -> None:
+    configs = _two_integrations(kit, sandbox, tmp_path)
+    daemon = start_daemon(configs[0], "-c", str(configs[1]))
+    daemon.poll(lambda: len(sandbox.store.persons()) == 8, "both integrations to deliver")
+    _assert_each_delivered(kit, configs)
     assert daemon.metrics().integrations == {"crm-eu"}  # --http serves the first integration
     assert daemon.stop() == 0, daemon.log.read_text()
 
     twice = kit.run("run", "-c", str(configs[0]), "-c", str(configs[0]))
     assert twice.code == 2 and "name the same integration" in twice.stderr, twice.stderr
+
+
+def test_configs_folder_runs_every_config_in_it(kit, sandbox, start_daemon, tmp_path: Path) -> None:
+    """One folder holds both configs (their files named by absolute path, as in /etc/…/integrations.d)."""
+    folder = tmp_path / "integrations.d"
+    folder.mkdir()
+    configs = []
+    for config in _two_integrations(kit, sandbox, tmp_path):
+        text = config.read_text()
+        for relative in ("api_key", "api_secret", "ledger.sqlite3"):
+            text = text.replace(f'"{relative}"', json.dumps(str(config.parent / relative)))
+        configs.append(folder / config.name)
+        configs[-1].write_text(text)
+    (folder / "README").write_text("not a config: only *.toml files are read\n")
+
+    daemon = start_daemon(None, "--configs", str(folder))
+    daemon.poll(lambda: len(sandbox.store.persons()) == 8, "both integrations of the folder to deliver")
+    _assert_each_delivered(kit, configs)
+    assert daemon.stop() == 0, daemon.log.read_text()
+
+    empty = tmp_path / "empty.d"
+    empty.mkdir()
+    none = kit.run("run", "--configs", str(empty))
+    assert none.code == 2 and "no *.toml file" in none.stderr, none.stderr
