@@ -139,21 +139,36 @@ def _canonical(data: dict[str, Any]) -> str:
     return json.dumps(data, sort_keys=True)
 
 
-def _entries(ledger: Path) -> dict[str, list[sqlite3.Row]]:
-    """record id -> its entries (versions), oldest first."""
+# A ledger the oracle reads: a SQLite file, or (a PostgreSQL URL, the integration's schema).
+Ledger = Path | tuple[str, str]
+ENTRIES = "SELECT record_id, state, payload, last_error, person_id FROM entries ORDER BY id"
+
+
+def _entry_rows(ledger: Ledger) -> list[Any]:
+    if isinstance(ledger, tuple):
+        import psycopg
+        from psycopg.rows import dict_row
+
+        url, schema = ledger
+        with psycopg.connect(url, autocommit=True, options=f'-c search_path="{schema}"', row_factory=dict_row) as conn:
+            return conn.execute(ENTRIES).fetchall()
     db = sqlite3.connect(ledger)
     db.row_factory = sqlite3.Row
     try:
-        rows = db.execute("SELECT record_id, state, payload, last_error, person_id FROM entries ORDER BY id").fetchall()
+        return db.execute(ENTRIES).fetchall()
     finally:
         db.close()
-    out: dict[str, list[sqlite3.Row]] = defaultdict(list)
-    for row in rows:
+
+
+def _entries(ledger: Ledger) -> dict[str, list[Any]]:
+    """record id -> its entries (versions), oldest first; each reads like a dict."""
+    out: dict[str, list[Any]] = defaultdict(list)
+    for row in _entry_rows(ledger):
         out[row["record_id"]].append(row)
     return out
 
 
-def version_figures(store: Any, upstream: Upstream, ledger: Path) -> VersionFigures:
+def version_figures(store: Any, upstream: Upstream, ledger: Ledger) -> VersionFigures:
     """The figures of the sandbox against the final CSV; the ledger only says which newest
     versions the CRM refused."""
     captures = store.captures()
@@ -189,7 +204,7 @@ def version_figures(store: Any, upstream: Upstream, ledger: Path) -> VersionFigu
     )
 
 
-def _refused(entry: sqlite3.Row, newest: str) -> bool:
+def _refused(entry: Any, newest: str) -> bool:
     return (
         entry["state"] == "failed"
         and _canonical(json.loads(entry["payload"])) == newest
@@ -197,7 +212,7 @@ def _refused(entry: sqlite3.Row, newest: str) -> bool:
     )
 
 
-def check_versions(store: Any, upstream: Upstream, ledger: Path) -> VersionFigures:
+def check_versions(store: Any, upstream: Upstream, ledger: Ledger) -> VersionFigures:
     """0 lost, 0 doubled, 0 stale, and a ledger that agrees: each record's newest entry is its
     newest upstream version (valid: captured, duplicate or refused; invalid: rejected with its
     reasons), older entries are final, and nothing is left pending, in flight, unknown or blocked."""
@@ -210,13 +225,13 @@ def check_versions(store: Any, upstream: Upstream, ledger: Path) -> VersionFigur
         states = [e["state"] for e in versions]
         assert newest["state"] in NEWEST and all(e["state"] in OLDER for e in older), (record_id, states)
         if want is None:
-            assert newest["state"] == "rejected" and "email" in newest["last_error"], tuple(newest)
+            assert newest["state"] == "rejected" and "email" in newest["last_error"], dict(newest)
             continue
         assert json.loads(newest["payload"]) == want, (record_id, newest["payload"], want)
         for entry in versions:
             if entry["state"] == "failed":
-                assert REFUSED in entry["last_error"], tuple(entry)
+                assert REFUSED in entry["last_error"], dict(entry)
             if entry["state"] == "captured" and entry["person_id"]:
-                assert entry["person_id"] in person_ids, tuple(entry)
+                assert entry["person_id"] in person_ids, dict(entry)
     assert set(_entries(ledger)) == set(upstream.rows)
     return result
