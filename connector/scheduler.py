@@ -78,12 +78,14 @@ class Daemon(Leading):
         *,
         http: HttpAddress | None = None,
         leadership: Leadership | None = None,
+        serves_too: Sequence[Daemon] = (),
     ) -> None:
-        """`http`: where to serve /metrics, /healthz, /readyz and the status page (connector.ops).
+        """`http`: where to serve /metrics, /healthz, /readyz and the status page (connector.ops);
+        `serves_too`: the process's other integrations' daemons, served there as well.
         `leadership`: on a shared PostgreSQL ledger, the lease this daemon leads its integration by
         (it stands by while another daemon holds it); None: it leads alone (the daemon lock)."""
         self.config, self.ledger, self.client, self.stop = config, ledger, client, stop
-        self.http = http
+        self.http, self.serves_too = http, serves_too
         self.leadership = leadership
         self.settings = config.delivery_settings()
         self.exit_code = 0
@@ -455,7 +457,7 @@ class Daemon(Leading):
         from .ops import start_ops  # prometheus-client and uvicorn load only when serving
 
         try:
-            return await start_ops(self.http, self.config, self.health, self.client, self)
+            return await start_ops(self.http, self.config, self.health, self.client, self, more=self.serves_too)
         except OSError as exc:
             raise ConfigProblem([f"http address {self.http}: cannot listen there: {exc.strerror or exc}"]) from None
 

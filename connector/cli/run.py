@@ -46,8 +46,9 @@ def run(
 
     Several integrations (one config file each: its own API client, sources and schedule) run in one
     process when -c is repeated, or with --configs DIR: every *.toml in DIR, in name order, after
-    the -c files (a folder without one is a config error, exit 2); --http serves the first one's
-    endpoints.
+    the -c files (a folder without one is a config error, exit 2). --http serves them all: /metrics
+    carries every integration (its `integration` label), /readyz is ready when every one is (each
+    reason prefixed by its integration), and the status page lists them, each with its own page.
 
     Example: capture-sync run -c capture-sync.toml --http 127.0.0.1:9464
 
@@ -71,13 +72,18 @@ def run(
 
     async def go(stop: asyncio.Event) -> int:
         async with contextlib.AsyncExitStack() as clients:
-            daemons = []
-            for i, (c, ledger) in enumerate(zip(configs, ledgers, strict=True)):
+            daemons: list[Daemon] = []
+            # the first integration's daemon serves --http for all: the others are built before it
+            for i, (c, ledger) in reversed(list(enumerate(zip(configs, ledgers, strict=True)))):
                 client = await clients.enter_async_context(api_client(c))
                 leadership = (
                     Leadership(ledger.lease(holder_id(), c.daemon.lease_s), c.daemon.lease_s) if shared(c) else None
                 )
-                daemons.append(Daemon(c, ledger, client, stop, http=address if i == 0 else None, leadership=leadership))
+                first = i == 0
+                http_at, others = (address, list(daemons)) if first else (None, [])
+                daemons.insert(
+                    0, Daemon(c, ledger, client, stop, http=http_at, leadership=leadership, serves_too=others)
+                )
             if not once:
                 return max(await asyncio.gather(*(d.serve() for d in daemons)))
             report = await daemons[0].once()

@@ -7,7 +7,8 @@ Importing this package is cheap (the address rule and the open-files limit only)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from ..loopback import HttpAddress, parse_address
 from ._fds import raise_open_files_limit
@@ -20,18 +21,35 @@ if TYPE_CHECKING:
     from ._server import OpsServer
 
 
+class Running(Protocol):
+    """Another integration's daemon in the same process (connector.scheduler.Daemon), served too."""
+
+    @property
+    def config(self) -> Config: ...
+    @property
+    def health(self) -> DaemonHealth: ...
+    @property
+    def client(self) -> CaptureClient: ...
+    @property
+    def paused(self) -> dict[str, float]: ...
+
+
 async def start_ops(
     address: HttpAddress,
     config: Config,
     health: DaemonHealth,
     client: CaptureClient,
     control: Steered | None = None,
+    more: Sequence[Running] = (),
 ) -> OpsServer:
     """Listen on `address` on the running loop (raises OSError when it cannot) and serve until `stop()`.
-    `control`: the daemon, steered by POST /control/<command> when `[daemon] control_token_file` is set."""
+    `control`: the daemon, steered by POST /control/<command> when `[daemon] control_token_file` is set;
+    `more`: the other integrations the process runs, in /metrics, /readyz and the status page."""
+    from ._served import Served
     from ._server import OpsServer
 
-    server = OpsServer(address, config, health, client, control)
+    others = [Served(d.config, d.health, d.client, d) for d in more]
+    server = OpsServer(address, config, health, client, control, more=others)
     await server.start()
     return server
 

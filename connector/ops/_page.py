@@ -73,12 +73,7 @@ def render(
         _unknown(snapshot, config_path, contact_data),
         _runs(report),
     ]
-    return (
-        "<!doctype html><html lang=en><head><meta charset=utf-8>"
-        '<meta name=viewport content="width=device-width,initial-scale=1">'
-        "<meta http-equiv=refresh content=30><title>capture-sync status</title>"
-        f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>"
-    )
+    return _document("".join(parts))
 
 
 def _when(at: float | None) -> str:
@@ -142,24 +137,58 @@ def _header(
 def _integrations(integration: str, ledger: str, role: Mapping[str, Any] | None) -> str:
     if not integration:
         return ""
-    doing = (
-        "leads it"
-        if role is None
-        else (
-            f"<span class=ok>{escape(role['why'])}</span> since {_when(role['since'])}"
-            if role["leads"]
-            else f"<span class=muted>{escape(role['why'])}</span>"
-        )
-    )
     return "<h2>Integrations</h2>" + _table(
         ["integration", "ledger", "this daemon"],
+        [[f"<code>{escape(integration)}</code>", f"<code>{escape(ledger)}</code>", _doing(role)]],
+    )
+
+
+def _doing(role: Mapping[str, Any] | None) -> str:
+    """Whether this daemon leads the integration (since when) or stands by; it leads alone without a lease."""
+    if role is None:
+        return "leads it"
+    if role["leads"]:
+        return f"<span class=ok>{escape(role['why'])}</span> since {_when(role['since'])}"
+    return f"<span class=muted>{escape(role['why'])}</span>"
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    """One integration of a daemon that runs several, on the status page's index."""
+
+    integration: str
+    ledger: str
+    role: Mapping[str, Any] | None
+    reasons: list[str]  # why it is not ready; empty when it is
+    link: str
+
+
+def render_index(rows: list[IndexRow]) -> str:
+    """The status page of a daemon that runs several integrations: one row each (its lead or standby
+    state, whether it is ready), linking to the integration's own page."""
+    table = _table(
+        ["integration", "ledger", "this daemon", "ready"],
         [
             [
-                f"<code>{escape(integration)}</code>",
-                f"<code>{escape(ledger)}</code>",
-                doing,
+                f'<a href="{escape(r.link)}"><code>{escape(r.integration)}</code></a>',
+                f"<code>{escape(r.ledger)}</code>",
+                _doing(r.role),
+                "<span class=ok>ready</span>"
+                if not r.reasons
+                else "<span class=bad>not ready</span>: " + escape("; ".join(r.reasons)),
             ]
+            for r in rows
         ],
+    )
+    return _document(f"<h1>capture-sync</h1><h2>Integrations</h2>{table}")
+
+
+def _document(body: str) -> str:
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        '<meta name=viewport content="width=device-width,initial-scale=1">'
+        "<meta http-equiv=refresh content=30><title>capture-sync status</title>"
+        f"<style>{STYLE}</style></head><body>{body}</body></html>"
     )
 
 

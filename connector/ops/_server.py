@@ -22,20 +22,21 @@ import hmac
 import json
 import socket
 import time
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import structlog
 import uvicorn
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from ..loopback import HttpAddress
 from ._address import allowed_hosts, host_allowed
 from ._fds import endpoint_connections
 from ._guard import Limits, guarded_protocol
-from ._metrics import Metrics
-from ._page import PageSource, render
-from ._snapshot import LedgerReader, SettledTally, Snapshot
+from ._page import IndexRow, render_index
+from ._served import MergedMetrics, Served
+from ._snapshot import Snapshot
 
 if TYPE_CHECKING:
     from ..api.client import CaptureClient
@@ -47,11 +48,11 @@ log = structlog.get_logger("capture_sync.ops")
 
 Scope = MutableMapping[str, Any]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-MAX_SNAPSHOT_AGE_S = 5.0
 BACKLOG = 2048  # uvicorn's default
 STOP_GRACE_S = 1  # open connections get this long once the daemon stops; the daemon's bound is 10 s
 MAX_CONTROL_BODY = 4096  # a command's arguments are a few short fields
 CONTROL = "/control/"
+INTEGRATION_PAGE = "/integrations/"
 PAGE_HEADERS = [
     (b"content-security-policy", b"default-src 'none'; style-src 'unsafe-inline'"),
     (b"x-content-type-options", b"nosniff"),
@@ -74,23 +75,17 @@ class OpsServer:
         health: DaemonHealth,
         client: CaptureClient,
         control: Steered | None = None,
+        more: Sequence[Served] = (),
     ) -> None:
+        """The first integration's config sets the address's limits and the control token (POST
+        /control/<command> steers its daemon); `more`: the other integrations the process runs."""
         self.address, self.config, self.health, self.control = address, config, health, control
         self.token = config.control_token() if control is not None else None  # ConfigProblem when unusable
-        self.sources = [PageSource(s.name, s.schedule) for s in config.sources]
-        self.reader = LedgerReader(config.ledger_target, config.ledger_password_file, config.integration_name)
-        self.metrics = Metrics(
-            health,
-            client,
-            [s.name for s in self.sources],
-            config.capture.rate_window_s or 60.0,
-            integration=config.integration_name,
-        )
-        self.tally = SettledTally(counted_until=health.started_at)
-        self.metrics.state.tally = self.tally
-        self.client = client
-        self._snapshot: Snapshot | None = None
-        self._reading: asyncio.Lock | None = None
+        self.first = Served(config, health, client, control)
+        self.served = [self.first, *more]
+        self.metrics = self.first.metrics
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(MergedMetrics(self.served))
         self._server: _Uvicorn | None = None
         self._task: asyncio.Task[None] | None = None
         self.bound: HttpAddress | None = None
@@ -125,9 +120,9 @@ class OpsServer:
             server_header=False,
             timeout_graceful_shutdown=STOP_GRACE_S,
         )
-        self._reading = asyncio.Lock()
         self._server = _Uvicorn(config)
-        self.client.observers.append(self.metrics.observe)
+        for each in self.served:
+            each.client.observers.append(each.metrics.observe)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="ops-http")
         # host and port apart: at INFO the log masks anything phone-like, a dotted address included
         log.info(
@@ -171,26 +166,20 @@ class OpsServer:
         if not self._task.done():
             self._server.force_exit = True
             self._task.cancel()
-        with contextlib.suppress(ValueError):
-            self.client.observers.remove(self.metrics.observe)
+        for each in self.served:
+            with contextlib.suppress(ValueError):
+                each.client.observers.remove(each.metrics.observe)
 
     async def snapshot(self) -> Snapshot:
-        """The ledger as of now, or as of the last read if no pass ended since and it is fresh."""
-        assert self._reading is not None
-        async with self._reading:  # concurrent scrapes share one read
-            ended = max((p.at for p in self.health.passes.values()), default=None)
-            snap = self._snapshot
-            if snap is None or time.time() - snap.taken_at > MAX_SNAPSHOT_AGE_S or (ended and ended > snap.taken_at):
-                snap = self._snapshot = await asyncio.to_thread(self.reader.snapshot, self.tally, ended)
-                self.metrics.state.snapshot = snap
-            return snap
+        """The first integration's ledger (see Served.snapshot)."""
+        return await self.first.snapshot()
 
     async def readiness(self) -> list[str]:
-        """Why the daemon is not ready; empty when it is."""
-        reasons = self.health.unready_reasons
-        if (problem := await asyncio.to_thread(self.reader.writable)) is not None:
-            reasons.append(f"ledger not writable: {problem}")
-        return reasons
+        """Why the process is not ready (each reason prefixed by its integration when it runs
+        several); empty when every integration it runs is."""
+        if len(self.served) == 1:
+            return await self.first.readiness()
+        return [f"{each.name}: {reason}" for each in self.served for reason in await each.readiness()]
 
     async def app(self, scope: Scope, receive: Callable[[], Awaitable[Any]], send: Send) -> None:
         if scope["type"] != "http":
@@ -210,8 +199,8 @@ class OpsServer:
             return await _reply(send, 405, b"only GET\n", b"text/plain; charset=utf-8", [(b"allow", b"GET, HEAD")])
         try:
             if path == "/metrics":
-                await self.snapshot()
-                return await _reply(send, 200, generate_latest(self.metrics.registry), CONTENT_TYPE_LATEST.encode())
+                await asyncio.gather(*(each.snapshot() for each in self.served))
+                return await _reply(send, 200, generate_latest(self.registry), CONTENT_TYPE_LATEST.encode())
             if path == "/healthz":
                 return await _json(
                     send, 200, {"status": "alive", "uptime_s": round(time.time() - self.health.started_at, 1)}
@@ -225,29 +214,37 @@ class OpsServer:
                     {
                         "ready": not reasons,
                         "reasons": reasons,
-                        "integrations": self.health.roles(),
+                        "integrations": {k: v for each in self.served for k, v in each.health.roles().items()},
                     },
                 )
-            if path == "/":
-                snap, reasons = await self.snapshot(), await self.readiness()
-                page = render(
-                    snap,
-                    self.health,
-                    self.sources,
-                    self.config.path,
-                    ready=not reasons,
-                    reasons=reasons,
-                    contact_data=self.config.daemon.status_page_contact_data,
-                    paused=self.control.paused if self.control is not None else None,
-                    integration=self.config.integration_name,
-                    ledger=self.config.ledger_name,
-                    role=self.health.roles().get(self.config.integration_name),
-                )
-                return await _reply(send, 200, page.encode(), b"text/html; charset=utf-8", PAGE_HEADERS)
+            if path == "/" or path.startswith(INTEGRATION_PAGE):
+                page = await self._page(path)
+                if page is not None:
+                    return await _reply(send, 200, page.encode(), b"text/html; charset=utf-8", PAGE_HEADERS)
         except Exception as exc:  # a failed read (a locked or damaged ledger) is one answer, never the daemon
             log.error("ops.request_failed", path=path, error=f"{type(exc).__name__}: {exc}")
             return await _reply(send, 500, b"internal error; see the daemon's log\n", b"text/plain; charset=utf-8")
         await _reply(send, 404, b"not found: /, /metrics, /healthz, /readyz\n", b"text/plain; charset=utf-8")
+
+    async def _page(self, path: str) -> str | None:
+        """/: the integration's page, or with several an index linking to /integrations/<name>."""
+        if path == "/" and len(self.served) == 1:
+            return await self.first.page()
+        if path == "/":
+            rows = [
+                IndexRow(
+                    each.name,
+                    each.config.ledger_name,
+                    each.role(),
+                    await each.readiness(),
+                    INTEGRATION_PAGE + each.name,
+                )
+                for each in self.served
+            ]
+            return render_index(rows)
+        name = unquote(path[len(INTEGRATION_PAGE) :])
+        found = next((each for each in self.served if each.name == name), None)
+        return await found.page() if found is not None else None
 
     async def _control(self, scope: Scope, receive: Callable[[], Awaitable[Any]], send: Send, name: str) -> None:
         """POST /control/<command>: the token first (401, nothing read or done), then the body."""

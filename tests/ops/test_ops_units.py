@@ -26,6 +26,7 @@ from connector.ops._address import allowed_hosts, host_allowed
 from connector.ops._fds import endpoint_connections
 from connector.ops._metrics import Metrics
 from connector.ops._page import PageSource, render
+from connector.ops._served import Served
 from connector.ops._server import OpsServer
 from connector.ops._snapshot import LedgerReader, SettledTally, Snapshot
 from connector.problems import ConfigProblem
@@ -145,6 +146,24 @@ async def test_ready_only_after_get_info_while_the_credentials_work_and_the_ledg
     health.outage_since = None
     ledger_path.unlink()
     assert [r.split(":")[0] for r in await server.readiness()] == ["ledger not writable"]
+
+
+async def test_a_process_running_two_integrations_is_ready_only_when_both_are(
+    tmp_path: Path, ledger_path: Path
+) -> None:
+    loaded = load_config(_config(tmp_path, 'http_address = "127.0.0.1:0"'))
+    config = type(loaded)(**{**loaded.__dict__, "ledger": loaded.ledger.model_copy(update={"path": ledger_path})})
+    other = type(config)(**{**config.__dict__, "path": tmp_path / "crm-us.toml"})
+    health, other_health = DaemonHealth(), DaemonHealth()
+    client = SimpleNamespace(observers=[])
+    served = Served(other, other_health, client, SimpleNamespace(paused={}))  # type: ignore[arg-type]
+    server = OpsServer(parse_address("127.0.0.1:0"), config, health, client, more=[served])  # type: ignore[arg-type]
+
+    info = ClientInfo(client_name="c", rate_limit=10, has_custom_field_mapping=False)
+    health.answered(info)
+    assert await server.readiness() == ["crm-us: GET /info has not succeeded yet"]
+    other_health.answered(info)
+    assert await server.readiness() == []
 
 
 def _page(contact_data: bool) -> str:

@@ -28,12 +28,24 @@ def _assert_each_delivered(kit, configs: list[Path]) -> None:
         assert status["by_state"]["captured"] == 4  # each its own ledger
 
 
-def test_one_process_runs_two_integrations(kit, sandbox, start_daemon, tmp_path: Path) -> None:
+def test_one_process_runs_two_integrations_and_serves_both(kit, sandbox, start_daemon, tmp_path: Path) -> None:
     configs = _two_integrations(kit, sandbox, tmp_path)
     daemon = start_daemon(configs[0], "-c", str(configs[1]))
     daemon.poll(lambda: len(sandbox.store.persons()) == 8, "both integrations to deliver")
     _assert_each_delivered(kit, configs)
-    assert daemon.metrics().integrations == {"crm-eu"}  # --http serves the first integration
+    # --http serves both: their series in one scrape, ready when both are, a page listing them
+    scrape = daemon.metrics()
+    assert scrape.integrations == {"crm-eu", "crm-us"}
+    text = daemon.get("/metrics").text
+    assert text.count("# TYPE capture_sync_entries gauge") == 1, text  # one family, a series per integration
+    for name in ("crm-eu", "crm-us"):
+        assert f'capture_sync_entries{{integration="{name}",source="signups",state="captured"}} 4.0' in text, text
+    ready = daemon.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["ready"], ready.text
+    page = daemon.get("/").text
+    assert 'href="/integrations/crm-eu"' in page and 'href="/integrations/crm-us"' in page, page
+    assert "crm-us" in daemon.get("/integrations/crm-us").text
+    assert daemon.get("/integrations/nobody").status_code == 404
     assert daemon.stop() == 0, daemon.log.read_text()
 
     twice = kit.run("run", "-c", str(configs[0]), "-c", str(configs[0]))
