@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import failover
+import ha_throughput
 import ledger_bench
 import overhead
 import pg_server
@@ -45,6 +46,7 @@ FULL = {
     "stages": 30_000,
     "snapshot": 1_000_000,
     "failover": 8,
+    "ha_throughput": 3_000,
 }
 QUICK = {
     "rate_limited": 3_000,
@@ -54,6 +56,7 @@ QUICK = {
     "stages": 3_000,
     "snapshot": 10_000,
     "failover": 2,
+    "ha_throughput": 300,
 }
 
 
@@ -101,6 +104,7 @@ def rows(r: dict[str, Any]) -> list[Row]:
         *_startup_rows(r["startup"]),
         *_snapshot_rows(r["snapshot"]),
         *_failover_rows(r.get("failover")),
+        _ha_throughput_row(r.get("ha_throughput")),
     ]
 
 
@@ -116,6 +120,22 @@ def _failover_rows(fo: dict[str, Any] | None) -> list[Row]:
             fo["max_s"] <= fo["bound_s"],
         )
     ]
+
+
+def _ha_throughput_row(ha: dict[str, Any] | None) -> Row:
+    """Figure 9 (issue 23): integrations spread over daemons, against their rate ceilings together."""
+    if ha is None:
+        return Row(
+            "9. Integrations on several daemons (PostgreSQL ledger)", "not measured: no PostgreSQL binaries", "", None
+        )
+    return Row(
+        f"9. {ha['integrations']} integrations on {ha['daemons']} daemons, {ha['persons']:,} persons, "
+        "each its own rate-limited API client",
+        f"{ha['persons_per_s']:,.0f} persons/s against the sum of their ceilings "
+        f"{ha['ceiling_persons_per_s']:,.0f} ({ha['ratio']:.2f}); {ha['leaders_at_end']} daemon(s) leading",
+        "(reported)",
+        None,
+    )
 
 
 def _snapshot_rows(sn: dict[str, Any]) -> list[Row]:
@@ -237,6 +257,9 @@ def main() -> None:
     results["snapshot"] = timed("snapshot mode", lambda: snapshot.run(sizes["snapshot"]), console)
     if pg_server.bindir() is not None:
         results["failover"] = timed("failover", lambda: failover.run(sizes["failover"]), console)
+        results["ha_throughput"] = timed(
+            "integrations on several daemons", lambda: ha_throughput.run(sizes["ha_throughput"]), console
+        )
     table_rows = rows(results)
     results["table"] = [asdict(row) for row in table_rows]
     args.output.write_text(json.dumps(results, indent=2) + "\n")

@@ -34,7 +34,8 @@ def test_the_quick_benchmark_run_measures_every_figure_and_the_stages(tmp_path):
         "  ",
         "7.",
         "  ",
-        "8.",  # figure 1: 3 windows x 3 countings
+        "8.",
+        "9.",  # figure 1: 3 windows x 3 countings
     ]
     assert results["startup"]["entries"] == 100_000 and results["startup"]["runs"] == 5
     assert results["rate_limited"]["records"] == 3_000 and results["overhead"]["records"] == 10_000
@@ -45,6 +46,7 @@ def test_the_quick_benchmark_run_measures_every_figure_and_the_stages(tmp_path):
     assert len(stages) == (13 if with_postgres else 11) and all(us > 0 for us in stages.values())
     assert results["snapshot"]["rows"] == 10_000
     assert not with_postgres or len(results["failover"]["failover_s"]) == 2
+    assert not with_postgres or results["ha_throughput"]["persons"] == 4 * 300
     assert results["snapshot"]["rewritten_sent"] == results["snapshot"]["rewritten_expected"]
     for figure in ("capture-sync benchmarks (issue 7)", "where figure 2's CPU goes"):
         assert figure in done.stdout
