@@ -5,23 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, get_args
 
 from ._db import Db
-from ._types import LIVE
+from ._types import LIVE, EntryState
 
-STATES = (
-    "pending",
-    "in_flight",
-    "captured",
-    "duplicate",
-    "failed",
-    "rejected",
-    "blocked",
-    "unknown",
-    "superseded",
-    "dismissed",
-)
+STATES: tuple[str, ...] = get_args(EntryState)  # in the order `status` lists them
 
 
 def _ts(value: float | None) -> str | None:
