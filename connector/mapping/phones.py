@@ -1,0 +1,274 @@
+"""A fast path to E.164 for the spellings most exports hold, exactly `phonenumbers`' answer or none.
+
+`phonenumbers.parse` + `is_valid_number` cost some 20-30 us a number, mostly in work that plain
+spellings do not need: regular expressions for extensions, letters, RFC 3966 and Unicode digits run
+on every input, and each metadata pattern is looked up by its text for each use. `fast_e164` takes
+the spellings made only of ASCII digits, one leading `+`, spaces, dashes, dots and parentheses
+(optionally `tel:` first and whitespace around), and follows `phonenumbers`' own steps on them:
+international prefix (`+` or the default region's, such as 011 or 00), country code, the default
+region's code written without `+`, national prefix, possible lengths, then validity by the region's
+number patterns. Every rule comes from `phonenumbers`' metadata, compiled once per region at first
+use, so a new `phonenumbers` release brings its data here too; nothing is a table of our own.
+
+It answers only when the number is valid and every step is one it models; anything else (another
+spelling, a non-geographic code, an invalid number) is
+None, and the caller asks `phonenumbers`. So its answer can only ever be the one `phonenumbers`
+gives: tests/mapping/test_phone_fast_path.py checks that over generated numbers of every region
+in every spelling.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+
+from phonenumbers import COUNTRY_CODE_TO_REGION_CODE, SUPPORTED_REGIONS, PhoneMetadata
+from phonenumbers.phonemetadata import PhoneNumberDesc
+
+# `phonenumbers`' limits (phonenumberutil: _MAX_INPUT_STRING_LENGTH, _MIN/_MAX_LENGTH_FOR_NSN,
+# _MAX_LENGTH_COUNTRY_CODE); the property test catches a release that changes them.
+MAX_INPUT = 250
+MIN_NSN, MAX_NSN = 2, 17
+MAX_CC_DIGITS = 3
+NON_GEO = "001"
+
+# After `strip()` and an optional `tel:`: leading parentheses or spaces (phonenumbers skips
+# whatever precedes the first `+` or digit), one optional `+`, then digits and the separators
+# phonenumbers treats as punctuation. Tabs or NBSP inside, letters, `x`, `#`, `,`, `;`, `/`,
+# non-ASCII digits and a second `+` are all left to phonenumbers.
+_SPELLING = re.compile(r"[ (]*(\+?)([0-9 ().\-]*)")
+_SEPARATORS = str.maketrans("", "", " ().-")
+
+
+@dataclass(frozen=True, slots=True)
+class _Desc:
+    """A PhoneNumberDesc as `_is_number_matching_desc` reads it: lengths (empty: any), pattern."""
+
+    lengths: frozenset[int]
+    pattern: re.Pattern[str] | None
+
+    def matches(self, nsn: str) -> bool:
+        if self.lengths and len(nsn) not in self.lengths:
+            return False
+        return self.pattern is not None and self.pattern.fullmatch(nsn) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class _Region:
+    """One region's metadata, compiled once."""
+
+    code: str
+    country_code: int
+    cc_text: str
+    idd: re.Pattern[str] | None
+    national_prefix: re.Pattern[str] | None
+    prefix_transform: str | None
+    general: re.Pattern[str] | None
+    lengths: tuple[int, ...]
+    local_lengths: frozenset[int]
+    leading_digits: re.Pattern[str] | None
+    general_desc: _Desc
+    types: tuple[_Desc, ...]
+
+    def general_match(self, digits: str) -> bool:
+        """`_match_national_number` on the general description: its pattern alone."""
+        return self.general is not None and self.general.fullmatch(digits) is not None
+
+    def length_verdict(self, digits: str) -> str:
+        """`_test_number_length` for an unknown type: possible, too_short, too_long, local, invalid."""
+        n = len(digits)
+        if n in self.local_lengths:
+            return "local"
+        if n == self.lengths[0]:
+            return "possible"
+        if n < self.lengths[0]:
+            return "too_short"
+        if n > self.lengths[-1]:
+            return "too_long"
+        return "possible" if n in self.lengths[1:] else "invalid"
+
+    def is_valid(self, nsn: str) -> bool:
+        """`_number_type_helper(nsn) != UNKNOWN`: the general description (lengths and pattern), then
+        any one type's."""
+        return self.general_desc.matches(nsn) and any(desc.matches(nsn) for desc in self.types)
+
+
+class _Unsure(Exception):
+    """A step the fast path does not model: ask phonenumbers."""
+
+
+def _compile(pattern: str | None) -> re.Pattern[str] | None:
+    return re.compile(pattern) if pattern else None
+
+
+def _desc(desc: PhoneNumberDesc) -> _Desc:
+    return _Desc(frozenset(desc.possible_length), _compile(desc.national_number_pattern))
+
+
+@cache
+def _region(code: str) -> _Region | None:
+    """The region's compiled metadata; None when phonenumbers has none or it is one the fast path
+    does not model (no possible lengths)."""
+    meta = PhoneMetadata.metadata_for_region(code, None)
+    if meta is None or meta.country_code is None or meta.general_desc is None or not meta.general_desc.possible_length:
+        return None
+    general = meta.general_desc
+    # The order of _number_type_helper; mobile counts only where its pattern differs from fixed
+    # line's (where it is the same, fixed line has already answered).
+    descs = [
+        meta.premium_rate,
+        meta.toll_free,
+        meta.shared_cost,
+        meta.voip,
+        meta.personal_number,
+        meta.pager,
+        meta.uan,
+        meta.voicemail,
+        meta.fixed_line,
+    ]
+    if not meta.same_mobile_and_fixed_line_pattern:
+        descs.append(meta.mobile)
+    return _Region(
+        code=code,
+        country_code=meta.country_code,
+        cc_text=str(meta.country_code),
+        idd=_compile(meta.international_prefix),
+        national_prefix=_compile(meta.national_prefix_for_parsing),
+        prefix_transform=meta.national_prefix_transform_rule or None,
+        general=_compile(general.national_number_pattern),
+        lengths=tuple(general.possible_length),
+        local_lengths=frozenset(general.possible_length_local_only),
+        leading_digits=_compile(meta.leading_digits),
+        general_desc=_desc(general),
+        types=tuple(_desc(d) for d in descs if d is not None),
+    )
+
+
+def _sure_region(code: str) -> _Region:
+    region = _region(code)
+    if region is None:
+        raise _Unsure
+    return region
+
+
+def _strip_national_prefix(digits: str, region: _Region) -> str:
+    """`_maybe_strip_national_prefix_carrier_code`'s number: the prefix removed, or rewritten by
+    the region's transform rule when its last group took part (Argentina's 15, Guernsey's short
+    local numbers), unless that turns a number the general pattern fits into one it does not."""
+    if not digits or region.national_prefix is None:
+        return digits
+    match = region.national_prefix.match(digits)
+    if match is None:
+        return digits
+    groups = match.groups()
+    if region.prefix_transform is not None and not groups:
+        raise _Unsure  # phonenumbers would index a group that is not there
+    if region.prefix_transform is None or groups[-1] is None:
+        stripped = digits[match.end() :]
+    else:
+        stripped = region.national_prefix.sub(region.prefix_transform, digits, count=1)
+    if region.general_match(digits) and not region.general_match(stripped):
+        return digits
+    return stripped
+
+
+def _split_country_code(digits: str) -> tuple[int, str]:
+    """`_extract_country_code`: the shortest known code at the start, or none (0)."""
+    if not digits or digits[0] == "0":
+        return 0, digits
+    for size in range(1, min(len(digits), MAX_CC_DIGITS) + 1):
+        code = int(digits[:size])
+        if code in COUNTRY_CODE_TO_REGION_CODE:
+            return code, digits[size:]
+    return 0, digits
+
+
+def _international(digits: str) -> tuple[int, str]:
+    """After `+` or an IDD: too short or no known country code is a parse error (or, after `+`,
+    phonenumbers' retry without it): left to phonenumbers."""
+    if len(digits) <= MIN_NSN:
+        raise _Unsure
+    code, rest = _split_country_code(digits)
+    if code == 0:
+        raise _Unsure
+    return code, rest
+
+
+def _country_and_number(plus: bool, digits: str, default: _Region | None) -> tuple[int, str, _Region]:
+    """`_maybe_extract_country_code` and the metadata parse goes on with."""
+    if plus:
+        code, rest = _international(digits)
+    elif default is None:
+        raise _Unsure  # a national number with no region: phonenumbers says why
+    else:
+        code, rest = 0, digits
+        if default.idd is not None and (idd := default.idd.match(digits)) and digits[idd.end() : idd.end() + 1] != "0":
+            code, rest = _international(digits[idd.end() :])
+        elif digits.startswith(default.cc_text):
+            stripped = _strip_national_prefix(digits[len(default.cc_text) :], default)
+            if (not default.general_match(digits) and default.general_match(stripped)) or default.length_verdict(
+                digits
+            ) == "too_long":
+                code, rest = default.country_code, stripped
+        if code == 0:
+            return default.country_code, digits, default
+    regions = COUNTRY_CODE_TO_REGION_CODE[code]
+    if NON_GEO in regions:
+        raise _Unsure
+    return code, rest, _sure_region(regions[0])
+
+
+def _valid_somewhere(code: int, nsn: str) -> bool:
+    """`is_valid_number`: the region the number belongs to (the one region of its code, else the
+    first whose leading digits or patterns fit), then that region's patterns."""
+    regions = COUNTRY_CODE_TO_REGION_CODE[code]
+    if len(regions) == 1:
+        return _sure_region(regions[0]).is_valid(nsn)
+    for code_region in regions:
+        region = _region(code_region)
+        if region is None:
+            if PhoneMetadata.metadata_for_region(code_region, None) is not None:
+                raise _Unsure  # one phonenumbers would consult, that the fast path does not model
+            continue
+        if region.leading_digits is not None:
+            if region.leading_digits.match(nsn):
+                return region.is_valid(nsn)
+        elif region.is_valid(nsn):
+            return True
+    return False
+
+
+def _fast(value: str, region: str | None) -> str | None:
+    if len(value) > MAX_INPUT or (region is not None and region not in SUPPORTED_REGIONS):
+        return None
+    text = value.strip()
+    if text[:4].lower() == "tel:":
+        text = text[4:]
+    spelled = _SPELLING.fullmatch(text)
+    if spelled is None:
+        return None
+    digits = spelled[2].translate(_SEPARATORS)
+    if len(digits) < 3:  # phonenumbers' viability test: at least three digits
+        return None
+    default = _sure_region(region) if region is not None else None
+    code, national, metadata = _country_and_number(bool(spelled[1]), digits, default)
+    if len(national) < MIN_NSN:
+        return None
+    stripped = _strip_national_prefix(national, metadata)
+    if metadata.length_verdict(stripped) not in ("too_short", "local", "invalid"):
+        national = stripped
+    if not MIN_NSN <= len(national) <= MAX_NSN or not national.strip("0"):
+        return None
+    if not _valid_somewhere(code, national):
+        return None
+    return f"+{code}{national}"
+
+
+def fast_e164(value: str, region: str | None) -> str | None:
+    """The number in E.164 when `value` is a plain spelling of a number `phonenumbers` holds valid
+    (parsed with `region` as the default); None when `phonenumbers` must answer."""
+    try:
+        return _fast(value, region)
+    except _Unsure:
+        return None
