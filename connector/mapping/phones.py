@@ -39,19 +39,7 @@ NON_GEO = "001"
 # non-ASCII digits and a second `+` are all left to phonenumbers.
 _SPELLING = re.compile(r"[ (]*(\+?)([0-9 ().\-]*)")
 _SEPARATORS = str.maketrans("", "", " ().-")
-
-
-@dataclass(frozen=True, slots=True)
-class _Desc:
-    """A PhoneNumberDesc as `_is_number_matching_desc` reads it: lengths (empty: any), pattern."""
-
-    lengths: frozenset[int]
-    pattern: re.Pattern[str] | None
-
-    def matches(self, nsn: str) -> bool:
-        if self.lengths and len(nsn) not in self.lengths:
-            return False
-        return self.pattern is not None and self.pattern.fullmatch(nsn) is not None
+_BACK_REFERENCE = re.compile(r"\\[1-9]|\(\?P=")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +56,7 @@ class _Region:
     lengths: tuple[int, ...]
     local_lengths: frozenset[int]
     leading_digits: re.Pattern[str] | None
-    general_desc: _Desc
-    types: tuple[_Desc, ...]
+    typed: dict[int, re.Pattern[str]]
 
     def general_match(self, digits: str) -> bool:
         """`_match_national_number` on the general description: its pattern alone."""
@@ -89,9 +76,10 @@ class _Region:
         return "possible" if n in self.lengths[1:] else "invalid"
 
     def is_valid(self, nsn: str) -> bool:
-        """`_number_type_helper(nsn) != UNKNOWN`: the general description (lengths and pattern), then
-        any one type's."""
-        return self.general_desc.matches(nsn) and any(desc.matches(nsn) for desc in self.types)
+        """`_number_type_helper(nsn) != UNKNOWN`: the general description (a possible length, the
+        pattern), then any one type's (`typed`)."""
+        typed = self.typed.get(len(nsn))
+        return typed is not None and self.general_match(nsn) and typed.fullmatch(nsn) is not None
 
 
 class _Unsure(Exception):
@@ -102,14 +90,26 @@ def _compile(pattern: str | None) -> re.Pattern[str] | None:
     return re.compile(pattern) if pattern else None
 
 
-def _desc(desc: PhoneNumberDesc) -> _Desc:
-    return _Desc(frozenset(desc.possible_length), _compile(desc.national_number_pattern))
+def _typed(lengths: tuple[int, ...], descs: list[PhoneNumberDesc]) -> dict[int, re.Pattern[str]]:
+    """For each possible length, one pattern that matches a number of that length whole when one
+    of the types it can be matches it (`_is_number_matching_desc`: a type without lengths of its
+    own admits every length; a type without a pattern matches nothing)."""
+    typed: dict[int, re.Pattern[str]] = {}
+    for length in lengths:
+        patterns = [
+            d.national_number_pattern
+            for d in descs
+            if d.national_number_pattern and (not d.possible_length or length in d.possible_length)
+        ]
+        if patterns:
+            typed[length] = re.compile("|".join(f"(?:{p})" for p in patterns))
+    return typed
 
 
 @cache
 def _region(code: str) -> _Region | None:
     """The region's compiled metadata; None when phonenumbers has none or it is one the fast path
-    does not model (no possible lengths)."""
+    does not model (no possible lengths, or a type pattern with a back reference)."""
     meta = PhoneMetadata.metadata_for_region(code, None)
     if meta is None or meta.country_code is None or meta.general_desc is None or not meta.general_desc.possible_length:
         return None
@@ -129,6 +129,9 @@ def _region(code: str) -> _Region | None:
     ]
     if not meta.same_mobile_and_fixed_line_pattern:
         descs.append(meta.mobile)
+    present = [d for d in descs if d is not None]
+    if any(_BACK_REFERENCE.search(d.national_number_pattern or "") for d in present):
+        return None  # joined into one alternation, its group numbers would shift
     return _Region(
         code=code,
         country_code=meta.country_code,
@@ -140,8 +143,7 @@ def _region(code: str) -> _Region | None:
         lengths=tuple(general.possible_length),
         local_lengths=frozenset(general.possible_length_local_only),
         leading_digits=_compile(meta.leading_digits),
-        general_desc=_desc(general),
-        types=tuple(_desc(d) for d in descs if d is not None),
+        typed=_typed(tuple(general.possible_length), present),
     )
 
 
