@@ -5,7 +5,8 @@ same records, beside the steps the naive baseline also does, in one process and 
 
 CPU time (time.process_time: user + sys, so the ledger's fsyncs count) per record for: reading the
 CSV (the csv source; the baseline's csv.DictReader), mapping (the whole `Mapping.map`, and inside
-it the e164 phone transform and the PersonInput validation alone), serialising the payload, the
+it the e164 phone transform and the PersonInput validation alone; the transform again on the peers'
+mixed spellings, beside `phonenumbers` alone as the peers run it), serialising the payload, the
 ledger's enqueue, claim + settle (one transaction per batch of 100, as delivery runs it, with
 synchronous FULL; with --postgres-url, on PostgreSQL too), and matching a bulk response to the batch's members. What is not here is the
 HTTP exchange, asyncio, logging and start-up: the overhead benchmark's total less these stages.
@@ -25,6 +26,8 @@ from typing import Any, TypeVar
 import naive_post
 from csv_read import MAPPING, generate
 from harness import print_cpu_per_record
+from peers.contacts import phone as peer_phone
+from peers.phones import e164 as phonenumbers_e164
 
 from connector.api import BulkCaptureResult, PersonInput, encode_json
 from connector.delivery._boundary import Checker
@@ -122,6 +125,9 @@ def run(records: int = 30_000, postgres_url: str | None = None) -> dict[str, Any
         per_record("  of which: e164 phone transform", lambda: [phone(r.data["Phone"]) for r in read])
         dumped = [p.to_json_dict() for p in persons]  # type: ignore[union-attr]
         per_record("  of which: PersonInput validation", lambda: [PersonInput.model_validate(d) for d in dumped])
+        spelled = [peer_phone(i) for i in range(records)]
+        per_record("  e164 on the peers' five spellings", lambda: [phone(p) for p in spelled])
+        per_record("  the same by phonenumbers alone (no fast path)", lambda: [phonenumbers_e164(p) for p in spelled])
         per_record("serialise the payload (JSON text)", lambda: [encode_json(p.to_json_dict()) for p in persons])  # type: ignore[union-attr]
         mapped = [to_mapped(mapping, r) for r in read]
 
