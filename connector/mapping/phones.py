@@ -11,10 +11,9 @@ number patterns. Every rule comes from `phonenumbers`' metadata, compiled once p
 use, so a new `phonenumbers` release brings its data here too; nothing is a table of our own.
 
 It answers only when the number is valid and every step is one it models; anything else (another
-spelling, a non-geographic code, an invalid number) is
-None, and the caller asks `phonenumbers`. So its answer can only ever be the one `phonenumbers`
-gives: tests/mapping/test_phone_fast_path.py checks that over generated numbers of every region
-in every spelling.
+spelling, a non-geographic code, an invalid number) is None, and the caller asks `phonenumbers`,
+so every refusal and its reason are `phonenumbers`' own. tests/mapping/test_phone_fast_path.py
+holds each answer to `phonenumbers`' over generated numbers of every region in every spelling.
 """
 
 from __future__ import annotations
