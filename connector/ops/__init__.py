@@ -10,19 +10,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from ..control import Steered
 from ..loopback import HttpAddress, parse_address
 from ._fds import raise_open_files_limit
 
 if TYPE_CHECKING:
     from ..api.client import CaptureClient
     from ..config import Config
-    from ..control import Steered
     from ..health import DaemonHealth
     from ._server import OpsServer
 
 
-class Running(Protocol):
-    """Another integration's daemon in the same process (connector.scheduler.Daemon), served too."""
+class Running(Steered, Protocol):
+    """Another integration's daemon in the same process (connector.scheduler.Daemon), served too
+    (and steered: `POST /integrations/<name>/control/<command>`)."""
 
     @property
     def config(self) -> Config: ...
@@ -30,8 +31,6 @@ class Running(Protocol):
     def health(self) -> DaemonHealth: ...
     @property
     def client(self) -> CaptureClient: ...
-    @property
-    def paused(self) -> dict[str, float]: ...
 
 
 async def start_ops(
