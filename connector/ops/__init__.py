@@ -44,12 +44,21 @@ async def start_ops(
     """Listen on `address` on the running loop (raises OSError when it cannot) and serve until `stop()`.
     `control`: the daemon, steered by POST /control/<command> when `[daemon] control_token_file` is set;
     `more`: the other integrations the process runs, in /metrics, /readyz and the status page."""
+    import asyncio
+    import contextvars
+
+    import structlog
+
     from ._served import Served
     from ._server import OpsServer
 
     others = [Served(d.config, d.health, d.client, d) for d in more]
     server = OpsServer(address, config, health, client, control, more=others)
-    await server.start()
+    # The process's server, not the first integration's whose daemon starts it: its lines (and its
+    # requests' tasks) name no integration; a control request names the one it steers.
+    outside = contextvars.copy_context()
+    outside.run(structlog.contextvars.unbind_contextvars, "integration")
+    await asyncio.create_task(server.start(), context=outside)
     return server
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import hmac
 import json
 import socket
@@ -131,10 +130,7 @@ class OpsServer:
         self._server = _Uvicorn(config)
         for each in self.served:
             each.client.observers.append(each.metrics.observe)
-        # The process's server, not one integration's: its lines name none (a control request names its own)
-        outside = contextvars.copy_context()
-        outside.run(structlog.contextvars.unbind_contextvars, "integration")
-        self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="ops-http", context=outside)
+        self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="ops-http")
         # host and port apart: at INFO the log masks anything phone-like, a dotted address included
         log.info(
             "ops.serving",

@@ -2,7 +2,8 @@
 steered at the address of its status page, `POST /integrations/<name>/control/<command>`; the bare
 `/control/<command>` names none and is refused (409, naming them) rather than steering one of them.
 On a shared PostgreSQL ledger, a command for an integration this process stands by for reaches the
-daemon that leads it, in another process, through the ledger.
+daemon that leads it, in another process, through the ledger; a request whose NOTIFY was lost is
+still taken, on the leader's slow poll.
 
 Every daemon is a real `capture-sync run --http 127.0.0.1:0`; the token is `[daemon] control_token_file`
 of the first config, as with one integration."""
@@ -13,6 +14,7 @@ import json
 from pathlib import Path
 
 import httpx
+import psycopg
 
 from connector.control import daemon_state
 
@@ -123,6 +125,19 @@ def test_a_command_for_an_integration_this_process_stands_by_for_reaches_its_lea
     assert synced.status_code == 200 and synced.json()["exit_code"] == 0, synced.text
     assert ("sync", "ledger", led) in _requests(second.log)
     assert _post(second.url, "/control/state").status_code == 409
+
+    with psycopg.connect(postgres_ledger_url, autocommit=True) as conn:  # asked without a NOTIFY (lost)
+        request = conn.execute(
+            "INSERT INTO capture_sync_ha.requests (integration, command, args, asked_at) "
+            "VALUES (%s, 'state', '{}', now()) RETURNING id",
+            (led,),
+        ).fetchone()[0]
+
+    def answered() -> bool:
+        with psycopg.connect(postgres_ledger_url, autocommit=True) as conn:
+            return conn.execute("SELECT answer FROM capture_sync_ha.requests WHERE id = %s", (request,)).fetchone()[0]
+
+    second.poll(answered, "the leader's slow poll to take a request whose doorbell never rang")
 
     assert second.stop() == 0, second.log.read_text()
     assert first.stop() == 0, first.log.read_text()
