@@ -4,7 +4,7 @@ Retry-After sent), counted by sliding window, fixed window or token bucket; the 
 to capture-sync (`capture.rate_window_s` unset) unless --configured.
 
     .venv/bin/python benchmarks/rate_limited.py [--records 100000] [--only 1,10,60]
-        [--counting sliding,fixed,bucket] [--configured] [--shape burst|smooth]
+        [--counting sliding,fixed,bucket] [--configured] [--shape burst|smooth] [--ledger-url URL]
 
 Per scenario: the whole run's wall time (the `capture-sync sync` process from start to exit:
 start-up, reading the CSV, delivery), the best possible schedule beside it (the earliest the
@@ -19,6 +19,12 @@ a client that counts by window does not know of: its best schedule is shown as t
 A fixed window's best assumes its first reset a whole window after the first request; the
 sandbox's fixed windows start on its own clock, so a run may beat that (ratio under 1). With 720
 requests per 60 s, 20,000 rows (200 requests) never fill the window: that row measures CPU.
+
+Each scenario also gives the share of the ceiling it reached (records per second of the whole run,
+and of the delivery phase, over 1,200) and the sync's CPU per record (its own process: a PostgreSQL
+server's CPU is not in it). `--ledger-url postgresql://...` (an empty database) keeps the ledgers
+there, each scenario in a schema of its own; `make bench` runs the sliding windows on both engines
+in one run and prints them side by side (`run_all.py`, figure 1b).
 """
 
 from __future__ import annotations
@@ -28,11 +34,12 @@ import json
 import sqlite3
 import statistics
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from csv_read import generate
-from harness import capture_sync, delivered, sandbox, write_config
+from harness import capture_sync, sandbox, write_config
 
 from connector.sandbox.ratelimit import best_finish
 
@@ -51,7 +58,9 @@ def run_one(
     counting: str,
     configured: bool,
     shape: str,
+    ledger_url: str | None = None,
 ) -> dict[str, Any]:
+    """One scenario; its ledger in `folder`, or in the schema named after `folder` at `ledger_url`."""
     folder.mkdir()
     rate_limit = int(CEILING * window_s / BATCH)
     with sandbox(
@@ -62,15 +71,13 @@ def run_one(
         if not configured:
             lines = [line for line in lines if not line.startswith("rate_window_s")]
         lines.insert(lines.index("[capture]") + 1, f'rate_shape = "{shape}"')
+        if ledger_url is not None:
+            sqlite_path = f"path = {json.dumps(str(folder / 'ledger.sqlite3'))}"
+            lines = [f"url = {json.dumps(ledger_url)}" if line == sqlite_path else line for line in lines]
+            lines = [f'[integration]\nname = "{folder.name}"\n', *lines]
         config.write_text("\n".join(lines) + "\n")
         child = capture_sync("sync", config, api, folder / "connector.log")
-    taken = delivered(folder / "ledger.sqlite3")
-    with sqlite3.connect(folder / "ledger.sqlite3") as db:
-        attempts, limited, first, last = db.execute(
-            "SELECT count(*), coalesce(sum(status_code = 429), 0), min(started_at), max(started_at + latency_ms / 1000) "
-            "FROM attempts"
-        ).fetchone()
-        latencies = [ms for (ms,) in db.execute("SELECT latency_ms FROM attempts WHERE status_code <> 429")]
+    taken, attempts, limited, first, last, latencies = _ledger_figures(folder, ledger_url)
     service_s = max(statistics.median(latencies) / 1000, LATENCY_MS / 1000)
     if taken != records:
         raise RuntimeError(f"delivered {taken} of {records} records")
@@ -79,6 +86,7 @@ def run_one(
     ratio = child.wall_s / best
     share = limited / attempts
     return {
+        "engine": "postgresql" if ledger_url else "sqlite",
         "records": records,
         "window_s": window_s,
         "counting": counting,
@@ -94,18 +102,49 @@ def run_one(
         "requests": attempts,
         "answered_429": limited,
         "share_429": share,
+        "ceiling_share": records / child.wall_s / CEILING,
+        "delivery_ceiling_share": records / (last - first) / CEILING,
+        "cpu_us_per_record": child.per_record_us(records),
         "met": ratio <= RATIO_TARGET and (limited <= LEARNING_429 or share < SHARE_429_TARGET),
     }
+
+
+FIGURES = (
+    "SELECT count(*) FILTER (WHERE state IN ('captured', 'duplicate')) FROM entries",
+    "SELECT count(*), count(*) FILTER (WHERE status_code = 429), min(started_at), "
+    "max(started_at + latency_ms / 1000.0) FROM attempts",
+    "SELECT latency_ms FROM attempts WHERE status_code <> 429",
+)
+
+
+def _ledger_figures(folder: Path, ledger_url: str | None) -> tuple[int, int, int, float, float, list[float]]:
+    """From the scenario's ledger, on either engine: entries delivered (captured, or merged as a
+    duplicate); attempts, 429s, the first request's start and the last answer's end; the latencies."""
+    if ledger_url is None:
+        db: Any = sqlite3.connect(folder / "ledger.sqlite3")
+    else:
+        import psycopg
+
+        db = psycopg.connect(ledger_url, autocommit=True, options=f'-c search_path="{folder.name}"')
+    try:
+        (taken,) = db.execute(FIGURES[0]).fetchone()
+        attempts, limited, first, last = db.execute(FIGURES[1]).fetchone()
+        latencies = [float(ms) for (ms,) in db.execute(FIGURES[2]).fetchall()]
+    finally:
+        db.close()
+    return int(taken), int(attempts), int(limited), float(first), float(last), latencies
 
 
 def run(
     records: int = 20_000,
     windows: tuple[float, ...] = (1.0, 10.0, 60.0),
-    countings: tuple[str, ...] = COUNTINGS,
+    countings: Sequence[str] = COUNTINGS,
     configured: bool = False,
     shape: str = "burst",
+    ledger_url: str | None = None,
 ) -> dict[str, Any]:
-    """Each window under each counting, on one CSV of `records` rows."""
+    """Each window under each counting, on one CSV of `records` rows; the ledgers in SQLite files,
+    or (`ledger_url`, an empty database) in PostgreSQL, a schema per scenario."""
     scenarios = []
     with tempfile.TemporaryDirectory(prefix="capture-sync-bench-") as tmp:
         folder = Path(tmp)
@@ -114,8 +153,11 @@ def run(
         for window_s in windows:
             for counting in countings:
                 name = f"w{window_s:g}-{counting}"
-                scenarios.append(run_one(folder / name, csv_path, records, window_s, counting, configured, shape))
+                scenarios.append(
+                    run_one(folder / name, csv_path, records, window_s, counting, configured, shape, ledger_url)
+                )
     return {
+        "engine": "postgresql" if ledger_url else "sqlite",
         "records": records,
         "ceiling_persons_per_s": CEILING,
         "configured": configured,
@@ -129,7 +171,8 @@ def describe(s: dict[str, Any]) -> str:
     return (
         f"{s['records']:>7,} rows, {s['rate_limit']:>18}, {s['counting']:>7}: whole run {s['whole_run_s']:6.1f} s, "
         f"best {s['best_s']:6.1f} s (answers {s['service_ms']:.0f} ms), ratio {s['ratio']:.3f} (delivery phase {s['delivery_ratio']:.3f}); 429s {s['answered_429']} of {s['requests']} "
-        f"= {s['share_429']:.2%} ({'met' if s['met'] else 'NOT met'})"
+        f"= {s['share_429']:.2%} ({'met' if s['met'] else 'NOT met'}); {s['ceiling_share']:.0%} of the ceiling "
+        f"(delivery phase {s['delivery_ceiling_share']:.0%}), {s['cpu_us_per_record']:.0f} us CPU/record"
     )
 
 
@@ -140,12 +183,14 @@ def main() -> None:
     parser.add_argument("--counting", default=",".join(COUNTINGS), help="the sandbox's countings, comma-separated")
     parser.add_argument("--configured", action="store_true", help="tell capture-sync the window (rate_window_s)")
     parser.add_argument("--shape", default="burst", choices=("burst", "smooth"))
+    parser.add_argument("--ledger-url", help="an empty PostgreSQL database for the ledgers (default: SQLite files)")
     args = parser.parse_args()
     windows = tuple(float(w) for w in args.only.split(","))
-    r = run(args.records, windows, tuple(args.counting.split(",")), args.configured, args.shape)
+    r = run(args.records, windows, tuple(args.counting.split(",")), args.configured, args.shape, args.ledger_url)
     told = "configured" if args.configured else "unknown to capture-sync"
     print(
-        f"rate-limited sync, ceiling {CEILING:,.0f} persons/s, {LATENCY_MS} ms per answer, window {told}, "
+        f"rate-limited sync, ledger on {r['engine']}, ceiling {CEILING:,.0f} persons/s, {LATENCY_MS} ms per answer, "
+        f"window {told}, "
         f"shape {args.shape}; targets: ratio <= {RATIO_TARGET}, 429s <= {LEARNING_429} or < {SHARE_429_TARGET:.1%}"
     )
     for s in r["scenarios"]:

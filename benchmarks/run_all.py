@@ -1,6 +1,8 @@
 """The benchmarks of issues 7, 15 and 23 in one run: a table of figure, value, target and whether it is
-met, then the CPU per record of each pipeline stage (what figure 2 is made of), and every
-measurement in benchmarks/results.json.
+met, then the CPU per record of each pipeline stage (what figure 2 is made of, the ledger's stages on
+both engines), and every measurement in benchmarks/results.json. With PostgreSQL installed, figure 1's
+sliding windows run again with the ledger there (1b: the share of the ceiling and CPU per record of
+both engines side by side).
 
     .venv/bin/python benchmarks/run_all.py [--quick]     (`make bench`)
 
@@ -73,6 +75,7 @@ def rows(r: dict[str, Any]) -> list[Row]:
     mem = oh["memory"]
     return [
         *_rate_limited_rows(rl),
+        *_engines_rows(rl, r.get("rate_limited_pg")),
         Row(
             f"2. Overhead per record ({oh['records']:,} records, no rate limit)",
             f"connector {oh['connector_cpu_us_per_record']:,.0f} us CPU/record, {oh['connector_records_per_s']:,.0f} records/s; "
@@ -201,6 +204,40 @@ def _rate_limited_rows(rl: dict[str, Any]) -> list[Row]:
     return out
 
 
+def _engines_rows(rl: dict[str, Any], pg: dict[str, Any] | None) -> list[Row]:
+    """Figure 1b (issue 23): the sliding windows of figure 1 again with the ledger on PostgreSQL,
+    beside SQLite's from the same run: the share of the ceiling reached and the sync's CPU per record."""
+    if pg is None:
+        return [Row("1b. Rate-limited on PostgreSQL beside SQLite", "not measured: no PostgreSQL binaries", "", None)]
+    out = [
+        Row(
+            "1b. Rate-limited, ledger on PostgreSQL beside SQLite (sliding counting): share of the ceiling "
+            "over the whole run (delivery phase), the sync's CPU per record (the server's not in it)",
+            "",
+            "",
+            None,
+        )
+    ]
+    sqlite = {(s["window_s"], s["counting"]): s for s in rl["scenarios"]}
+    for p in pg["scenarios"]:
+        s = sqlite.get((p["window_s"], p["counting"]))
+        if s is None:
+            continue
+        out.append(
+            Row(
+                f"   {p['records']:,} records, {p['rate_limit']}",
+                " ; ".join(
+                    f"{name} {e['ceiling_share']:.0%} ({e['delivery_ceiling_share']:.0%}), "
+                    f"{e['cpu_us_per_record']:,.0f} us CPU/record"
+                    for name, e in (("SQLite", s), ("PostgreSQL", p))
+                ),
+                "(reported)",
+                None,
+            )
+        )
+    return out
+
+
 def render(table_rows: list[Row], console: Console) -> None:
     table = Table(title="capture-sync benchmarks (issue 7)")
     for column in ("figure", "value", "target", "met"):
@@ -253,6 +290,12 @@ def main() -> None:
     results["ledger"] = timed("ledger", lambda: ledger_bench.run(sizes["ledger"], "FULL"), console)
     with pg_server.throwaway_database(durable=True) as pg_url:  # None without PostgreSQL: SQLite alone
         results["stages"] = timed("CPU by stage", lambda: stages.run(sizes["stages"], pg_url), console)
+        if pg_url is not None:  # figure 1's sliding windows again, the ledgers in PostgreSQL (1b)
+            results["rate_limited_pg"] = timed(
+                "rate-limited throughput on PostgreSQL",
+                lambda: rate_limited.run(sizes["rate_limited"], countings=("sliding",), ledger_url=pg_url),
+                console,
+            )
     results["startup"] = timed("start-up", lambda: startup.run(sizes["resume"]), console)  # resume's ledger size
     results["snapshot"] = timed("snapshot mode", lambda: snapshot.run(sizes["snapshot"]), console)
     if pg_server.bindir() is not None:

@@ -5,7 +5,6 @@ sweeps' count that a standby or an unreadable ledger skips. Kept apart from the 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +20,6 @@ if TYPE_CHECKING:
     from .ledger import Ledger
 
 log = structlog.get_logger("capture_sync.daemon")
-REQUESTS_POLL_S = 0.5
 
 
 class Leading:
@@ -83,7 +81,8 @@ class Leading:
 
     async def _serve_requests(self) -> None:
         """While it leads: the operator commands asked through the database (`capture-sync pause`
-        and the others on any host), taken every half second, each run as its local socket runs it."""
+        and the others on any host), taken as soon as the asker's NOTIFY wakes it (and on a slow poll
+        besides), each run as its local socket runs it."""
         from .control import dispatch
 
         assert self.leadership is not None
@@ -97,14 +96,14 @@ class Leading:
             except LedgerError as exc:
                 log.warning("control.answer_failed", command=command, request=request, reason=str(exc))
 
-        while not halt.is_set():
-            try:
-                for request, command, args in await asyncio.to_thread(lease.requests):
-                    self._start(run(request, command, args))
-            except LedgerError as exc:
-                log.warning("control.requests_unread", reason=str(exc), then="asks again in 0.5 s")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(halt.wait(), REQUESTS_POLL_S)
+        async with lease.doorbell() as doorbell:  # LISTENing before the first look: no request passes unheard
+            while not halt.is_set():
+                try:
+                    for request, command, args in await asyncio.to_thread(lease.requests):
+                        self._start(run(request, command, args))
+                except LedgerError as exc:
+                    log.warning("control.requests_unread", reason=str(exc), then="asks again shortly")
+                await doorbell.rung(halt)
 
     def _lost(self, why: str) -> None:
         self._start(self._turn_control(False))

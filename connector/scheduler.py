@@ -40,14 +40,17 @@ import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
+from . import tracing
+from ._run import TAKE_WITHIN_S
 from .alerts import Alerts
 from .api import CaptureError, Unauthorized
 from .control import DaemonStopping
 from .daemon_lead import Leading
 from .delivery import RunReport, SourceJob, preflight, replay, sync
+from .exit_codes import ExitCode
 from .health import CREDENTIALS, SWEEP, DaemonHealth
 from .health import STALLED_RETRY as STALLED
-from .ledger import LedgerFenced
+from .ledger import LedgerError, LedgerFenced
 from .ops import raise_open_files_limit
 from .problems import ConfigProblem
 from .schedule import schedule_trigger
@@ -274,6 +277,22 @@ class Daemon(Leading):
                     self._start(self.sync_source(src.job))
         return lifted, dict(self.paused)
 
+    def leader_elsewhere(self) -> Callable[[str, dict[str, Any]], dict[str, Any]] | None:
+        """While this daemon stands by for its integration: how to ask the daemon that leads it (the
+        HTTP control of a process running several integrations, `control.steer`), through the
+        shared ledger, waiting as the CLI does; a request nobody takes is an answer saying so (exit 4)."""
+        if self.leadership is None or self.leadership.leads:
+            return None
+        ledger = self.ledger
+
+        def ask(command: str, args: dict[str, Any]) -> dict[str, Any]:
+            try:
+                return ledger.ask_leader(command, args, TAKE_WITHIN_S)
+            except LedgerError as exc:
+                return {"ok": False, "command": command, "error": str(exc), "exit_code": int(ExitCode.UNSETTLED)}
+
+        return ask
+
     def _refused(self, reason: str, **context: Any) -> None:
         if self.health.auth_failed is None:
             log.error(
@@ -384,7 +403,11 @@ class Daemon(Leading):
 
     async def serve(self) -> int:
         """Until SIGTERM/SIGINT (or failed authentication): 0 on a clean stop, 3 on bad credentials.
-        A config problem raises ConfigProblem before anything is read or sent."""
+        A config problem raises ConfigProblem before anything is read or sent. Every line logged for
+        this integration's work (its passes, deliveries, lease, control) carries `integration=`: the
+        process may run several, each serving in its own task."""
+        structlog.contextvars.bind_contextvars(integration=self.config.integration_name)
+        tracing.name_integration(self.config.path.stem)  # its spans too, not the last client made's
         open_files = raise_open_files_limit()  # before any client of the endpoint can take one
         found = await asyncio.to_thread(preflight, self.config.jobs())
         if found.config_problems:

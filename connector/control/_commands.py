@@ -7,10 +7,14 @@ ledger and take the lock too, so that when `pause` answers, no pass of what it p
 `state` takes no lock: it answers at once, even while a long pass runs. Every answer holds
 `exit_code`: the code the work would have given had the command run by itself (a sync's or
 replay's RunReport; 0 for pause, resume and state).
+
+`steer` is what a process serving several integrations calls: `dispatch` on the integration's
+daemon when it leads, else the request goes through the shared ledger to the daemon that does.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -34,6 +38,10 @@ class Steered(Protocol):
     async def replay_now(self, include_failed: bool) -> RunReport: ...
     async def pause(self, source: str | None) -> dict[str, float]: ...
     async def resume(self, source: str | None) -> tuple[list[str], dict[str, float]]: ...
+    def leader_elsewhere(self) -> Callable[[str, dict[str, Any]], Answer] | None:
+        """None while this daemon leads its integration (or runs it alone); else a blocking call that
+        asks the daemon leading it, through the shared ledger, and returns its answer."""
+        ...
 
 
 class DaemonStopping(Exception):
@@ -135,3 +143,17 @@ async def dispatch(daemon: Steered, name: str, args: Any) -> Answer:
             "error": f"{type(exc).__name__}: {exc}",
             "exit_code": int(exit_code_for(exc)),
         }
+
+
+async def steer(daemon: Steered, name: str, args: Any) -> Answer:
+    """Run one request for `daemon`'s integration wherever it is led: on `daemon` when it leads, else
+    (it stands by on a shared PostgreSQL ledger) by the daemon that leads it, through the database,
+    as `capture-sync pause` from another host reaches it. Never raises, as `dispatch`."""
+    ask = daemon.leader_elsewhere()
+    if ask is None:
+        return await dispatch(daemon, name, args)
+    try:
+        check_request(name, args)
+    except BadRequest as exc:
+        return {"ok": False, "command": name, "error": str(exc), "exit_code": int(ExitCode.USAGE)}
+    return await asyncio.to_thread(ask, name, args)

@@ -230,6 +230,13 @@ class Lease:
         with self.store.connection() as conn:
             _requests.answer(conn, request, reply)
 
+    def doorbell(self) -> Any:
+        """What wakes the leader at once when a request for this integration is asked (an async
+        context manager: `_requests.Doorbell`)."""
+        from . import _requests
+
+        return _requests.Doorbell(self.store.target, self.integration)
+
     def release(self) -> None:
         """A clean stop: drop the lease and end it in the database, so a standby takes over at once."""
         fence: Fence = self.store.fence

@@ -10,19 +10,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from ..control import Steered
 from ..loopback import HttpAddress, parse_address
 from ._fds import raise_open_files_limit
 
 if TYPE_CHECKING:
     from ..api.client import CaptureClient
     from ..config import Config
-    from ..control import Steered
     from ..health import DaemonHealth
     from ._server import OpsServer
 
 
-class Running(Protocol):
-    """Another integration's daemon in the same process (connector.scheduler.Daemon), served too."""
+class Running(Steered, Protocol):
+    """Another integration's daemon in the same process (connector.scheduler.Daemon), served too
+    (and steered: `POST /integrations/<name>/control/<command>`)."""
 
     @property
     def config(self) -> Config: ...
@@ -30,8 +31,6 @@ class Running(Protocol):
     def health(self) -> DaemonHealth: ...
     @property
     def client(self) -> CaptureClient: ...
-    @property
-    def paused(self) -> dict[str, float]: ...
 
 
 async def start_ops(
@@ -45,12 +44,21 @@ async def start_ops(
     """Listen on `address` on the running loop (raises OSError when it cannot) and serve until `stop()`.
     `control`: the daemon, steered by POST /control/<command> when `[daemon] control_token_file` is set;
     `more`: the other integrations the process runs, in /metrics, /readyz and the status page."""
+    import asyncio
+    import contextvars
+
+    import structlog
+
     from ._served import Served
     from ._server import OpsServer
 
     others = [Served(d.config, d.health, d.client, d) for d in more]
     server = OpsServer(address, config, health, client, control, more=others)
-    await server.start()
+    # The process's server, not the first integration's whose daemon starts it: its lines (and its
+    # requests' tasks) name no integration; a control request names the one it steers.
+    outside = contextvars.copy_context()
+    outside.run(structlog.contextvars.unbind_contextvars, "integration")
+    await asyncio.create_task(server.start(), context=outside)
     return server
 
 

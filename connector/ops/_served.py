@@ -21,16 +21,16 @@ if TYPE_CHECKING:
     from ..config import Config
     from ..control import Steered
     from ..health import DaemonHealth
-    from . import Running
 
 MAX_SNAPSHOT_AGE_S = 5.0
 
 
 class Served:
-    """`control`: the daemon running this integration, for the page's paused sources."""
+    """`control`: the daemon running this integration, for the page's paused sources and the HTTP
+    control (`POST /integrations/<name>/control/<command>`)."""
 
     def __init__(
-        self, config: Config, health: DaemonHealth, client: CaptureClient, control: Running | Steered | None = None
+        self, config: Config, health: DaemonHealth, client: CaptureClient, control: Steered | None = None
     ) -> None:
         self.config, self.health, self.client, self.control = config, health, client, control
         self.name = config.integration_name

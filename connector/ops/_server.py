@@ -12,6 +12,13 @@ Reads are open. Writes exist only when `[daemon] control_token_file` is set: `PO
 with a JSON body of arguments runs a command of connector.control's table (the one the socket and
 the CLI use) once `Authorization: Bearer <token>` matches, compared in constant time; a missing or
 wrong token is 401 and nothing is done. Without the file every POST is 405, as before.
+
+A process running several integrations is steered one integration at a time, at the address of its
+status page: `POST /integrations/<name>/control/<command>`. There the bare `/control/<command>` is
+409 naming the integrations: no command silently picks one (a `sync` answers one run report, a
+`pause` of a source names a source of one config). Where the process stands by for the integration
+(another daemon leads it over a shared PostgreSQL ledger), the command goes to that daemon through
+the ledger (`control.steer`), as the CLI's does from another host.
 """
 
 from __future__ import annotations
@@ -77,8 +84,8 @@ class OpsServer:
         control: Steered | None = None,
         more: Sequence[Served] = (),
     ) -> None:
-        """The first integration's config sets the address's limits and the control token (POST
-        /control/<command> steers its daemon); `more`: the other integrations the process runs."""
+        """The first integration's config sets the address's limits and the control token (which
+        steers every integration of the process); `more`: the other integrations the process runs."""
         self.address, self.config, self.health, self.control = address, config, health, control
         self.token = config.control_token() if control is not None else None  # ConfigProblem when unusable
         self.first = Served(config, health, client, control)
@@ -129,7 +136,13 @@ class OpsServer:
             "ops.serving",
             host=self.bound.host,
             port=self.bound.port,
-            endpoints=["/metrics", "/healthz", "/readyz", "/", *([f"POST {CONTROL}<command>"] if self.token else [])],
+            endpoints=[
+                "/metrics",
+                "/healthz",
+                "/readyz",
+                "/",
+                *([f"POST {self._control_route()}"] if self.token else []),
+            ],
             max_connections=limits.max_connections,
             header_timeout_s=limits.header_timeout_s,
         )
@@ -193,8 +206,8 @@ class OpsServer:
                 b"text/plain; charset=utf-8",
             )
         path = scope["path"]
-        if scope["method"] == "POST" and self.token is not None and path.startswith(CONTROL):
-            return await self._control(scope, receive, send, path[len(CONTROL) :])
+        if scope["method"] == "POST" and self.token is not None and (route := self._control_path(path)) is not None:
+            return await self._control(scope, receive, send, *route)
         if scope["method"] not in ("GET", "HEAD"):
             return await _reply(send, 405, b"only GET\n", b"text/plain; charset=utf-8", [(b"allow", b"GET, HEAD")])
         try:
@@ -246,11 +259,41 @@ class OpsServer:
         found = next((each for each in self.served if each.name == name), None)
         return await found.page() if found is not None else None
 
-    async def _control(self, scope: Scope, receive: Callable[[], Awaitable[Any]], send: Send, name: str) -> None:
-        """POST /control/<command>: the token first (401, nothing read or done), then the body."""
-        from ..control import COMMANDS, BadRequest, check_request, dispatch
+    def _control_route(self) -> str:
+        """The control's address as the log and the 409 name it."""
+        return f"{CONTROL}<command>" if len(self.served) == 1 else f"{INTEGRATION_PAGE}<name>{CONTROL}<command>"
 
-        assert self.token is not None and self.control is not None
+    def _control_path(self, path: str) -> tuple[str | None, str] | None:
+        """(integration, command) of a control address; None: not one. The integration is None for
+        the bare /control/<command>, which names none."""
+        if path.startswith(CONTROL):
+            return None, path[len(CONTROL) :]
+        name, found, command = path[len(INTEGRATION_PAGE) :].partition(CONTROL)
+        if path.startswith(INTEGRATION_PAGE) and found:
+            return unquote(name), command
+        return None
+
+    def _steered(self, integration: str | None) -> tuple[Served | None, str]:
+        """The integration a control request steers, or None and why not (a 404 or a 409)."""
+        names = ", ".join(each.name for each in self.served)
+        if integration is None:
+            if len(self.served) == 1:
+                return self.first, ""
+            return None, (
+                f"this process runs several integrations ({names}): steer one with "
+                f"POST {INTEGRATION_PAGE}<name>{CONTROL}<command>"
+            )
+        found = next((each for each in self.served if each.name == integration), None)
+        return found, "" if found else f"no integration {integration!r} here (this process runs: {names})"
+
+    async def _control(
+        self, scope: Scope, receive: Callable[[], Awaitable[Any]], send: Send, integration: str | None, name: str
+    ) -> None:
+        """POST [/integrations/<name>]/control/<command>: the token first (401, nothing read or done),
+        then which integration (404, 409), then the body."""
+        from ..control import COMMANDS, BadRequest, check_request, steer
+
+        assert self.token is not None
         given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
         scheme, _, token = given.partition(b" ")
         if scheme.lower() != b"bearer" or not hmac.compare_digest(token.strip(), self.token.encode()):
@@ -261,6 +304,11 @@ class OpsServer:
                 {"ok": False, "error": "a valid `Authorization: Bearer <token>` is needed"},
                 [(b"www-authenticate", b"Bearer")],
             )
+        served, why = self._steered(integration)
+        if served is None or served.control is None:
+            status = 409 if integration is None else 404
+            listed = [each.name for each in self.served]
+            return await _json(send, status, {"ok": False, "error": why, "integrations": listed, "exit_code": 2})
         body = await _body(receive)
         try:
             if body is None:
@@ -270,8 +318,9 @@ class OpsServer:
         except (BadRequest, ValueError) as exc:
             status = 404 if name not in COMMANDS else 400
             return await _json(send, status, {"ok": False, "error": str(exc), "exit_code": 2})
-        log.info("control.request", command=name, args=args, via="http")
-        answer = await dispatch(self.control, name, args)
+        with structlog.contextvars.bound_contextvars(integration=served.name):
+            log.info("control.request", command=name, args=args, via="http")
+            answer = await steer(served.control, name, args)
         await _json(send, 200, answer)
 
 

@@ -109,3 +109,12 @@ def test_a_copy_to_the_other_engine_holds_everything_and_sends_nothing_again(
                     again = ledger.claim(Claim(100))
                     assert again is not None and (again.key, again.body) == (open_batch.key, open_batch.body)
                     assert ledger.start_run("sync") == run + 1, "ids continue after the copied ones"
+
+
+def test_the_backlog_a_streaming_sync_counts_is_counted_on_both_engines(ledger_target: str | Path) -> None:
+    """`backlog`: pending entries above an id, up to a limit (PostgreSQL 15 wants its subquery named)."""
+    with Ledger(ledger_target) as ledger:
+        ledger.enqueue("crm", "m", [person(i) for i in range(30)], None)
+        assert ledger.backlog(0, 10) == 10
+        assert ledger.backlog(0, 100) == 30
+        assert ledger.backlog(ledger.last_entry_id(), 100) == 0

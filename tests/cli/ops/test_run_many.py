@@ -1,5 +1,6 @@
 """`run -c a.toml -c b.toml` and `run --configs DIR`: several integrations in one process, each with
-its own API client, sources, schedule and ledger; both deliver, and SIGTERM stops them together (exit 0)."""
+its own API client, sources, schedule and ledger; both deliver, each naming itself on every line it
+logs, and SIGTERM stops them together (exit 0)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,21 @@ def _assert_each_delivered(kit, configs: list[Path]) -> None:
         assert status["by_state"]["captured"] == 4  # each its own ledger
 
 
+def _assert_lines_name_their_integration(log: Path) -> None:
+    """Every line of an integration's work (its daemon, its control socket, its deliveries) says
+    which (`integration=`, a structlog context field): two integrations log into one stream."""
+    events = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    work = [
+        e for e in events if e["logger"] in ("capture_sync.daemon", "capture_sync.delivery", "capture_sync.control")
+    ]
+    unnamed = [e for e in work if "integration" not in e and e["event"] != "stop requested"]  # the process's signal
+    assert not unnamed, unnamed
+    for event in ("daemon started", "control.listening", "batch.settled", "run.finished", "daemon stopped"):
+        assert {e["integration"] for e in work if e["event"] == event} == {"crm-eu", "crm-us"}, event
+    served = next(e for e in events if e["event"] == "ops.serving")
+    assert "integration" not in served  # the process's server, for both
+
+
 def test_one_process_runs_two_integrations_and_serves_both(kit, sandbox, start_daemon, tmp_path: Path) -> None:
     configs = _two_integrations(kit, sandbox, tmp_path)
     daemon = start_daemon(configs[0], "-c", str(configs[1]))
@@ -47,6 +63,7 @@ def test_one_process_runs_two_integrations_and_serves_both(kit, sandbox, start_d
     assert "crm-us" in daemon.get("/integrations/crm-us").text
     assert daemon.get("/integrations/nobody").status_code == 404
     assert daemon.stop() == 0, daemon.log.read_text()
+    _assert_lines_name_their_integration(daemon.log)
 
     twice = kit.run("run", "-c", str(configs[0]), "-c", str(configs[0]))
     assert twice.code == 2 and "name the same integration" in twice.stderr, twice.stderr
