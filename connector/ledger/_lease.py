@@ -7,8 +7,11 @@ a lease. A daemon takes a lease that is free or expired (token + 1), renews it w
 and gives it up on a clean stop (expired at once, so a standby takes over on its next try).
 
 Fencing: a leading daemon's every ledger write checks, in its own transaction, that the lease row
-still names it with its token and has not expired (`FENCE`, `FOR SHARE`: a takeover's UPDATE of the
-row waits for that write to commit, so every write under token T is in before T+1 exists). A daemon
+still names it with its token and has not expired (`FENCE`, `FOR KEY SHARE`: a takeover locks the
+row `FOR UPDATE` first, which waits for that write to commit, so every write under token T is in
+before T+1 exists). A renewal (an UPDATE of the expiry alone, a `FOR NO KEY UPDATE` lock) does not
+wait for the writes in hand: under load a settle may take seconds, and a renewal queued behind it
+would come late and cost the lease for nothing. A daemon
 that lost its lease (paused, partitioned) therefore records nothing after the lease passed:
 `LedgerFenced`. `lease_history` keeps each takeover (integration, holder, token, when) for audits
 and for the failover tests' oracle.
@@ -36,7 +39,7 @@ CREATE = [
 ]
 FENCE = (
     f"SELECT 1 FROM {SCHEMA}.leases WHERE integration = %s AND holder = %s AND token = %s AND expires_at > now() "
-    "FOR SHARE"
+    "FOR KEY SHARE"
 )
 
 
@@ -138,7 +141,12 @@ def release(conn: Any, fence: Fence) -> None:
 def share(conn: Any, holder: str, lease_s: float) -> tuple[int, int, int]:
     """A heartbeat of `holder` (alive for lease_s), then what balancing needs: how many leases
     `holder` has live, the fair share (integrations over live daemons, rounded up), and the fewest
-    live leases of any live daemon."""
+    live leases of any live daemon.
+
+    Only what is live counts: a daemon whose heartbeat expired (killed, stopped, partitioned) is not
+    one to share with, and an integration counts while it is led or its lease ended less than
+    `lease_s` ago (a standby takes an expired lease within lease_s / 3; a lease row nobody took for
+    longer is an integration no live daemon runs any more, removed from the configs)."""
     conn.execute(
         f"INSERT INTO {SCHEMA}.daemons (holder, expires_at) VALUES (%s, now() + make_interval(secs => %s)) "
         "ON CONFLICT (holder) DO UPDATE SET expires_at = excluded.expires_at",
@@ -149,11 +157,17 @@ def share(conn: Any, holder: str, lease_s: float) -> tuple[int, int, int]:
         f"held AS (SELECT l.holder, count(x.integration) AS n FROM live l LEFT JOIN {SCHEMA}.leases x "
         "ON x.holder = l.holder AND x.expires_at > now() GROUP BY l.holder) "
         "SELECT coalesce((SELECT n FROM held WHERE holder = %s), 0), "
-        f"ceil((SELECT count(*) FROM {SCHEMA}.leases)::numeric / greatest((SELECT count(*) FROM live), 1))::int, "
+        f"ceil((SELECT count(*) FROM {SCHEMA}.leases WHERE expires_at > now() - make_interval(secs => %s))::numeric "
+        "/ greatest((SELECT count(*) FROM live), 1))::int, "
         "coalesce((SELECT min(n) FROM held), 0)",
-        (holder,),
+        (holder, lease_s),
     ).fetchone()
     return int(mine), int(fair), int(fewest)
+
+
+def forget(conn: Any, holder: str) -> None:
+    """A clean stop: `holder` is no longer a live daemon (the others' shares count without it now)."""
+    conn.execute(f"DELETE FROM {SCHEMA}.daemons WHERE holder = %s", (holder,))
 
 
 def live_holder(conn: Any, integration: str) -> str | None:
@@ -216,6 +230,11 @@ class Lease:
         """(leases this daemon holds, the fair share, the fewest any live daemon holds); a heartbeat."""
         with self.store.connection() as conn:
             return share(conn, self.holder, self.lease_s)
+
+    def forget(self) -> None:
+        """This daemon stops: off the live daemons at once."""
+        with self.store.connection() as conn:
+            forget(conn, self.holder)
 
     def requests(self) -> list[tuple[int, str, dict[str, Any]]]:
         """Operator commands asked through the database for this integration, now taken by this daemon."""

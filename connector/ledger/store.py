@@ -137,7 +137,7 @@ class Ledger:
         """Pending entries newer than `after_id`, counted up to `limit` (the (state, id) index
         answers it without touching the rest of the ledger)."""
         return self._read(
-            "SELECT count(*) FROM (SELECT 1 FROM entries WHERE state = 'pending' AND id > ? LIMIT ?)",
+            "SELECT count(*) FROM (SELECT 1 FROM entries WHERE state = 'pending' AND id > ? LIMIT ?) AS backlog",
             (after_id, limit),
         )[0][0]
 
