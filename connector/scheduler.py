@@ -167,6 +167,9 @@ class Daemon(Leading):
                 )
             return report
         except LedgerFenced as exc:  # the lease passed while this pass ran: nothing more of it is recorded or sent
+            log.warning(
+                "lease.fenced", run=what, reason=str(exc), then="the next leader resends it under its same keys"
+            )
             if self.leadership is not None and term is not None:
                 self.leadership.lost(str(exc), term)
             if operator:
