@@ -6,6 +6,8 @@ run` daemons as subprocesses.
   work in flight and pending): the first stops, lets its requests in hand settle, releases, and the
   second takes the lease and resumes the integration's work at once, well within lease_s, not after
   the lease would have expired; every person is captured once.
+- A write held up in the database for longer than lease_s: the leader's renewals go on beside it
+  and it keeps its lease (before, the renewal waited for that write and the lease was lost).
 - A zombie leader (SIGSTOPped with a request in hand for longer than lease_s, while a standby takes
   over, then SIGCONTed with no other daemon alive): the sandbox receives nothing from it until it
   takes the lease again under a new term, and the ledger refuses the write it still attempts.
@@ -19,6 +21,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -212,3 +215,43 @@ def test_a_zombie_leader_sends_nothing_after_its_lease_passed_and_its_write_is_r
         if line.startswith("{") and '"lease.fenced"' in line
     ]
     assert any("has passed from this daemon" in e["reason"] for e in fenced), "the ledger refused no write"
+
+
+def test_a_write_held_up_in_the_database_does_not_cost_the_leader_its_lease(
+    kit, sandbox_factory, tmp_path: Path, postgres_ledger_url: str
+) -> None:
+    """A settle that takes long (here: the ledger's entries locked by another session for longer
+    than lease_s) holds the lease row's fence lock all along; the leader's renewals go on beside it,
+    so the lease stays with the leader (one term) and no standby has to wait out its expiry."""
+    sandbox = sandbox_factory(faults=Faults(latency_s=0.2))
+    url = postgres_ledger_url
+    args = integrations(kit, sandbox, tmp_path, url, ("alpha",))
+    leader = start(kit, args, tmp_path / "leader.log")
+    try:
+        poll(lambda: holder_pid(url, "alpha") == leader.pid, "the daemon to lead")
+        poll(lambda: count(url, "alpha", "state = 'captured'"), "the first batch settled")
+        with psycopg.connect(url) as blocker:  # one transaction until the block ends
+            blocker.execute('LOCK TABLE "alpha".entries IN EXCLUSIVE MODE')  # reads go on, writes wait
+            poll(
+                lambda: query(
+                    url,
+                    "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE entries%%'",
+                ),
+                "a write of the leader held up",
+            )
+            ((expires,),) = query(url, "SELECT expires_at FROM capture_sync_ha.leases WHERE integration = 'alpha'")
+            poll(
+                lambda: query(
+                    url,
+                    "SELECT 1 FROM capture_sync_ha.leases WHERE integration = 'alpha' AND expires_at > %s",
+                    (expires + timedelta(seconds=LEASE_S),),
+                ),
+                "the lease renewed past the moment it would have expired",
+                3 * LEASE_S,
+            )
+        poll(lambda: len(sandbox.store.captures()) == ROWS, "every person captured")
+    finally:
+        stop([leader])
+    captured_once(sandbox, ROWS)
+    assert query(url, "SELECT token FROM capture_sync_ha.lease_history") == [(1,)]
+    assert '"lease.lost"' not in (tmp_path / "leader.log").read_text().split('"stop requested"')[0]
