@@ -19,7 +19,7 @@ wrote ahead and never settled go again under their same keys, then the entries i
 A hand-off to balance the integrations is the leader's own choice, so it stops first and releases
 after: the passes halt (no batch is claimed any more), the requests in hand are answered and settled
 under the lease still held, the send gate closes, and only then does the lease end in the database.
-The next standby to try takes it at once (within `lease_s / 3`), with nothing left in flight.
+The next standby to try takes it at once (standbys try every second), with nothing left in flight.
 
 The lease's statements run on a thread of their own: a renewal must never wait in the queue of the
 default executor behind the passes' reads and settles (it would come late, and the lease be lost
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("capture_sync.lease")
 
 DEFAULT_LEASE_S = 15.0
+STANDBY_TRY_S = 1.0  # a standby looks this often (at most) for a lease released or expired
 T = TypeVar("T")
 
 
@@ -98,7 +99,11 @@ class Leadership:
     def __init__(self, lease: Lease, lease_s: float) -> None:
         self.lease, self.lease_s = lease, lease_s
         self.margin_s = max(lease_s / 5, 0.5)  # stop this much before the database may hand the lease over
-        self.period_s = lease_s / 3  # renew (or try to take) this often
+        self.period_s = lease_s / 3  # renew this often (and write the heartbeat)
+        # A standby tries more often: a lease handed back is taken within a second, not a period.
+        # A try on a lease another daemon holds is one plain read, which no write of the leader waits for.
+        self.try_s = min(self.period_s, STANDBY_TRY_S)
+        self._beat_at = -float("inf")  # monotonic: the last heartbeat written
         self.deadline = 0.0  # monotonic: nothing is sent from here on unless renewed
         self.role = Role()
         self.halt = asyncio.Event()  # the passes of the term in hand stop on it
@@ -130,9 +135,10 @@ class Leadership:
             )
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Take or renew the lease every `period_s` until `close`. Once `stop` is set the passes halt
-        and no lease is taken any more, but the one held is still renewed while the passes in hand
-        finish and record their answers (a clean stop loses no settle to the fence)."""
+        """Renew the lease every `period_s` (a standby: try to take it every `try_s`) until `close`.
+        Once `stop` is set the passes halt and no lease is taken any more, but the one held is still
+        renewed while the passes in hand finish and record their answers (a clean stop loses no
+        settle to the fence)."""
         while not self._closed.is_set():
             if stop.is_set():
                 self.halt.set()
@@ -141,7 +147,8 @@ class Leadership:
             waits = [asyncio.ensure_future(e.wait()) for e in (self._closed, stop) if not e.is_set()] or [
                 asyncio.ensure_future(self._closed.wait())
             ]
-            _, pending = await asyncio.wait(waits, timeout=self.period_s, return_when=asyncio.FIRST_COMPLETED)
+            every = self.period_s if self.leads else self.try_s
+            _, pending = await asyncio.wait(waits, timeout=every, return_when=asyncio.FIRST_COMPLETED)
             for waiter in pending:
                 waiter.cancel()
 
@@ -181,11 +188,12 @@ class Leadership:
                 token = self.role.token if held else None
                 if held and await self._hand_back():
                     return
-            elif asked_at < self._resting_until:
-                await self._db(self.lease.share)  # the heartbeat only
-                return
             else:
-                await self._db(self.lease.share)  # a heartbeat: the leaders count this daemon as live
+                if asked_at - self._beat_at >= self.period_s:  # a heartbeat: the leaders count this daemon live
+                    await self._db(self.lease.share)
+                    self._beat_at = asked_at
+                if asked_at < self._resting_until:  # handed back for balance: left to another for a while
+                    return
                 token = await self._db(self.lease.take)
         except LedgerError as exc:
             if self.leads:
@@ -213,7 +221,7 @@ class Leadership:
 
     async def _hand_back(self) -> bool:
         """Balance: a daemon holding more than its share while another live daemon holds at least two
-        fewer hands one lease back (the other takes it within lease_s / 3). True when it did.
+        fewer hands one lease back (the other takes it within `try_s`). True when it did.
 
         It stops before it releases: the passes halt, the requests in hand are answered and settled
         under the lease still held (for at most the time left before the deadline, less the margin),

@@ -91,6 +91,13 @@ def take(conn: Any, integration: str, holder: str, lease_s: float, daemon_lock: 
 
 
 def _take(conn: Any, integration: str, holder: str, lease_s: float, daemon_lock: tuple[int, int]) -> int | None:
+    # A standby's try on a lease another daemon holds: one plain read. Locking the row first would
+    # wait for the leader's writes in hand, and hold up the next ones behind that wait.
+    seen = conn.execute(
+        f"SELECT holder <> %s AND expires_at > now() FROM {SCHEMA}.leases WHERE integration = %s", (holder, integration)
+    ).fetchone()
+    if seen is not None and seen[0]:
+        return None  # another daemon leads it
     if not conn.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", daemon_lock).fetchone()[0]:
         return None  # a one-shot sync or replay is writing this integration's ledger
     conn.execute("SET LOCAL lock_timeout = '1s'")
@@ -145,7 +152,7 @@ def share(conn: Any, holder: str, lease_s: float) -> tuple[int, int, int]:
 
     Only what is live counts: a daemon whose heartbeat expired (killed, stopped, partitioned) is not
     one to share with, and an integration counts while it is led or its lease ended less than
-    `lease_s` ago (a standby takes an expired lease within lease_s / 3; a lease row nobody took for
+    `lease_s` ago (a standby takes an expired lease within a second; a lease row nobody took for
     longer is an integration no live daemon runs any more, removed from the configs)."""
     conn.execute(
         f"INSERT INTO {SCHEMA}.daemons (holder, expires_at) VALUES (%s, now() + make_interval(secs => %s)) "
