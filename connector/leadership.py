@@ -220,15 +220,17 @@ class Leadership:
             self.on_gain(token)
 
     async def _hand_back(self) -> bool:
-        """Balance: a daemon holding more than its share while another live daemon holds at least two
-        fewer hands one lease back (the other takes it within `try_s`). True when it did.
+        """Balance: a daemon leading at least two more integrations than another live daemon that
+        runs this one hands this lease back (the other takes it within `try_s`): never to a daemon
+        that does not run it, and never back and forth (the taker then leads no more than the giver).
+        True when it did.
 
         It stops before it releases: the passes halt, the requests in hand are answered and settled
         under the lease still held (for at most the time left before the deadline, less the margin),
         the send gate closes, and then the lease ends. What a request cut off at that bound left open
         goes again under its same key with the next leader's first sweep."""
         mine, fair, fewest = await self._db(self.lease.share)
-        if not (mine > fair or mine - fewest >= 2) or not BALANCER.may_release(self.period_s):
+        if mine - fewest < 2 or not BALANCER.may_release(self.period_s):
             return False
         self._resting_until = time.monotonic() + 3 * self.period_s
         self.halt.set()

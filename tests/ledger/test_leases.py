@@ -111,7 +111,7 @@ def test_the_fair_share_counts_live_daemons_and_live_integrations_only(postgres_
         Ledger(postgres_ledger_url, integration="crm-b") as b_ledger,
     ):
         a, also_a = a_ledger.lease("daemon-a", 30), b_ledger.lease("daemon-a", 30)
-        standby = a_ledger.lease("daemon-b", 30)
+        standby = a_ledger.lease("daemon-b", 30)  # runs crm-a
         assert a.take() == 1 and also_a.take() == 1  # daemon-a leads both
         standby.share()  # daemon-b's heartbeat: alive, leading nothing
         with psycopg.connect(postgres_ledger_url, autocommit=True) as conn:  # what a dead daemon left
@@ -123,6 +123,23 @@ def test_the_fair_share_counts_live_daemons_and_live_integrations_only(postgres_
         assert a.share() == (2, 1, 0)  # leads 2; share: 2 integrations over 2 live daemons; b leads 0
         standby.forget()  # daemon-b stops cleanly
         assert a.share() == (2, 2, 2)  # alone now: both are its share
+
+
+def test_a_lease_is_handed_back_only_to_a_daemon_that_runs_the_integration(postgres_ledger_url: str) -> None:
+    """daemon-b is alive and leads nothing, but runs only crm-c: daemon-a, leading crm-a and crm-b,
+    has nobody to hand them to (a lease handed back would stay untaken, then come back, again and
+    again); once daemon-b runs crm-a too, crm-a may go to it."""
+    with (
+        Ledger(postgres_ledger_url, integration="crm-a") as a_ledger,
+        Ledger(postgres_ledger_url, integration="crm-b") as b_ledger,
+        Ledger(postgres_ledger_url, integration="crm-c") as c_ledger,
+    ):
+        a, also_a = a_ledger.lease("daemon-a", 30), b_ledger.lease("daemon-a", 30)
+        assert a.take() == 1 and also_a.take() == 1
+        c_ledger.lease("daemon-b", 30).share()  # daemon-b's heartbeat, for crm-c alone
+        assert a.share() == (2, 1, 2) and also_a.share() == (2, 1, 2)  # nobody else runs crm-a or crm-b
+        a_ledger.lease("daemon-b", 30).share()  # daemon-b runs crm-a too
+        assert a.share() == (2, 1, 0) and also_a.share() == (2, 1, 2)
 
 
 async def test_a_leader_past_its_local_deadline_sends_nothing_and_stands_by(postgres_ledger_url: str) -> None:
