@@ -11,9 +11,8 @@ still names it with its token and has not expired (`FENCE`, `FOR KEY SHARE`: a t
 row `FOR UPDATE` first, which waits for that write to commit, so every write under token T is in
 before T+1 exists). A renewal (an UPDATE of the expiry alone, a `FOR NO KEY UPDATE` lock) does not
 wait for the writes in hand: under load a settle may take seconds, and a renewal queued behind it
-would come late and cost the lease for nothing. A daemon
-that lost its lease (paused, partitioned) therefore records nothing after the lease passed:
-`LedgerFenced`. `lease_history` keeps each takeover (integration, holder, token, when) for audits
+would come late and cost the lease for nothing. A daemon that lost its lease (paused, partitioned)
+therefore records nothing after the lease passed: `LedgerFenced`. `lease_history` keeps each takeover (integration, holder, token, when) for audits
 and for the failover tests' oracle.
 
 A one-shot command (`sync`, `replay`, a repair) on an integration that a daemon leads is refused:
