@@ -186,8 +186,10 @@ class Leadership:
             if self.leads:
                 held = await self._db(self.lease.renew)
                 token = self.role.token if held else None
-                if held and await self._hand_back():
-                    return
+                if held:
+                    self._extend(asked_at + self.lease_s - self.margin_s)  # a hand-off winds down within it
+                    if await self._hand_back():
+                        return
             else:
                 if asked_at - self._beat_at >= self.period_s:  # a heartbeat: the leaders count this daemon live
                     await self._db(self.lease.share)
