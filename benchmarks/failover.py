@@ -6,7 +6,8 @@ integration's next Capture request is measured (the request's start as the ledge
     .venv/bin/python benchmarks/failover.py [--kills 8] [--lease-s 3]      (also in `make bench`)
 
 The bound it is held to is the design's: the lease runs out (lease_s after the last renewal, at most
-lease_s after the kill), then a standby's next try (every lease_s / 3) takes it and sweeps at once.
+lease_s after the kill), then a standby's next try (every second, or lease_s / 3 if shorter) takes it and
+sweeps at once.
 """
 
 from __future__ import annotations

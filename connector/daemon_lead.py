@@ -30,6 +30,7 @@ class Leading:
     paused: dict[str, float]
     _control: ControlServer | None
     _control_turn: asyncio.Lock
+    _one_at_a_time: asyncio.Lock
 
     def _start(self, coro: Awaitable[Any]) -> None: ...
     async def sweep(self) -> None: ...
@@ -107,3 +108,11 @@ class Leading:
 
     def _lost(self, why: str) -> None:
         self._start(self._turn_control(False))
+
+    async def _wind_down(self, within_s: float) -> None:
+        """Before a hand-off (the passes already told to halt): wait, at most `within_s`, for the pass
+        in hand to end, its requests answered and settled under the lease still held, so that the
+        next leader finds nothing in flight. Passes queued behind it see the halt and do nothing."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(within_s), self._one_at_a_time:
+                pass

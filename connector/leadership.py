@@ -14,20 +14,31 @@ stand in the way of a zombie leader, each enough for the ledger's own guarantees
 - the ledger's write check (`LedgerFenced`): a write after the lease passed is refused wholly.
 
 On taking the lease, the new leader's first pass is the retry sweep: the batches the old leader
-wrote ahead and never settled go again under their same keys.
+wrote ahead and never settled go again under their same keys, then the entries it left pending.
+
+A hand-off to balance the integrations is the leader's own choice, so it stops first and releases
+after: the passes halt (no batch is claimed any more), the requests in hand are answered and settled
+under the lease still held, the send gate closes, and only then does the lease end in the database.
+The next standby to try takes it at once (standbys try every second), with nothing left in flight.
+
+The lease's statements run on a thread of their own: a renewal must never wait in the queue of the
+default executor behind the passes' reads and settles (it would come late, and the lease be lost
+under load for no fault of the daemon).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import secrets
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import structlog
 
@@ -39,6 +50,12 @@ if TYPE_CHECKING:
 log = structlog.get_logger("capture_sync.lease")
 
 DEFAULT_LEASE_S = 15.0
+STANDBY_TRY_S = 1.0  # a standby looks this often (at most) for a lease released or expired
+T = TypeVar("T")
+
+
+async def _nothing_in_hand(within_s: float) -> None:
+    """What a leadership without a daemon winds down before a hand-off: nothing."""
 
 
 @functools.cache
@@ -82,7 +99,11 @@ class Leadership:
     def __init__(self, lease: Lease, lease_s: float) -> None:
         self.lease, self.lease_s = lease, lease_s
         self.margin_s = max(lease_s / 5, 0.5)  # stop this much before the database may hand the lease over
-        self.period_s = lease_s / 3  # renew (or try to take) this often
+        self.period_s = lease_s / 3  # renew this often (and write the heartbeat)
+        # A standby tries more often: a lease handed back is taken within a second, not a period.
+        # A try on a lease another daemon holds is one plain read, which no write of the leader waits for.
+        self.try_s = min(self.period_s, STANDBY_TRY_S)
+        self._beat_at = -float("inf")  # monotonic: the last heartbeat written
         self.deadline = 0.0  # monotonic: nothing is sent from here on unless renewed
         self.role = Role()
         self.halt = asyncio.Event()  # the passes of the term in hand stop on it
@@ -90,8 +111,12 @@ class Leadership:
         self._timer: asyncio.TimerHandle | None = None
         self._closed = asyncio.Event()
         self._resting_until = 0.0  # after handing the lease back for balance: leave it to another daemon
+        self._round_in_hand = asyncio.Lock()  # `close` waits for a round in hand: no lease taken after it
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"lease-{lease.integration}")
         self.on_gain: Callable[[int], None] = lambda token: None
         self.on_loss: Callable[[str], None] = lambda why: None
+        # Before a hand-off: wait (at most the seconds given) for the passes in hand to stop on `halt`.
+        self.on_yield: Callable[[float], Awaitable[None]] = _nothing_in_hand
 
     @property
     def holder(self) -> str:
@@ -110,9 +135,10 @@ class Leadership:
             )
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Take or renew the lease every `period_s` until `close`. Once `stop` is set the passes halt
-        and no lease is taken any more, but the one held is still renewed while the passes in hand
-        finish and record their answers (a clean stop loses no settle to the fence)."""
+        """Renew the lease every `period_s` (a standby: try to take it every `try_s`) until `close`.
+        Once `stop` is set the passes halt and no lease is taken any more, but the one held is still
+        renewed while the passes in hand finish and record their answers (a clean stop loses no
+        settle to the fence)."""
         while not self._closed.is_set():
             if stop.is_set():
                 self.halt.set()
@@ -121,34 +147,56 @@ class Leadership:
             waits = [asyncio.ensure_future(e.wait()) for e in (self._closed, stop) if not e.is_set()] or [
                 asyncio.ensure_future(self._closed.wait())
             ]
-            _, pending = await asyncio.wait(waits, timeout=self.period_s, return_when=asyncio.FIRST_COMPLETED)
+            every = self.period_s if self.leads else self.try_s
+            _, pending = await asyncio.wait(waits, timeout=every, return_when=asyncio.FIRST_COMPLETED)
             for waiter in pending:
                 waiter.cancel()
 
     async def close(self) -> None:
-        """The daemon has wound down: end the lease now (a standby takes over at once), write no more."""
+        """The daemon has wound down: end the lease now (a standby takes over at once), write no more,
+        and take this daemon off the live ones (the others' shares are counted without it at once)."""
         self._closed.set()
-        if self.leads:
-            try:
-                await asyncio.to_thread(self.lease.release)
-            except LedgerError as exc:  # the database is gone: the lease expires by itself
-                log.warning("lease.release_failed", integration=self.lease.integration, reason=str(exc))
+        async with self._round_in_hand:
+            if self.leads:
+                self.deadline = 0.0
+                await self._release()
+            with contextlib.suppress(LedgerError):  # unreachable: its heartbeat expires by itself
+                await self._db(self.lease.forget)
         self._lose("the daemon stops")
+        self._thread.shutdown(wait=False)
+
+    async def _db(self, call: Callable[[], T]) -> T:
+        """A lease statement, on the lease's own thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._thread, call)
+
+    async def _release(self) -> None:
+        try:
+            await self._db(self.lease.release)
+        except LedgerError as exc:  # the database is gone: the lease expires by itself
+            log.warning("lease.release_failed", integration=self.lease.integration, reason=str(exc))
 
     async def _round(self) -> None:
+        async with self._round_in_hand:
+            if not self._closed.is_set():
+                await self._try()
+
+    async def _try(self) -> None:
         asked_at = time.monotonic()
         try:
             if self.leads:
-                held = await asyncio.to_thread(self.lease.renew)
+                held = await self._db(self.lease.renew)
                 token = self.role.token if held else None
-                if held and await self._hand_back():
-                    return
-            elif asked_at < self._resting_until:
-                await asyncio.to_thread(self.lease.share)  # the heartbeat only
-                return
+                if held:
+                    self._extend(asked_at + self.lease_s - self.margin_s)  # a hand-off winds down within it
+                    if await self._hand_back():
+                        return
             else:
-                await asyncio.to_thread(self.lease.share)  # a heartbeat: the leaders count this daemon as live
-                token = await asyncio.to_thread(self.lease.take)
+                if asked_at - self._beat_at >= self.period_s:  # a heartbeat: the leaders count this daemon live
+                    await self._db(self.lease.share)
+                    self._beat_at = asked_at
+                if asked_at < self._resting_until:  # handed back for balance: left to another for a while
+                    return
+                token = await self._db(self.lease.take)
         except LedgerError as exc:
             if self.leads:
                 log.warning(
@@ -174,13 +222,25 @@ class Leadership:
             self.on_gain(token)
 
     async def _hand_back(self) -> bool:
-        """Balance: a daemon holding more than its share while another live daemon holds at least two
-        fewer hands one lease back (the other takes it within lease_s / 3). True when it did."""
-        mine, fair, fewest = await asyncio.to_thread(self.lease.share)
-        if not (mine > fair or mine - fewest >= 2) or not BALANCER.may_release(self.period_s):
+        """Balance: a daemon leading at least two more integrations than another live daemon that
+        runs this one hands this lease back (the other takes it within `try_s`): never to a daemon
+        that does not run it, and never back and forth (the taker then leads no more than the giver).
+        True when it did.
+
+        It stops before it releases: the passes halt, the requests in hand are answered and settled
+        under the lease still held (for at most the time left before the deadline, less the margin),
+        the send gate closes, and then the lease ends. What a request cut off at that bound left open
+        goes again under its same key with the next leader's first sweep."""
+        mine, fair, fewest = await self._db(self.lease.share)
+        if mine - fewest < 2 or not BALANCER.may_release(self.period_s):
             return False
         self._resting_until = time.monotonic() + 3 * self.period_s
-        await asyncio.to_thread(self.lease.release)
+        self.halt.set()
+        await self.on_yield(max(self.deadline - time.monotonic() - self.margin_s, 0.0))
+        if not self.leads:  # the deadline passed meanwhile: already stood down
+            return True
+        self.deadline = 0.0  # nothing more is sent; then the database hears of it
+        await self._release()
         log.info(
             "lease.handed_back",
             integration=self.lease.integration,
@@ -204,9 +264,12 @@ class Leadership:
         if self.leads and time.monotonic() >= self.deadline:
             self._lose("the lease was not renewed in time")
 
-    def lost(self, why: str) -> None:
-        """A write was fenced (or a send refused): the lease passed while this daemon led."""
-        self._lose(why)
+    def lost(self, why: str, term: asyncio.Event) -> None:
+        """A write was fenced (or a send refused) in a pass of the term that `term` (the `halt` it
+        ran under) ended: the lease passed while this daemon led. A pass of an earlier term, cut off
+        after this daemon took the lease again, says nothing about the term in hand."""
+        if term is self.halt:
+            self._lose(why)
 
     def _lose(self, why: str) -> None:
         self.deadline = 0.0

@@ -109,7 +109,7 @@ class Daemon(Leading):
         self._control_turn = asyncio.Lock()
         if leadership is not None:
             client.send_gate = leadership.gate
-            leadership.on_gain, leadership.on_loss = self._gained, self._lost
+            leadership.on_gain, leadership.on_loss, leadership.on_yield = self._gained, self._lost, self._wind_down
             self.health.roles = lambda: {config.integration_name: asdict(leadership.role)}
 
     async def _pass(
@@ -136,6 +136,7 @@ class Daemon(Leading):
                 )
             return None
         self._running.add(task)
+        term: asyncio.Event | None = None
         try:
             if self.health.auth_failed and not await self.check_credentials("pass"):
                 if operator:
@@ -143,9 +144,12 @@ class Daemon(Leading):
                 self.health.skipped(name)
                 return None  # nothing is sent under refused credentials; said once, when they were refused
             async with self._one_at_a_time:
-                if self.stop.is_set() or (self.leadership is not None and not self.leadership.leads):
+                term = self._halt  # stopping, standing by, or handing the lease on: no pass starts
+                if term.is_set():
                     if operator:
-                        raise DaemonStopping("the daemon is stopping or lost its lease: run the command again")
+                        raise DaemonStopping(
+                            "the daemon is stopping or its lease passed to another: run the command again"
+                        )
                     return None
                 if not operator and self._held(name):
                     log.info(
@@ -166,8 +170,11 @@ class Daemon(Leading):
                 )
             return report
         except LedgerFenced as exc:  # the lease passed while this pass ran: nothing more of it is recorded or sent
-            if self.leadership is not None:
-                self.leadership.lost(str(exc))
+            log.warning(
+                "lease.fenced", run=what, reason=str(exc), then="the next leader resends it under its same keys"
+            )
+            if self.leadership is not None and term is not None:
+                self.leadership.lost(str(exc), term)
             if operator:
                 raise DaemonStopping(str(exc)) from None
         except (

@@ -24,13 +24,14 @@ def expire(url: str, integration: str) -> None:
         conn.execute("UPDATE capture_sync_ha.leases SET expires_at = now() WHERE integration = %s", (integration,))
 
 
-def waiting_for_a_lock(url: str) -> None:
+def waiting_for_a_lock(url: str, statement: str) -> None:
     deadline = time.monotonic() + 30
     with psycopg.connect(url, autocommit=True) as conn:
         while not conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE capture_sync_ha.leases%%'"
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
+            (statement + "%",),
         ).fetchone()[0]:
-            assert time.monotonic() < deadline, "the lease update never waited for the write"
+            assert time.monotonic() < deadline, f"{statement!r} never waited for the write"
             time.sleep(0.02)
 
 
@@ -76,8 +77,10 @@ def test_a_one_shot_command_is_refused_while_a_daemon_leads(postgres_ledger_url:
         assert lease.take() is None
 
 
-def test_a_takeover_waits_for_the_write_in_hand(postgres_ledger_url: str) -> None:
-    """The fence is read FOR SHARE in the write's transaction: the takeover commits after it."""
+def test_a_takeover_waits_for_the_write_in_hand_and_a_renewal_does_not(postgres_ledger_url: str) -> None:
+    """The fence is read FOR KEY SHARE in the write's transaction: a takeover (which locks the row
+    FOR UPDATE) commits after that write; the leader's own renewal (an UPDATE of the expiry) does
+    not wait for it, so a slow settle never makes a renewal late."""
     with (
         Ledger(postgres_ledger_url, integration="crm") as a_ledger,
         Ledger(postgres_ledger_url, integration="crm") as b_ledger,
@@ -88,16 +91,55 @@ def test_a_takeover_waits_for_the_write_in_hand(postgres_ledger_url: str) -> Non
         took: list[int | None] = []
         with store.write(None) as db:  # a's write, fence checked, not yet committed
             db.execute("INSERT INTO pauses (source, since) VALUES (?, ?)", ("signups", 1.0))
-            expire_thread = threading.Thread(target=expire, args=(postgres_ledger_url, "crm"))
-            expire_thread.start()
-            waiting_for_a_lock(postgres_ledger_url)  # expiring the lease waits for the write that checked it
-            assert expire_thread.is_alive()
+            assert a.renew()  # at once, the write in hand or not (on this very thread)
+            expire(postgres_ledger_url, "crm")  # then a is paused past its lease
             taker = threading.Thread(target=lambda: took.append(b_ledger.lease("daemon-b", 30).take()))
-        expire_thread.join()
-        taker.start()
+            taker.start()
+            waiting_for_a_lock(postgres_ledger_url, "SELECT holder, token, expires_at")  # the takeover waits
+            assert taker.is_alive() and not took
         taker.join()
         assert took == [2]
         assert a_ledger.paused() == {"signups": 1.0}  # a's write went in wholly, before the takeover
+
+
+def test_the_fair_share_counts_live_daemons_and_live_integrations_only(postgres_ledger_url: str) -> None:
+    """Balancing divides the integrations someone runs over the daemons alive now: a daemon whose
+    heartbeat expired and a lease row nobody has taken for longer than lease_s count for nothing,
+    and a daemon that stopped cleanly is off the live ones at once."""
+    with (
+        Ledger(postgres_ledger_url, integration="crm-a") as a_ledger,
+        Ledger(postgres_ledger_url, integration="crm-b") as b_ledger,
+    ):
+        a, also_a = a_ledger.lease("daemon-a", 30), b_ledger.lease("daemon-a", 30)
+        standby = a_ledger.lease("daemon-b", 30)  # runs crm-a
+        assert a.take() == 1 and also_a.take() == 1  # daemon-a leads both
+        standby.share()  # daemon-b's heartbeat: alive, leading nothing
+        with psycopg.connect(postgres_ledger_url, autocommit=True) as conn:  # what a dead daemon left
+            conn.execute("INSERT INTO capture_sync_ha.daemons VALUES ('daemon-dead', now() - interval '1 hour')")
+            conn.execute(
+                "INSERT INTO capture_sync_ha.leases VALUES ('crm-gone', 'daemon-dead', 4, "
+                "now() - interval '1 hour', now() - interval '2 hours')"
+            )
+        assert a.share() == (2, 1, 0)  # leads 2; share: 2 integrations over 2 live daemons; b leads 0
+        standby.forget()  # daemon-b stops cleanly
+        assert a.share() == (2, 2, 2)  # alone now: both are its share
+
+
+def test_a_lease_is_handed_back_only_to_a_daemon_that_runs_the_integration(postgres_ledger_url: str) -> None:
+    """daemon-b is alive and leads nothing, but runs only crm-c: daemon-a, leading crm-a and crm-b,
+    has nobody to hand them to (a lease handed back would stay untaken, then come back, again and
+    again); once daemon-b runs crm-a too, crm-a may go to it."""
+    with (
+        Ledger(postgres_ledger_url, integration="crm-a") as a_ledger,
+        Ledger(postgres_ledger_url, integration="crm-b") as b_ledger,
+        Ledger(postgres_ledger_url, integration="crm-c") as c_ledger,
+    ):
+        a, also_a = a_ledger.lease("daemon-a", 30), b_ledger.lease("daemon-a", 30)
+        assert a.take() == 1 and also_a.take() == 1
+        c_ledger.lease("daemon-b", 30).share()  # daemon-b's heartbeat, for crm-c alone
+        assert a.share() == (2, 1, 2) and also_a.share() == (2, 1, 2)  # nobody else runs crm-a or crm-b
+        a_ledger.lease("daemon-b", 30).share()  # daemon-b runs crm-a too
+        assert a.share() == (2, 1, 0) and also_a.share() == (2, 1, 2)
 
 
 async def test_a_leader_past_its_local_deadline_sends_nothing_and_stands_by(postgres_ledger_url: str) -> None:
