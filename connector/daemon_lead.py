@@ -5,6 +5,7 @@ sweeps' count that a standby or an unreadable ledger skips. Kept apart from the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
