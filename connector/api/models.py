@@ -100,16 +100,24 @@ class PersonInput(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _no_nulls(cls, data: Any) -> Any:
-        # The schema types these fields as strings: an explicit null is not "absent".
+        # The schema types these fields as strings: an explicit null is not "absent". A loop of
+        # identity tests first: every record passes here, and hardly any holds a null.
         if isinstance(data, dict):
-            nulls = [k for k, v in data.items() if v is None and k in cls.model_fields]
-            if nulls:
-                raise PydanticCustomError(
-                    "null_field",
-                    "{fields} must not be null (leave the field out instead)",
-                    {"fields": ", ".join(f"`{k}`" for k in nulls)},
-                )
+            for value in data.values():
+                if value is None:
+                    cls._refuse_nulls(data)
+                    break
         return data
+
+    @classmethod
+    def _refuse_nulls(cls, data: dict[Any, Any]) -> None:
+        nulls = [k for k, v in data.items() if v is None and k in cls.model_fields]
+        if nulls:
+            raise PydanticCustomError(
+                "null_field",
+                "{fields} must not be null (leave the field out instead)",
+                {"fields": ", ".join(f"`{k}`" for k in nulls)},
+            )
 
     @model_validator(mode="after")
     def _rules_a_and_b(self) -> PersonInput:
