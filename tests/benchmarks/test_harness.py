@@ -43,7 +43,7 @@ def test_the_quick_benchmark_run_measures_every_figure_and_the_stages(tmp_path):
     stages = results["stages"]["cpu_us_per_record"]
     with_postgres = "not measured (no PostgreSQL binaries" not in done.stdout
     assert with_postgres or os.environ.get("CI", "").lower() not in ("true", "1"), ".ci/run installs PostgreSQL"
-    assert len(stages) == (16 if with_postgres else 14) and all(us > 0 for us in stages.values())
+    assert len(stages) == (17 if with_postgres else 15) and all(us > 0 for us in stages.values())
     assert results["snapshot"]["rows"] == 10_000
     assert not with_postgres or len(results["failover"]["failover_s"]) == 2
     assert not with_postgres or results["ha_throughput"]["persons"] == 4 * 300
