@@ -263,9 +263,10 @@ def encode_json(payload: Any) -> bytes:
 
     Its bytes are a person's content as the ledger hashes it (`keys.content_hash`), so they are fixed
     for good: they are `json.dumps(ensure_ascii=False)` without spaces, whichever encoder makes them.
-    pydantic-core's compiled `to_json` makes the same bytes at a sixth of the cost for every value
-    but floats (it writes 1e-07 as 1e-7), so it takes payloads of exact str, int, bool, None, dict
-    and list only, and `json.dumps` the rest (tests/api/test_encode_json.py holds the property)."""
+    pydantic-core's compiled `to_json` makes the same bytes for every value but floats (it writes
+    1e-07 as 1e-7), so it takes payloads of exact str, int, bool, None, dict and list only, and
+    `json.dumps` the rest (tests/api/test_encode_json.py holds the property). Check and encoding
+    together cost half of `json.dumps` on a person (stages.py, "serialise the payload")."""
     try:
         plain = _floatless(payload)
     except RecursionError:  # nested deeper than the interpreter walks, or a cycle: json.dumps says which

@@ -106,6 +106,25 @@ def test_what_json_dumps_refuses_or_rewrites_it_still_does(payload: Any) -> None
         assert encode_json(payload) == expected
 
 
+def nested(depth: int) -> Any:
+    value: Any = "deep"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("depth", [300, 900, 5000])
+def test_deep_nesting_is_encoded_or_refused_as_json_dumps_does(depth: int) -> None:
+    payload = {"name": "N", "custom_fields": {"deep": nested(depth)}}
+    try:
+        expected = before(payload)
+    except RecursionError:
+        with pytest.raises(RecursionError):
+            encode_json(payload)
+    else:
+        assert encode_json(payload) == expected
+
+
 def test_a_cycle_is_the_error_json_dumps_raises() -> None:
     cycle: list[Any] = []
     cycle.append(cycle)
