@@ -26,7 +26,7 @@ from .rejects import RejectsFeed
 from .report import RunReport
 
 if TYPE_CHECKING:
-    from ..mapping import Mapping, Rejection
+    from ..mapping import Mapping
 
 LOGGER = "capture_sync.delivery"
 log = structlog.get_logger(LOGGER)
@@ -44,13 +44,7 @@ class NoProgress:
 
 
 def to_mapped(mapping: Mapping, record: Record, raw_digest: str | None = None) -> Mapped:
-    return _as_mapped(record, mapping.map_noting(record.data), raw_digest)
-
-
-def _as_mapped(
-    record: Record, mapped: tuple[PersonInput | Rejection, tuple[str, ...]], raw_digest: str | None
-) -> Mapped:
-    result, notes = mapped
+    result, notes = mapping.map_noting(record.data)
     if isinstance(result, PersonInput):
         payload = encode_json(result.to_json_dict()).decode("utf-8")
         return Mapped(record.id, payload=payload, reasons=notes, order=record.order, raw_digest=raw_digest)
@@ -98,29 +92,16 @@ def record_id(item: Record | BadRecord) -> str:
 def entry(mapping: Mapping, item: Record | BadRecord, report: RunReport, raw: str | None = None) -> Mapped:
     """A record as the ledger keeps it; a rejection's reasons are counted for the summary (a bad
     record's without its position, so that alike ones add up)."""
-    return entries(mapping, [(item, raw)], report)[0]
-
-
-def entries(
-    mapping: Mapping, items: Sequence[tuple[Record | BadRecord, str | None]], report: RunReport
-) -> list[Mapped]:
-    """`entry` for each (item, raw digest), the records mapped in one call: the mapper validates
-    them a chunk at a time (`Mapping.map_many`)."""
-    results = iter(mapping.map_many([item.data for item, _ in items if isinstance(item, Record)]))
-    out: list[Mapped] = []
-    for item, raw in items:
-        if isinstance(item, BadRecord):
-            report.rejection_reasons[item.reason] += 1
-            shown = None if item.raw is None else _shown_record(item.raw)
-            out.append(Mapped(record_id(item), raw=shown, reasons=(f"{item.where}: {item.reason}",)))
-            continue
-        mapped = _as_mapped(item, next(results), raw)
-        if mapped.payload is None:
-            report.rejection_reasons.update(mapped.reasons)
-            if item.where:
-                mapped = replace(mapped, reasons=tuple(f"{item.where}: {reason}" for reason in mapped.reasons))
-        out.append(mapped)
-    return out
+    if isinstance(item, BadRecord):
+        report.rejection_reasons[item.reason] += 1
+        shown = None if item.raw is None else _shown_record(item.raw)
+        return Mapped(record_id(item), raw=shown, reasons=(f"{item.where}: {item.reason}",))
+    mapped = to_mapped(mapping, item, raw)
+    if mapped.payload is None:
+        report.rejection_reasons.update(mapped.reasons)
+        if item.where:
+            return replace(mapped, reasons=tuple(f"{item.where}: {reason}" for reason in mapped.reasons))
+    return mapped
 
 
 def read_source(ledger: Ledger, job: SourceJob, report: RunReport) -> Iterator[Item]:
@@ -298,12 +279,12 @@ def _changed(
     raws = [raw_digest(version, item) if isinstance(item, Record) else None for item in chunk]
     wanted = list(dict.fromkeys(record_id(item) for item, raw in zip(chunk, raws, strict=True) if raw is not None))
     known = ledger.raw_digests(job.name, wanted) if wanted else {}
-    todo: list[tuple[Record | BadRecord, str | None]] = []
+    mapped: list[Mapped] = []
     touched: set[str] = set()
     for item, raw in zip(chunk, raws, strict=True):
         rid = record_id(item)
         if raw is not None and rid not in touched and known.get(rid) == raw:
             continue
         touched.add(rid)
-        todo.append((item, raw))
-    return entries(job.mapping, todo, report), len(chunk) - len(todo)
+        mapped.append(entry(job.mapping, item, report, raw))
+    return mapped, len(chunk) - len(mapped)

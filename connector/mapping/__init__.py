@@ -19,12 +19,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from ..api.models import PersonInput, explain
 from ..plugins import import_object
@@ -121,30 +121,6 @@ class Mapping:
         """The person or the rejection, and the notes on fields dropped by `on_error = "drop"`
         (kept beside the payload). Never raises: a problem with any field becomes a reason naming
         that field; a rejection's reasons include the drops, and its notes are empty."""
-        return self.map_many([data])[0]
-
-    def map_many(self, records: Sequence[dict[str, Any]]) -> list[tuple[PersonInput | Rejection, tuple[str, ...]]]:
-        """`map_noting` for each of `records`, validated a chunk at a time: pydantic-core loops over
-        the chunk's persons in one call (stages.py: less CPU per record than a call each). A person it
-        refuses is validated again alone, where a refused field that drops is left out."""
-        prepared = [self._prepare(data) for data in records]
-        persons = [clean for clean, _ in prepared if not isinstance(clean, Rejection)]
-        checked = iter(CHUNK_VALIDATOR.validate_python(persons) if persons else ())
-        out: list[tuple[PersonInput | Rejection, tuple[str, ...]]] = []
-        for clean, problems in prepared:
-            if isinstance(clean, Rejection):
-                out.append((clean, ()))
-                continue
-            first = next(checked)
-            valid = first if isinstance(first, PersonInput) else _validated(clean, problems)
-            if valid is None or problems.reasons:
-                out.append((problems.rejection(), ()))
-            else:
-                out.append((valid, tuple(problems.notes)))
-        return out
-
-    def _prepare(self, data: dict[str, Any]) -> tuple[dict[str, Any] | Rejection, _Problems]:
-        """The rules and the hook: the person's fields cleaned for validation, or the hook's rejection."""
         problems = _Problems(self.targets)
         person: dict[str, Any] = {}
         for rule in self.rules:
@@ -162,19 +138,15 @@ class Mapping:
             try:
                 person = fn(dict(data), person)
             except Exception as exc:
-                return problems.rejection(f"hook {ref} failed: {type(exc).__name__}: {exc}"), problems
+                return problems.rejection(f"hook {ref} failed: {type(exc).__name__}: {exc}"), ()
             if not isinstance(person, dict):
                 return problems.rejection(
                     f"hook {ref} returned {type(person).__name__}, not a dict of person fields"
-                ), problems
-        return _clean(person, problems), problems
-
-
-# A chunk's persons validated in one call; one the model refuses comes back as it went in (the
-# `Any` branch) rather than failing the whole chunk, to be validated again alone for its reasons.
-CHUNK_VALIDATOR: TypeAdapter[list[PersonInput | Any]] = TypeAdapter(
-    list[Annotated[PersonInput | Any, Field(union_mode="left_to_right")]]
-)
+                ), ()
+        valid = _validated(_clean(person, problems), problems)
+        if valid is None or problems.reasons:
+            return problems.rejection(), ()
+        return valid, tuple(problems.notes)
 
 
 @dataclass

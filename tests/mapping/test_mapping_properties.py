@@ -127,22 +127,3 @@ def test_e164_gives_only_valid_numbers(phone: Any) -> None:
     if isinstance(result, PersonInput) and result.phone is not None:
         assert phonenumbers.is_valid_number(phonenumbers.parse(result.phone))
         assert result.phone != "+15550100"
-
-
-DROPPING = Mapping.from_config(
-    {
-        "name": "Full",
-        "email": {"field": "Email", "on_error": "drop"},
-        "phone": {"field": "Phone", "transform": "e164", "region": "US", "on_error": "drop"},
-        "custom_fields": {"plan": {"field": "Plan", "on_error": "drop"}},
-    },
-    where="sources.d.mapping",
-)
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.large_base_example])
-@given(st.sampled_from([*MAPPINGS, DROPPING]), st.lists(records, max_size=12))
-def test_a_chunk_maps_as_each_of_its_records_does_alone(mapping: Mapping, chunk: list[dict[str, Any]]) -> None:
-    """The mapper validates a chunk in one call and a refused person again alone (extract maps a
-    chunk at a time): valid, rejected and dropped-from records mixed, each comes out as it would alone."""
-    assert mapping.map_many(chunk) == [mapping.map_noting(record) for record in chunk]
