@@ -264,8 +264,8 @@ def encode_json(payload: Any) -> bytes:
     Its bytes are a person's content as the ledger hashes it (`keys.content_hash`), so they are fixed
     for good: they are `json.dumps(ensure_ascii=False)` without spaces, whichever encoder makes them.
     pydantic-core's compiled `to_json` makes the same bytes for every value but floats (it writes
-    1e-07 as 1e-7), so it takes payloads of exact str, int, bool, None, dict and list only, and
-    `json.dumps` the rest (tests/api/test_encode_json.py holds the property). Check and encoding
+    1e-07 as 1e-7), so it takes payloads of exact str, bool, None, dict, list and 64-bit int only,
+    and `json.dumps` the rest (tests/api/test_encode_json.py holds the property). Check and encoding
     together cost half of `json.dumps` on a person (stages.py, "serialise the payload")."""
     try:
         plain = _floatless(payload)
@@ -279,7 +279,10 @@ def encode_json(payload: Any) -> bytes:
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-_SCALARS = frozenset({str, int, bool, type(None)})
+_SCALARS = frozenset({str, bool, type(None)})
+# Bigger ints go to json.dumps: the property is proven on the pydantic-core installed, and a wider
+# int is the one value an older pydantic-core (pyproject allows pydantic 2.6) may write otherwise.
+_INT64 = 2**63
 
 
 def _floatless(value: Any) -> bool:
@@ -296,6 +299,8 @@ def _floatless(value: Any) -> bool:
             if type(v) not in _SCALARS and not _floatless(v):
                 return False
         return True
+    if kind is int:
+        return -_INT64 <= value < _INT64
     return kind in _SCALARS
 
 
