@@ -112,6 +112,8 @@ class RateGate(Protocol):
 
     def on_rate_limited(self, retry_after: float | None, cost: int = 1) -> None: ...
 
+    def on_unanswered(self, cost: int = 1) -> None: ...
+
 
 class _CaptureAuth(httpx.Auth):
     """Adds both credential headers to every request to the API's origin (and to no other: the
@@ -401,8 +403,11 @@ class CaptureClient:
                 self.rate_gate.on_rate_limited(exc.retry_after, cost)
             raise
         finally:
-            if self.rate_gate is not None and response is not None and response.status_code != 429:
-                self.rate_gate.on_answered(cost)  # counted by the server, whatever it said
+            if self.rate_gate is not None:
+                if response is None:
+                    self.rate_gate.on_unanswered(cost)  # a lost connection, a timeout: counted or not
+                elif response.status_code != 429:
+                    self.rate_gate.on_answered(cost)  # counted by the server, whatever it said
             report = Attempt(
                 operation=operation,
                 idempotency_key=key,

@@ -187,6 +187,12 @@ class BurstFinder:
             self._search_from = None
             self.paused_until = now
 
+    def on_unanswered(self, cost: int, now: float) -> None:
+        """No answer came (a lost connection, a timeout): the server may have counted the request, so
+        it stays in the send log, but it is awaited no more. Awaited still, a request that was testing
+        the room alone after a 429 would hold every request back for good (its retry included)."""
+        self._take(cost, now, refused=False)
+
     def on_rate_limited(self, retry_after: float | None, cost: int, now: float) -> None:
         """A 429: the server did not count it. Learn what it says."""
         self.rate_limited += 1

@@ -150,6 +150,10 @@ class CeilingFinder:
             self._search_from = None
             self.paused_until = now
 
+    def on_unanswered(self, cost: int, now: float) -> None:
+        """No answer came (a lost connection, a timeout): neither admitted nor refused, awaited no more."""
+        self._take(cost, now)
+
     def on_rate_limited(self, retry_after: float | None, cost: int, now: float) -> None:
         """A 429: learn what it says, and slow down once per episode."""
         self.rate_limited += 1

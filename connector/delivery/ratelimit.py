@@ -135,6 +135,9 @@ class AdaptiveRateLimiter:
         if self.core.window_s != window:
             self._learned("a probe let through")
 
+    def on_unanswered(self, cost: int = 1) -> None:
+        self.core.on_unanswered(cost, self._now())
+
     def on_rate_limited(self, retry_after: float | None, cost: int = 1) -> None:
         before = self.core.unit, self.core.window_s
         self.core.on_rate_limited(retry_after, cost, self._now())

@@ -254,6 +254,7 @@ class RecordingGate:
     rate_limited: list[float | None] = field(default_factory=list)
 
     answered: list[int] = field(default_factory=list)
+    unanswered: list[int] = field(default_factory=list)
 
     async def acquire(self, cost: int = 1) -> None:
         self.acquired += 1
@@ -263,6 +264,9 @@ class RecordingGate:
 
     def on_rate_limited(self, retry_after: float | None, cost: int = 1) -> None:
         self.rate_limited.append(retry_after)
+
+    def on_unanswered(self, cost: int = 1) -> None:
+        self.unanswered.append(cost)
 
 
 async def test_rate_gate_acquired_per_attempt_and_told_of_429(router, make_client) -> None:
@@ -278,6 +282,7 @@ async def test_rate_gate_acquired_per_attempt_and_told_of_429(router, make_clien
     await make_client(rate_gate=gate).capture_bulk([PERSON], "k")
     assert gate.acquired == 4
     assert gate.rate_limited == [0.0, None]
+    assert gate.unanswered == [1] and gate.answered == [1]  # the timeout, then the 200
 
 
 async def test_rate_gate_not_told_of_other_errors(router, make_client) -> None:

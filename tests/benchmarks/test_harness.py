@@ -45,7 +45,7 @@ def test_the_quick_benchmark_run_measures_every_figure_and_the_stages(tmp_path):
     assert results["rate_limited"]["records"] == 3_000 and results["overhead"]["records"] == 10_000
     assert results["resume"]["entries"] == 100_000 and results["ledger"]["entries"] == 10_000
     stages = results["stages"]["cpu_us_per_record"]
-    assert len(stages) == (15 if with_postgres else 13) and all(us > 0 for us in stages.values())
+    assert len(stages) == (19 if with_postgres else 17) and all(us > 0 for us in stages.values())
     assert results["snapshot"]["rows"] == 10_000
     assert not with_postgres or len(results["failover"]["failover_s"]) == 2
     assert not with_postgres or results["ha_throughput"]["persons"] == 4 * 300

@@ -256,6 +256,26 @@ def test_a_limit_raised_mid_run_is_found_again(window_s, unit, retry_after) -> N
     assert result.persons_between(start, start + span) / span >= 0.9 * 2 * CEILING
 
 
+def test_a_request_testing_the_room_alone_that_gets_no_answer_holds_nothing_back() -> None:
+    """After a 429 the send log did not explain, one request at a time tests the room. That request's
+    connection is lost (no answer, no 429): the next request goes (it was held back for good, and its
+    retry with it, a replay that never ended in the chaos test), and the lost one still counts in the
+    window, as the server may have counted it."""
+    finder = BurstFinder(10, 1.0)
+    for _ in range(8):
+        assert finder.delay(1, 0.0) == 0
+    for _ in range(8):
+        finder.on_answered(1, 0.05)
+    assert finder.delay(1, 0.1) == 0
+    finder.on_rate_limited(None, 1, 0.15)  # 8 of 10 used: the log had room, the server had none
+    assert finder.delay(1, 0.2) == 0  # the one that tests the room
+    assert finder.delay(1, 0.21) > 0  # the others wait for its answer
+    finder.on_unanswered(1, 0.25)  # its connection dropped
+    assert finder.delay(1, 0.3) == 0  # the next one tests the room in its place
+    finder.on_answered(1, 0.35)  # there is room: all may go again
+    assert finder.delay(1, 0.4) > 0.5  # but the window is full: 8, the lost one and this one
+
+
 def test_a_window_given_in_the_wrong_unit_is_corrected_at_the_first_429() -> None:
     """Configured 1 s, assumed requests, the server counts persons: one episode, then persons."""
     limiter = CeilingFinder(1200, 1.0)
