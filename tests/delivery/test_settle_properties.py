@@ -8,7 +8,9 @@ reversed or shuffled order, and indices counted from 0, from 1, per array, or ga
 lie: an object names another member's key besides its own, or an identified object carries an index
 pointing elsewhere in either base. A lie is only ever added beside the object's own evidence: an
 object that carries nothing but a wrong index, or nothing but another member's key, cannot be told
-from a true one by anybody, so no matcher can be held to it.
+from a true one by anybody, so no matcher can be held to it. Indices counted per array (from 0 or
+1, object by object) are such a lie by chance on an object that carries nothing else, whichever
+place they read as: those are left out.
 """
 
 from __future__ import annotations
@@ -157,13 +159,13 @@ def _mix(s: Scenario, batch: list[Member], rnd: random.Random) -> Facts:
         if order != "request":
             objs.reverse() if order == "reversed" else rnd.shuffle(objs)
         for slot, (pos, obj, pieces) in enumerate(objs):
-            if "index" in pieces:
-                _put(
-                    obj,
-                    rnd,
-                    "index",
-                    _index(indexing, pos, slot, n, rnd, lie=s.identifiable(pos, pieces) and rnd.random() < 0.1),
-                )
+            if "index" not in pieces:
+                continue
+            identified = s.identifiable(pos, pieces)
+            index = _index(indexing, pos, slot, n, rnd, lie=identified and rnd.random() < 0.1)
+            if indexing == "per_array" and not identified:
+                continue  # a slot in its array, counted from 0 or 1: read as a place, a lie by chance
+            _put(obj, rnd, "index", index)
     facts.data = BulkCaptureResult(**{a: [obj for _, obj, _ in objs] for a, objs in arrays.items()})
     facts.keyed, facts.with_id = frozenset(keyed), frozenset(with_id)
     return facts
