@@ -1,0 +1,178 @@
+"""B-tree writes per record on the ledger's hot path (enqueue, claim, settle), on both engines.
+
+    .venv/bin/python benchmarks/btree_writes.py [--entries 10000] [--postgres-url URL]
+
+What is counted, the same on both engines: a table row written (inserted, updated or deleted) counts
+one, and so does each index entry written: an inserted row adds one entry to each index (a partial
+index: when its WHERE holds), a deleted row removes one, and an updated row rewrites an index's entry
+(two writes: out and in) when the update changes that index's key or moves the row in or out of a
+partial index.
+
+- SQLite: temporary triggers on every table of the ledger's own connection apply that rule to each
+  row the hot path writes (OLD and NEW values, each index's columns and WHERE read from the schema),
+  so the count is exact for the statements as run.
+- PostgreSQL: `pg_stat_user_tables` (n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del) and the number
+  of indexes per table from `pg_stat_user_indexes`: an insert and a non-HOT update write a new tuple
+  into the heap and into every index (PostgreSQL 15 does; a partial index only when its WHERE holds,
+  which the statistics cannot tell, so this counts every index: an upper bound), a HOT update writes
+  the heap alone, a delete marks the heap tuple.
+
+The workload is ledger_bench's: chunks of 1,000 enqueued, batches of 100 claimed and settled (one
+record in ten a duplicate), each settle claiming the next batch in its transaction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sqlite3
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pg_server
+from ledger_bench import payload
+
+from connector.ledger import Claim, Ledger, Mapped, Outcome
+
+CHUNK = 1000
+BATCH = 100
+
+
+def hot_path(ledger: Ledger, entries: int) -> None:
+    for start in range(0, entries, CHUNK):
+        chunk = [Mapped(str(i), payload=payload(i)) for i in range(start, min(start + CHUNK, entries))]
+        ledger.enqueue("bench", "v1", chunk, {"offset": start + len(chunk)})
+    batch = ledger.claim(Claim(BATCH))
+    while batch is not None:
+        outcomes = [
+            Outcome(m.entry_id, "duplicate" if m.entry_id % 10 == 0 else "captured", person_id=f"p-{m.entry_id}")
+            for m in batch.members
+        ]
+        batch = ledger.settle(batch, outcomes, [], then=Claim(BATCH))
+
+
+def _row_writes(conn: sqlite3.Connection, table: str) -> dict[str, str]:
+    """SQL expressions, over OLD and NEW, of the B-tree writes one row's insert, update, delete costs."""
+    columns = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, columns)) + r")\b")
+    ins, upd, dele = ["1"], ["1"], ["1"]
+    for _, name, _, _, partial in conn.execute(f"PRAGMA index_list({table})").fetchall():
+        keys = [row[2] for row in conn.execute(f"PRAGMA index_info({name})")]
+        where = "1"
+        if partial:
+            sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (name,)).fetchone()[0]
+            where = "(" + re.split(r"\bWHERE\b", sql, maxsplit=1, flags=re.IGNORECASE)[1] + ")"
+
+        def on(row: str, where: str = where) -> str:
+            return "(" + pattern.sub(lambda m: f"{row}.{m.group(1)}", where) + ")"
+
+        changed = " OR ".join(f"OLD.{k} IS NOT NEW.{k}" for k in keys)
+        ins.append(f"({on('NEW')} IS 1)")
+        dele.append(f"({on('OLD')} IS 1)")
+        upd.append(
+            f"(CASE WHEN {on('OLD')} IS 1 AND {on('NEW')} IS 1 THEN (CASE WHEN {changed} THEN 2 ELSE 0 END) "
+            f"ELSE ({on('OLD')} IS 1) + ({on('NEW')} IS 1) END)"
+        )
+    return {"INSERT": " + ".join(ins), "UPDATE": " + ".join(upd), "DELETE": " + ".join(dele)}
+
+
+def count_sqlite(conn: sqlite3.Connection) -> Callable[[], dict[str, int]]:
+    """Install the counting triggers on `conn`; the function returned reads the counts per table."""
+    conn.execute("CREATE TEMP TABLE btree_writes (tbl TEXT PRIMARY KEY, n INTEGER NOT NULL)")
+    tables = [
+        row[0]
+        for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+    ]
+    for table in tables:
+        conn.execute("INSERT INTO btree_writes VALUES (?, 0)", (table,))
+        for event, expr in _row_writes(conn, table).items():
+            conn.execute(
+                f"CREATE TEMP TRIGGER btree_writes_{table}_{event.lower()} AFTER {event} ON main.{table} "
+                f"BEGIN UPDATE btree_writes SET n = n + ({expr}) WHERE tbl = '{table}'; END"
+            )
+
+    def counts() -> dict[str, int]:
+        return {t: n for t, n in conn.execute("SELECT tbl, n FROM btree_writes ORDER BY tbl") if n}
+
+    return counts
+
+
+def sqlite_writes(entries: int) -> dict[str, Any]:
+    with (
+        tempfile.TemporaryDirectory(prefix="capture-sync-btree-") as tmp,
+        Ledger(Path(tmp) / "ledger.sqlite3", synchronous="FULL") as ledger,
+    ):
+        counts = count_sqlite(ledger._store._conn)  # type: ignore[attr-defined]
+        hot_path(ledger, entries)
+        by_table = counts()
+    return _result(entries, by_table)
+
+
+_PG_STATS = (
+    "SELECT t.relname, t.n_tup_ins, t.n_tup_upd, t.n_tup_hot_upd, t.n_tup_del, "
+    "(SELECT count(*) FROM pg_stat_user_indexes i WHERE i.relid = t.relid) "
+    "FROM pg_stat_user_tables t WHERE t.schemaname = current_schema()"
+)
+
+
+def postgres_writes(entries: int, url: str) -> dict[str, Any]:
+    """On an empty database at `url`. The pool's connections report their statistics as they end,
+    so they are read after the ledger is closed."""
+    import psycopg
+
+    plain = "postgresql://" + url.split("://", 1)[1]
+
+    def stats() -> dict[str, int]:
+        with psycopg.connect(plain, autocommit=True) as conn:
+            conn.execute("SELECT pg_stat_clear_snapshot()")
+            return {
+                name: ins * (1 + idx) + (upd - hot) * (1 + idx) + hot + dele
+                for name, ins, upd, hot, dele, idx in conn.execute(_PG_STATS)
+            }
+
+    with Ledger(url):  # creates the schema: its own writes are not the hot path's
+        pass
+    before = stats()
+    with Ledger(url) as ledger:
+        hot_path(ledger, entries)
+    after = stats()
+    return _result(entries, {t: n - before.get(t, 0) for t, n in after.items() if n - before.get(t, 0)})
+
+
+def _result(entries: int, by_table: dict[str, int]) -> dict[str, Any]:
+    return {
+        "entries": entries,
+        "per_record": sum(by_table.values()) / entries,
+        "per_record_by_table": {t: round(n / entries, 2) for t, n in sorted(by_table.items())},
+    }
+
+
+def run(entries: int = 10_000, postgres_url: str | None = None) -> dict[str, Any]:
+    result = {"sqlite": sqlite_writes(entries)}
+    if postgres_url:
+        result["postgresql"] = postgres_writes(entries, postgres_url)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--entries", type=int, default=10_000)
+    parser.add_argument("--postgres-url", help="an empty PostgreSQL database (default: a throwaway server's)")
+    args = parser.parse_args()
+    if args.postgres_url:
+        result = run(args.entries, args.postgres_url)
+    else:
+        with pg_server.throwaway_database() as url:  # None without PostgreSQL: SQLite alone
+            result = run(args.entries, url)
+    for engine, r in result.items():
+        print(f"{engine}: {r['per_record']:.1f} B-tree writes per record ({r['entries']:,} records)")
+        for table, n in r["per_record_by_table"].items():
+            print(f"  {table:<14} {n:>6.2f}")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
