@@ -3,14 +3,15 @@
     .venv/bin/python benchmarks/btree_writes.py [--entries 10000] [--postgres-url URL]
 
 What is counted, the same on both engines: a table row written (inserted, updated or deleted) counts
-one, and so does each index entry written: an inserted row adds one entry to each index (a partial
-index: when its WHERE holds), a deleted row removes one, and an updated row rewrites an index's entry
-(two writes: out and in) when the update changes that index's key or moves the row in or out of a
-partial index.
+one, and so does each index entry written or removed: an inserted row adds one entry to each index
+(a partial index: when its WHERE holds), a deleted row removes one, an updated row takes its entry out
+of an index and puts it back (two writes, one when it leaves or enters a partial index) where the
+engine rewrites that index.
 
-- SQLite: temporary triggers on every table of the ledger's own connection apply that rule to each
-  row the hot path writes (OLD and NEW values, each index's columns and WHERE read from the schema),
-  so the count is exact for the statements as run.
+- SQLite rewrites an index when the UPDATE's SET list names a column the index holds or its WHERE
+  reads: temporary triggers (`AFTER UPDATE OF`) on every table of the ledger's own connection apply
+  that rule to each row written, with each index's columns and WHERE read from the schema, so the
+  count is exact for the statements as run.
 - PostgreSQL: `pg_stat_user_tables` (n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del) and the number
   of indexes per table from `pg_stat_user_indexes`: an insert and a non-HOT update write a new tuple
   into the heap and into every index (PostgreSQL 15 does; a partial index only when its WHERE holds,
@@ -54,29 +55,32 @@ def hot_path(ledger: Ledger, entries: int) -> None:
         batch = ledger.settle(batch, outcomes, [], then=Claim(BATCH))
 
 
-def _row_writes(conn: sqlite3.Connection, table: str) -> dict[str, str]:
-    """SQL expressions, over OLD and NEW, of the B-tree writes one row's insert, update, delete costs."""
+def _triggers(conn: sqlite3.Connection, table: str) -> list[tuple[str, str]]:
+    """(event, SQL over OLD and NEW) pairs: the B-tree writes one row's insert, update or delete costs.
+
+    SQLite rewrites an index on UPDATE when a column it holds, or one its WHERE reads, is in the
+    statement's SET list (`AFTER UPDATE OF`), whether or not the value changed: out of the index if
+    the old row was in it, into it if the new row is."""
     columns = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, columns)) + r")\b")
-    ins, upd, dele = ["1"], ["1"], ["1"]
+    triggers = [("INSERT", "1"), ("UPDATE", "1"), ("DELETE", "1")]
     for _, name, _, _, partial in conn.execute(f"PRAGMA index_list({table})").fetchall():
         keys = [row[2] for row in conn.execute(f"PRAGMA index_info({name})")]
         where = "1"
         if partial:
             sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (name,)).fetchone()[0]
-            where = "(" + re.split(r"\bWHERE\b", sql, maxsplit=1, flags=re.IGNORECASE)[1] + ")"
+            where = re.split(r"\bWHERE\b", sql, maxsplit=1, flags=re.IGNORECASE)[1]
+        read = sorted({*keys, *(m.group(1) for m in pattern.finditer(where))} - {None})
 
         def on(row: str, where: str = where) -> str:
-            return "(" + pattern.sub(lambda m: f"{row}.{m.group(1)}", where) + ")"
+            return "((" + pattern.sub(lambda col: f"{row}.{col.group(1)}", where) + ") IS 1)"
 
-        changed = " OR ".join(f"OLD.{k} IS NOT NEW.{k}" for k in keys)
-        ins.append(f"({on('NEW')} IS 1)")
-        dele.append(f"({on('OLD')} IS 1)")
-        upd.append(
-            f"(CASE WHEN {on('OLD')} IS 1 AND {on('NEW')} IS 1 THEN (CASE WHEN {changed} THEN 2 ELSE 0 END) "
-            f"ELSE ({on('OLD')} IS 1) + ({on('NEW')} IS 1) END)"
-        )
-    return {"INSERT": " + ".join(ins), "UPDATE": " + ".join(upd), "DELETE": " + ".join(dele)}
+        triggers += [
+            ("INSERT", on("NEW")),
+            ("DELETE", on("OLD")),
+            (f"UPDATE OF {', '.join(read)}", f"{on('OLD')} + {on('NEW')}"),
+        ]
+    return triggers
 
 
 def count_sqlite(conn: sqlite3.Connection) -> Callable[[], dict[str, int]]:
@@ -88,9 +92,9 @@ def count_sqlite(conn: sqlite3.Connection) -> Callable[[], dict[str, int]]:
     ]
     for table in tables:
         conn.execute("INSERT INTO btree_writes VALUES (?, 0)", (table,))
-        for event, expr in _row_writes(conn, table).items():
+        for i, (event, expr) in enumerate(_triggers(conn, table)):
             conn.execute(
-                f"CREATE TEMP TRIGGER btree_writes_{table}_{event.lower()} AFTER {event} ON main.{table} "
+                f"CREATE TEMP TRIGGER btree_writes_{table}_{i} AFTER {event} ON main.{table} "
                 f"BEGIN UPDATE btree_writes SET n = n + ({expr}) WHERE tbl = '{table}'; END"
             )
 
