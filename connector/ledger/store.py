@@ -30,9 +30,7 @@ UNSETTLED = ("pending", "in_flight", "unknown")
 
 
 def _unsettled(db: Db) -> int:
-    marks = ",".join("?" * len(UNSETTLED))
-    count: int = db.execute(f"SELECT count(*) FROM entries WHERE state IN ({marks})", UNSETTLED).fetchone()[0]
-    return count
+    return views.live_count(db, UNSETTLED)
 
 
 def pg_name(url: str) -> str:
@@ -134,8 +132,8 @@ class Ledger:
         return self._read("SELECT coalesce(max(id), 0) FROM entries")[0][0]
 
     def backlog(self, after_id: int, limit: int) -> int:
-        """Pending entries newer than `after_id`, counted up to `limit` (the (state, id) index
-        answers it without touching the rest of the ledger)."""
+        """Pending entries newer than `after_id`, counted up to `limit` (the partial index
+        entries_to_send answers it without touching the rest of the ledger)."""
         return self._read(
             "SELECT count(*) FROM (SELECT 1 FROM entries WHERE state = 'pending' AND id > ? LIMIT ?)",
             (after_id, limit),

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any, get_args
 
 from ._db import Db
-from ._types import LIVE, EntryState
+from ._types import IS_SETTLED, LIVE, LIVE_MARKS, EntryState
 
 STATES: tuple[str, ...] = get_args(EntryState)  # in the order `status` lists them
 
@@ -204,25 +204,37 @@ def _attempt(row: tuple) -> AttemptView:
 
 
 # `status` reads a ledger of a million entries in well under a second because each query walks an index
-# (schema v5), never a subquery per entry:
-# - counts by source and state: the covering index entries(source, state), in order, no sort;
-# - the oldest unsettled entry: the first id of each live state, from entries(state, id), four seeks
-#   (ids grow with created_at: entries are only ever appended);
-# - waiting versions: one pass over the partial index entries_live_record, which holds the live entries
-#   only, grouped by record (the engine's `Dialect.waiting`).
+# (schema v9), never a subquery per entry, and no index holds an entry in a phase it does not serve:
+# - counts by source and state: the settled states from the partial index entries_settled(state,
+#   source), the live ones from the partial index entries_live_record (the live entries only);
+# - the oldest unsettled entry: the first pending id (entries_to_send, one seek) and the first other
+#   live id (entries_live_record: `min(id + 0)`, as a bare `min(id)` would walk the table in id
+#   order past every settled entry) (ids grow with created_at: entries are only ever appended);
+# - waiting versions: one pass over entries_live_record, grouped by record (the engine's `Dialect.waiting`).
+# A query of live entries carries `state IN (LIVE_MARKS)` (`_IS_LIVE`), the partial index's own WHERE,
+# so that SQLite may read it.
+_IS_LIVE = f"state IN ({LIVE_MARKS})"
 _OLDEST_LIVE = (
-    "SELECT min(created_at) FROM entries WHERE id IN ("
-    + " UNION ALL ".join(f"SELECT min(id) FROM entries WHERE state = '{s}'" for s in LIVE)
-    + ")"
+    "SELECT min(created_at) FROM entries WHERE id IN (SELECT min(id) FROM entries WHERE state = 'pending' "
+    f"UNION ALL SELECT min(id + 0) FROM entries WHERE {_IS_LIVE} AND state <> 'pending')"
 )
+_BY_SOURCE = (
+    f"SELECT source, state, count(*) FROM entries WHERE {IS_SETTLED} GROUP BY state, source "
+    f"UNION ALL SELECT source, state, count(*) FROM entries WHERE {_IS_LIVE} GROUP BY source, state"
+)
+
+
+def live_count(conn: Db, states: tuple[str, ...]) -> int:
+    """Entries in `states`, all of them live, counted from the live entries alone."""
+    marks = ",".join(f"'{s}'" for s in states)
+    count: int = conn.execute(f"SELECT count(*) FROM entries WHERE {_IS_LIVE} AND state IN ({marks})").fetchone()[0]
+    return count
 
 
 def status(conn: Db, runs: int = 10) -> StatusReport:
     by_state = dict.fromkeys(STATES, 0)
     by_source: dict[str, dict[str, int]] = {}
-    for source, state, n in conn.execute(
-        "SELECT source, state, count(*) FROM entries GROUP BY source, state ORDER BY source"
-    ):
+    for source, state, n in sorted(conn.execute(_BY_SOURCE).fetchall(), key=lambda row: (row[0], STATES.index(row[1]))):
         by_state[state] = by_state.get(state, 0) + n
         by_source.setdefault(source, {})[state] = n
     oldest = conn.execute(_OLDEST_LIVE).fetchone()[0]
@@ -281,13 +293,11 @@ def stalls(conn: Db) -> Stalls:
 def attention(conn: Db) -> Attention:
     stalled_ = stalled(conn)
     unresolved = conn.execute(
-        "SELECT count(*) FROM entries e JOIN batches b ON b.id = e.batch_id WHERE e.state = 'unknown' AND b.size = 1"
+        f"SELECT count(*) FROM entries e JOIN batches b ON b.id = e.batch_id WHERE e.{_IS_LIVE} "
+        "AND e.state = 'unknown' AND b.size = 1"
     ).fetchone()[0]
     waiting = conn.execute(conn.dialect.waiting).fetchone()[0]
-    blocked, unknown = (
-        conn.execute(f"SELECT count(*) FROM entries WHERE state = '{state}'").fetchone()[0]
-        for state in ("blocked", "unknown")
-    )
+    blocked, unknown = (live_count(conn, (state,)) for state in ("blocked", "unknown"))
     return Attention(blocked, stalled_, unknown - unresolved, unresolved, waiting)
 
 
@@ -296,7 +306,7 @@ def list_entries(conn: Db, state: str | None, *, source: str | None, limit: int)
     if state:
         if state not in STATES:
             raise ValueError(f"unknown state {state!r}; one of: {', '.join(STATES)}")
-        clauses.append("state = ?")
+        clauses.append(f"{_IS_LIVE} AND state = ?" if state in LIVE else "state = ?")
         params.append(state)
     if source:
         clauses.append("source = ?")
@@ -351,11 +361,11 @@ def batch_detail(conn: Db, key: str) -> BatchDetail:
 
 
 def settled_between(conn: Db, states: tuple[str, ...], after: float, until: float) -> list[tuple[str, str, int]]:
-    """(source, state, count) of the entries that reached one of `states` in (after, until], and
+    """(source, state, count) of the entries that reached one of `states` (settled ones) in (after, until], and
     (source, "merged", count) of the merges among them (partial index entries_merged)."""
     marks = ",".join("?" * len(states))
     rows = conn.execute(
-        f"SELECT source, state, count(*) FROM entries WHERE state IN ({marks}) AND updated_at > ? "
+        f"SELECT source, state, count(*) FROM entries WHERE {IS_SETTLED} AND state IN ({marks}) AND updated_at > ? "
         "AND updated_at <= ? GROUP BY source, state",
         (*states, after, until),
     ).fetchall()
@@ -372,7 +382,7 @@ def blocked_batch_keys(conn: Db) -> list[str]:
         key
         for _, key in conn.execute(
             "SELECT DISTINCT b.id, b.key FROM entries e JOIN batches b ON b.id = e.batch_id "
-            "WHERE e.state = 'blocked' ORDER BY b.id"
+            f"WHERE e.{_IS_LIVE} AND e.state = 'blocked' ORDER BY b.id"
         )
     ]
 
@@ -383,7 +393,7 @@ def unknown_entries(conn: Db, limit: int) -> list[tuple[EntryView, bool]]:
         bool(r[0])
         for r in conn.execute(
             "SELECT CASE WHEN b.size = 1 THEN 1 ELSE 0 END FROM entries e LEFT JOIN batches b ON b.id = e.batch_id "
-            "WHERE e.state = 'unknown' ORDER BY e.id LIMIT ?",
+            f"WHERE e.{_IS_LIVE} AND e.state = 'unknown' ORDER BY e.id LIMIT ?",
             (limit,),
         )
     ]
