@@ -65,7 +65,10 @@ def _triggers(conn: sqlite3.Connection, table: str) -> list[tuple[str, str]]:
     columns = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, columns)) + r")\b")
     triggers = [("INSERT", "1"), ("UPDATE", "1"), ("DELETE", "1")]
-    for _, name, _, _, partial in conn.execute(f"PRAGMA index_list({table})").fetchall():
+    without_rowid = conn.execute("SELECT wr FROM pragma_table_list WHERE name = ?", (table,)).fetchone()[0]
+    for _, name, _, origin, partial in conn.execute(f"PRAGMA index_list({table})").fetchall():
+        if without_rowid and origin == "pk":
+            continue  # the table's own B-tree: its row is the one write counted above
         keys = [row[2] for row in conn.execute(f"PRAGMA index_info({name})")]
         where = "1"
         if partial:

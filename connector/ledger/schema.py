@@ -250,9 +250,29 @@ def _v9(db: sqlite_utils.Database) -> None:
     rule, `waiting`, the counts of live states), `entries_settled` and `entries_run` the settled
     ones (`status` counts, `runs show`, `replay --include-failed`). The full (state, id), (source,
     state), (run_id, state) and (source, record_id, state) indexes go: every query they served reads
-    one of these. Only indexes change: nothing is re-sent, every entry keeps its state."""
+    one of these. `records` and `batch_members`, written once per version and per member, become
+    WITHOUT ROWID tables, each row stored once in its primary key's B-tree instead of in a table and
+    again in the key's index (PostgreSQL keeps a heap and its primary key either way). Only the
+    storage changes: nothing is re-sent, every entry keeps its state."""
     for statement in V9_INDEXES:
         db.execute(statement)
+    for table, columns, key in _V9_WITHOUT_ROWID:
+        names = ", ".join(c.split()[0] for c in columns)
+        db.execute(f"CREATE TABLE {table}_v9 ({', '.join(columns)}, PRIMARY KEY ({key})) WITHOUT ROWID")
+        db.execute(f"INSERT INTO {table}_v9 ({names}) SELECT {names} FROM {table}")
+        db.execute(f"DROP TABLE {table}")
+        db.execute(f"ALTER TABLE {table}_v9 RENAME TO {table}")
+    db.execute("CREATE INDEX idx_batch_members_entry_id ON batch_members (entry_id)")
+
+
+_V9_WITHOUT_ROWID = (
+    (
+        "records",
+        ("source TEXT", "record_id TEXT", "entry_id INTEGER", "source_order TEXT", "raw_digest TEXT"),
+        "source, record_id",
+    ),
+    ("batch_members", ("batch_id INTEGER", "position INTEGER", "entry_id INTEGER"), "batch_id, position"),
+)
 
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9]

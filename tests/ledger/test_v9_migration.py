@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from connector.ledger import SCHEMA_VERSION, Claim, Ledger, Mapped, Outcome
 from connector.ledger.schema import V9_INDEXES
@@ -26,21 +28,24 @@ def person(i: int) -> Mapped:
     return Mapped(str(i), payload=json.dumps({"name": f"Person {i}", "email": f"p{i}@example.com"}))
 
 
+def undo_v9(execute: Callable[[str], Any]) -> None:
+    """v8's indexes in place of v9's (SQLite's WITHOUT ROWID tables stay: v9 builds them again)."""
+    for statement in [f"DROP INDEX {name}" for name in V9_NAMES] + list(V8_CREATE):
+        execute(statement)
+
+
 def as_version_8(target: str | Path) -> None:
-    """Put back v8's indexes in place of v9's, and say v8: the ledger as the release before left it."""
-    undo = [f"DROP INDEX {name}" for name in V9_NAMES] + list(V8_CREATE)
+    """The ledger as the release before left it, and saying v8."""
     if isinstance(target, Path):
         conn = sqlite3.connect(target, isolation_level=None)
-        for statement in undo:
-            conn.execute(statement)
+        undo_v9(conn.execute)
         conn.execute("PRAGMA user_version = 8")
         conn.close()
         return
     import psycopg
 
     with psycopg.connect(target, autocommit=True) as pg:
-        for statement in undo:
-            pg.execute(statement)
+        undo_v9(pg.execute)
         pg.execute("UPDATE schema_version SET version = 8")
 
 
