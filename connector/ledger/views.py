@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any, get_args
 
 from ._db import Db
-from ._types import IS_SETTLED, LIVE, LIVE_MARKS, SETTLED, EntryState
+from ._types import IS_SETTLED, LIVE_MARKS, SETTLED, EntryState
 
 STATES: tuple[str, ...] = get_args(EntryState)  # in the order `status` lists them
 
@@ -211,9 +211,11 @@ def _attempt(row: tuple) -> AttemptView:
 #   live id (entries_live_record: `min(id + 0)`, as a bare `min(id)` would walk the table in id
 #   order past every settled entry) (ids grow with created_at: entries are only ever appended);
 # - waiting versions: one pass over entries_live_record, grouped by record (the engine's `Dialect.waiting`).
-# A query of live entries carries `state IN (LIVE_MARKS)` (`_IS_LIVE`), the partial index's own WHERE,
-# so that SQLite may read it.
+# A query of in-flight or blocked entries carries `state IN (LIVE_MARKS)` (`_IS_LIVE`), the partial
+# index's own WHERE, so that SQLite may read it; pending and unknown ones have a seek of their own
+# (entries_to_send), settled ones too (entries_settled).
 _IS_LIVE = f"state IN ({LIVE_MARKS})"
+_LIVE_ONLY = ("in_flight", "blocked")
 _OLDEST_LIVE = (
     "SELECT min(created_at) FROM entries WHERE id IN (SELECT min(id) FROM entries WHERE state = 'pending' "
     f"UNION ALL SELECT min(id + 0) FROM entries WHERE {_IS_LIVE} AND state <> 'pending')"
@@ -294,8 +296,7 @@ def stalls(conn: Db) -> Stalls:
 def attention(conn: Db) -> Attention:
     stalled_ = stalled(conn)
     unresolved = conn.execute(
-        f"SELECT count(*) FROM entries e JOIN batches b ON b.id = e.batch_id WHERE e.{_IS_LIVE} "
-        "AND e.state = 'unknown' AND b.size = 1"
+        "SELECT count(*) FROM entries e JOIN batches b ON b.id = e.batch_id WHERE e.state = 'unknown' AND b.size = 1"
     ).fetchone()[0]
     waiting = conn.execute(conn.dialect.waiting).fetchone()[0]
     blocked, unknown = (live_count(conn, (state,)) for state in ("blocked", "unknown"))
@@ -307,7 +308,9 @@ def list_entries(conn: Db, state: str | None, *, source: str | None, limit: int)
     if state:
         if state not in STATES:
             raise ValueError(f"unknown state {state!r}; one of: {', '.join(STATES)}")
-        clauses.append(f"{_IS_LIVE} AND state = ?" if state in LIVE else "state = ?")
+        clauses.append(
+            f"id IN (SELECT id FROM entries WHERE {_IS_LIVE} AND state = ?)" if state in _LIVE_ONLY else "state = ?"
+        )
         params.append(state)
     if source:
         clauses.append("source = ?")
@@ -394,7 +397,7 @@ def unknown_entries(conn: Db, limit: int) -> list[tuple[EntryView, bool]]:
         bool(r[0])
         for r in conn.execute(
             "SELECT CASE WHEN b.size = 1 THEN 1 ELSE 0 END FROM entries e LEFT JOIN batches b ON b.id = e.batch_id "
-            f"WHERE e.{_IS_LIVE} AND e.state = 'unknown' ORDER BY e.id LIMIT ?",
+            "WHERE e.state = 'unknown' ORDER BY e.id LIMIT ?",
             (limit,),
         )
     ]
