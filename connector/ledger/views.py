@@ -227,13 +227,6 @@ _BY_SOURCE = " UNION ALL ".join(
 )
 
 
-def live_count(conn: Db, states: tuple[str, ...]) -> int:
-    """Entries in `states`, all of them live, counted from the live entries alone."""
-    marks = ",".join(f"'{s}'" for s in states)
-    count: int = conn.execute(f"SELECT count(*) FROM entries WHERE {_IS_LIVE} AND state IN ({marks})").fetchone()[0]
-    return count
-
-
 def status(conn: Db, runs: int = 10) -> StatusReport:
     by_state = dict.fromkeys(STATES, 0)
     by_source: dict[str, dict[str, int]] = {}
@@ -299,7 +292,8 @@ def attention(conn: Db) -> Attention:
         "SELECT count(*) FROM entries e JOIN batches b ON b.id = e.batch_id WHERE e.state = 'unknown' AND b.size = 1"
     ).fetchone()[0]
     waiting = conn.execute(conn.dialect.waiting).fetchone()[0]
-    blocked, unknown = (live_count(conn, (state,)) for state in ("blocked", "unknown"))
+    blocked = conn.execute(f"SELECT count(*) FROM entries WHERE {_IS_LIVE} AND state = 'blocked'").fetchone()[0]
+    unknown = conn.execute("SELECT count(*) FROM entries WHERE state = 'unknown'").fetchone()[0]  # entries_to_send
     return Attention(blocked, stalled_, unknown - unresolved, unresolved, waiting)
 
 
