@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import btree_writes
 import failover
 import ha_throughput
 import ledger_bench
@@ -45,6 +46,7 @@ FULL = {
     "overhead": (100_000, 10_000),
     "resume": 1_000_000,
     "ledger": 100_000,
+    "btree_writes": 10_000,
     "stages": 30_000,
     "snapshot": 1_000_000,
     "failover": 8,
@@ -55,6 +57,7 @@ QUICK = {
     "overhead": (10_000, 1_000),
     "resume": 100_000,
     "ledger": 10_000,
+    "btree_writes": 2_000,
     "stages": 3_000,
     "snapshot": 10_000,
     "failover": 2,
@@ -104,10 +107,32 @@ def rows(r: dict[str, Any]) -> list[Row]:
             "(reported)",
             None,
         ),
+        *_btree_rows(r["btree_writes"]),
         *_startup_rows(r["startup"]),
         *_snapshot_rows(r["snapshot"]),
         *_failover_rows(r.get("failover")),
         _ha_throughput_row(r.get("ha_throughput")),
+    ]
+
+
+# B-tree writes per record on main cd5f44d (issue 24's "before"), from benchmarks/btree_writes.py: an
+# entry inserted into a table of seven indexes (nine on PostgreSQL) and changing state twice.
+BTREE_BEFORE = {"sqlite": 35.1, "postgresql": 32.1}
+
+
+def _btree_rows(bw: dict[str, Any]) -> list[Row]:
+    """Figure 5b (issue 24): table rows and index entries written per record by enqueue, claim, settle."""
+    return [
+        Row(
+            f"5b. B-tree writes per record, {engine} ({r['entries']:,} records enqueued, claimed, settled)",
+            f"{r['per_record']:.1f} (before: {BTREE_BEFORE[engine]:g}; "
+            + ", ".join(f"{t} {n:g}" for t, n in r["per_record_by_table"].items())
+            + ")",
+            f"<= {BTREE_BEFORE[engine] / 3:.1f} (a third of before)",
+            r["per_record"] <= BTREE_BEFORE[engine] / 3,
+        )
+        for engine, r in bw.items()
+        if engine in BTREE_BEFORE  # beside them: the benchmark's own time
     ]
 
 
@@ -296,6 +321,10 @@ def main() -> None:
                 lambda: rate_limited.run(sizes["rate_limited"], countings=("sliding",), ledger_url=pg_url),
                 console,
             )
+    with pg_server.throwaway_database() as pg_url:  # a fresh database: its statistics count this run alone
+        results["btree_writes"] = timed(
+            "B-tree writes", lambda: btree_writes.run(sizes["btree_writes"], pg_url), console
+        )
     results["startup"] = timed("start-up", lambda: startup.run(sizes["resume"]), console)  # resume's ledger size
     results["snapshot"] = timed("snapshot mode", lambda: snapshot.run(sizes["snapshot"]), console)
     if pg_server.bindir() is not None:

@@ -244,10 +244,9 @@ class Delivery:
     ) -> tuple[BatchWork | None, int]:
         """The next batch (claimed in the settle's transaction) and how many members were merges."""
         with self._taking:
-            following = self.ledger.settle(work, outcomes, attempts, then=then)
+            following, merged = self.ledger.settle_counting(work, outcomes, attempts, then=then)
             if following is not None:
                 self.claimed.add(following.id)
-        merged = self.ledger.merged_in(work) if any(o.state == "captured" and o.named_person for o in outcomes) else 0
         return following, merged
 
     def _split(self, work: BatchWork, reason: str, attempts: Sequence[Attempt]) -> tuple[BatchWork, BatchWork]:

@@ -46,11 +46,3 @@ def merged(db: Db, outcomes: Sequence[Outcome]) -> set[int]:
             found.add(o.entry_id)
         holders.add(me)
     return found
-
-
-def count(db: Db, entry_ids: Sequence[int]) -> int:
-    """How many of these entries were counted as merges."""
-    return db.execute(
-        f"SELECT count(*) FROM entries WHERE merged = 1 AND id {db.dialect.any_of}",
-        (db.dialect.many(entry_ids),),
-    ).fetchone()[0]

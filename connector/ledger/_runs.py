@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._db import Db
+from ._types import IS_SETTLED, LIVE_MARKS
 from .views import RUN_COLS, RUN_COUNTS, RunView, _ts, run_view
 
 
@@ -164,17 +165,23 @@ class RunEntry:
 def entries(db: Db, run_id: int, state: str | None) -> list[RunEntry]:
     """The entries `run_id` changed last (a later run that changed one again owns it now), oldest first;
     `attempts` counts the requests that carried each entry, in any batch."""
-    where, params = ("e.run_id = ? AND e.state = ?", (run_id, state)) if state else ("e.run_id = ?", (run_id,))
-    rows = db.execute(
-        "SELECT e.key, e.source, e.record_id, e.state, coalesce(e.last_error, e.notes), "
+    # Two parts, each read from a partial index: the settled entries (entries_run), the live ones
+    # (entries_live_record, the live entries alone).
+    only = " AND e.state = ?" if state else ""
+    select = (
+        "SELECT e.id, e.key, e.source, e.record_id, e.state, coalesce(e.last_error, e.notes), "
         "(SELECT count(*) FROM attempts a WHERE a.batch_id IN "
-        "(SELECT m.batch_id FROM batch_members m WHERE m.entry_id = e.id)), e.updated_at, e.payload "
-        f"FROM entries e WHERE {where} ORDER BY e.id",
-        params,
+        "(SELECT m.batch_id FROM batch_members m WHERE m.entry_id = e.id)), e.updated_at, e.payload FROM entries e "
+    )
+    params = (run_id, state) if state else (run_id,)
+    rows = db.execute(
+        f"SELECT * FROM ({select} WHERE e.run_id = ? AND {IS_SETTLED}{only} "
+        f"UNION ALL {select} WHERE e.run_id = ? AND e.state IN ({LIVE_MARKS}){only}) AS r ORDER BY 1",
+        params * 2,
     ).fetchall()
     return [
         RunEntry(key, source, record_id, state_, reason, attempts, _ts(updated), _parsed(payload))
-        for key, source, record_id, state_, reason, attempts, updated, payload in rows
+        for _, key, source, record_id, state_, reason, attempts, updated, payload in rows
     ]
 
 

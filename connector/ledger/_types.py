@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 EntryState = Literal[
     "pending",
@@ -28,6 +28,12 @@ Order = float | str  # a version's place in its source's order: values of one ty
 # waits until it leaves them, so the newest data always lands last (design 2, one live version).
 LIVE: tuple[EntryState, ...] = ("pending", "in_flight", "unknown", "blocked")
 LIVE_MARKS = ",".join(f"'{s}'" for s in LIVE)  # as SQL: `state IN ({LIVE_MARKS})`
+# Every other state: the version left the hot path. As SQL, exactly as the partial indexes
+# entries_settled and entries_run (schema v9) are written: SQLite uses a partial index for
+# `state = 'x'` only when its WHERE is an OR of equalities (not an IN list), and for a wider query only
+# when the query carries the index's WHERE as a term.
+SETTLED: tuple[EntryState, ...] = tuple(s for s in get_args(EntryState) if s not in LIVE)
+IS_SETTLED = "(" + " OR ".join(f"state = '{s}'" for s in SETTLED) + ")"
 
 
 @dataclass(frozen=True, slots=True)

@@ -226,7 +226,56 @@ def _v8(db: sqlite_utils.Database) -> None:
     db.table("pauses").create({"source": str, "since": float}, pk="source", not_null={"since"})
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8]
+# Schema v9's indexes, written out as they ran (a migration stays as it ran); _pg_schema creates the same.
+_V9_SETTLED = (
+    "state = 'captured' OR state = 'duplicate' OR state = 'failed' OR state = 'rejected' "
+    "OR state = 'superseded' OR state = 'dismissed'"
+)
+V9_INDEXES = (
+    "DROP INDEX idx_entries_state_id",
+    "DROP INDEX entries_record_state",
+    "DROP INDEX entries_run_state",
+    "DROP INDEX entries_source_state",
+    "CREATE INDEX entries_to_send ON entries (state, id) WHERE state = 'pending' OR state = 'unknown'",
+    f"CREATE INDEX entries_settled ON entries (state, source) WHERE {_V9_SETTLED}",
+    f"CREATE INDEX entries_run ON entries (run_id) WHERE {_V9_SETTLED}",
+)
+
+
+def _v9(db: sqlite_utils.Database) -> None:
+    """A cheaper hot path (issue 24): an entry is written three times (pending, in flight, settled),
+    and each index that holds its state was rewritten each time, some 34 B-tree writes per record.
+    Each index now holds an entry only in the phase its queries need: `entries_to_send` the versions
+    claim takes next (pending and unknown ones, in id order), `entries_live_record` (v5) the live ones (the one-live-version
+    rule, `waiting`, the counts of live states), `entries_settled` and `entries_run` the settled
+    ones (`status` counts, `runs show`, `replay --include-failed`). The full (state, id), (source,
+    state), (run_id, state) and (source, record_id, state) indexes go: every query they served reads
+    one of these. `records` and `batch_members`, written once per version and per member, become
+    WITHOUT ROWID tables, each row stored once in its primary key's B-tree instead of in a table and
+    again in the key's index (PostgreSQL keeps a heap and its primary key either way). Only the
+    storage changes: nothing is re-sent, every entry keeps its state."""
+    for statement in V9_INDEXES:
+        db.execute(statement)
+    for table, columns, key in _V9_WITHOUT_ROWID:
+        names = ", ".join(c.split()[0] for c in columns)
+        db.execute(f"CREATE TABLE {table}_v9 ({', '.join(columns)}, PRIMARY KEY ({key})) WITHOUT ROWID")
+        db.execute(f"INSERT INTO {table}_v9 ({names}) SELECT {names} FROM {table}")
+        db.execute(f"DROP TABLE {table}")
+        db.execute(f"ALTER TABLE {table}_v9 RENAME TO {table}")
+    db.execute("CREATE INDEX idx_batch_members_entry_id ON batch_members (entry_id)")
+
+
+_V9_WITHOUT_ROWID = (
+    (
+        "records",
+        ("source TEXT", "record_id TEXT", "entry_id INTEGER", "source_order TEXT", "raw_digest TEXT"),
+        "source, record_id",
+    ),
+    ("batch_members", ("batch_id INTEGER", "position INTEGER", "entry_id INTEGER"), "batch_id, position"),
+)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -14,13 +14,12 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import _batches, _copy, _enqueue, _flows, _merges, _operator, _pauses, _requests, _runs, _states, views
+from . import _batches, _copy, _enqueue, _flows, _operator, _pauses, _requests, _runs, _settle, _states, views
 from ._db import Db, Store
 from ._lease import Lease
 from ._postgres import PgStore, PgTarget, is_url
 from ._sqlite import SqliteStore
-from ._stamp import STAMP_SET
-from ._types import BatchState, BatchWork, Claim, EnqueueCounts, EntryState, Mapped, Outcome
+from ._types import LIVE_MARKS, BatchState, BatchWork, Claim, EnqueueCounts, EntryState, Mapped, Outcome
 from .schema import LedgerError
 
 if TYPE_CHECKING:  # `status` opens a ledger without loading the HTTP client
@@ -30,8 +29,11 @@ UNSETTLED = ("pending", "in_flight", "unknown")
 
 
 def _unsettled(db: Db) -> int:
+    """Counted from the live entries alone (the partial index entries_live_record, whose WHERE the
+    query carries so that SQLite may read it): every unsettled state is live."""
     marks = ",".join("?" * len(UNSETTLED))
-    count: int = db.execute(f"SELECT count(*) FROM entries WHERE state IN ({marks})", UNSETTLED).fetchone()[0]
+    sql = f"SELECT count(*) FROM entries WHERE state IN ({LIVE_MARKS}) AND state IN ({marks})"
+    count: int = db.execute(sql, UNSETTLED).fetchone()[0]
     return count
 
 
@@ -134,8 +136,8 @@ class Ledger:
         return self._read("SELECT coalesce(max(id), 0) FROM entries")[0][0]
 
     def backlog(self, after_id: int, limit: int) -> int:
-        """Pending entries newer than `after_id`, counted up to `limit` (the (state, id) index
-        answers it without touching the rest of the ledger)."""
+        """Pending entries newer than `after_id`, counted up to `limit` (the partial index
+        entries_to_send answers it without touching the rest of the ledger)."""
         return self._read(
             "SELECT count(*) FROM (SELECT 1 FROM entries WHERE state = 'pending' AND id > ? LIMIT ?) AS backlog",
             (after_id, limit),
@@ -184,25 +186,23 @@ class Ledger:
     ) -> BatchWork | None:
         """Record a batch's results; with `then`, also claim the next unit of work in the same
         transaction (one commit, so one fsync under synchronous=FULL, per batch instead of two).
-        A capture answered with a person id another record holds is marked a merge (`merged_in`)."""
+        A capture answered with a person id another record holds is marked a merge."""
+        return self.settle_counting(batch, outcomes, attempts, then=then)[0]
+
+    def settle_counting(
+        self,
+        batch: BatchWork,
+        outcomes: Sequence[Outcome],
+        attempts: Sequence[Attempt],
+        *,
+        then: Claim | None = None,
+    ) -> tuple[BatchWork | None, int]:
+        """`settle`, and how many members it counted as merges: delivery's one ledger call per
+        batch (one transaction, one thread hop), where a second read would ask again."""
         now = time.time()
         with self._write() as db:
-            merges = _merges.merged(db, outcomes)
-            db.executemany(
-                "UPDATE entries SET state = ?, person_id = coalesce(?, person_id), last_error = ?, "
-                f"merged = ?, updated_at = ?, {STAMP_SET} WHERE id = ?",
-                [
-                    (o.state, o.person_id, o.error, 1 if o.entry_id in merges else None, now, o.entry_id)
-                    for o in outcomes
-                ],
-            )
-            self._close_batch(db, batch, "settled", None, attempts, now)
-            return None if then is None else _batches.claim(db, then)
-
-    def merged_in(self, batch: BatchWork) -> int:
-        """How many of the batch's members its settle counted as merges."""
-        with self._reading() as db:
-            return _merges.count(db, [m.entry_id for m in batch.members])
+            merged = _settle.settle(db, batch, outcomes, attempts, now)
+            return (None if then is None else _batches.claim(db, then)), merged
 
     def block(self, batch: BatchWork, error: str, attempts: Sequence[Attempt]) -> None:
         """409: the key needs manual recovery; never retried automatically (spec 4.4 rule 3)."""
@@ -227,65 +227,17 @@ class Ledger:
         batch_state: BatchState,
         attempts: Sequence[Attempt],
     ) -> None:
-        now = time.time()
         with self._write() as db:
-            db.executemany(
-                f"UPDATE entries SET state = coalesce(?, state), last_error = ?, updated_at = ?, {STAMP_SET} WHERE id = ?",
-                [(entry_state, error, now, m.entry_id) for m in batch.members],
-            )
-            self._close_batch(db, batch, batch_state, error, attempts, now)
+            _settle.set_members(db, batch, entry_state, error, batch_state, attempts, time.time())
 
     def split(self, batch: BatchWork, error: str, attempts: Sequence[Attempt]) -> tuple[BatchWork, BatchWork]:
         """400 on a batch: two new batches (new keys: new member sets) to isolate the bad persons."""
-        now = time.time()
-        half = len(batch.members) // 2
         with self._write() as db:
-            self._close_batch(db, batch, "split", error, attempts, now)
-            return (
-                _batches.new_batch(db, batch.operation, batch.members[:half]),
-                _batches.new_batch(db, batch.operation, batch.members[half:]),
-            )
+            return _settle.split(db, batch, error, attempts, time.time())
 
     def record_attempts(self, batch: BatchWork, attempts: Sequence[Attempt]) -> None:
         with self._write() as db:
-            self._insert_attempts(db, batch, attempts)
-
-    def _close_batch(
-        self,
-        db: Db,
-        batch: BatchWork,
-        state: BatchState,
-        error: str | None,
-        attempts: Sequence[Attempt],
-        now: float,
-    ) -> None:
-        db.execute(
-            "UPDATE batches SET state = ?, last_error = ?, updated_at = ? WHERE id = ?",
-            (state, error, now, batch.id),
-        )
-        self._insert_attempts(db, batch, attempts)
-
-    @staticmethod
-    def _insert_attempts(db: Db, batch: BatchWork, attempts: Sequence[Attempt]) -> None:
-        db.executemany(
-            "INSERT INTO attempts (batch_id, key, operation, started_at, latency_ms, status_code, "
-            "error_name, error_code, retryable, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    batch.id,
-                    a.idempotency_key,
-                    a.operation,
-                    a.started_at,
-                    round(a.latency_s * 1000, 3),
-                    a.status_code,
-                    a.error.name if a.error else None,
-                    a.error.code if a.error else None,
-                    None if a.error is None or a.error.retryable is None else int(a.error.retryable),
-                    type(a.error).__name__ if a.error else "ok",
-                )
-                for a in attempts
-            ],
-        )
+            _settle.insert_attempts(db, batch, attempts)
 
     # --- operator commands -------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any, get_args
 
 from ._db import Db
-from ._types import LIVE, EntryState
+from ._types import IS_SETTLED, LIVE_MARKS, SETTLED, EntryState
 
 STATES: tuple[str, ...] = get_args(EntryState)  # in the order `status` lists them
 
@@ -204,25 +204,33 @@ def _attempt(row: tuple) -> AttemptView:
 
 
 # `status` reads a ledger of a million entries in well under a second because each query walks an index
-# (schema v5), never a subquery per entry:
-# - counts by source and state: the covering index entries(source, state), in order, no sort;
-# - the oldest unsettled entry: the first id of each live state, from entries(state, id), four seeks
-#   (ids grow with created_at: entries are only ever appended);
-# - waiting versions: one pass over the partial index entries_live_record, which holds the live entries
-#   only, grouped by record (the engine's `Dialect.waiting`).
+# (schema v9), never a subquery per entry, and no index holds an entry in a phase it does not serve:
+# - counts by source and state: the settled states from the partial index entries_settled(state,
+#   source), a seek each, the live ones from the partial index entries_live_record (the live entries only);
+# - the oldest unsettled entry: the first pending id (entries_to_send, one seek) and the first other
+#   live id (entries_live_record: `min(id + 0)`, as a bare `min(id)` would walk the table in id
+#   order past every settled entry) (ids grow with created_at: entries are only ever appended);
+# - waiting versions: one pass over entries_live_record, grouped by record (the engine's `Dialect.waiting`).
+# A query of in-flight or blocked entries carries `state IN (LIVE_MARKS)` (`_IS_LIVE`), the partial
+# index's own WHERE, so that SQLite may read it; pending and unknown ones have a seek of their own
+# (entries_to_send), settled ones too (entries_settled).
+_IS_LIVE = f"state IN ({LIVE_MARKS})"
+_LIVE_ONLY = ("in_flight", "blocked")
 _OLDEST_LIVE = (
-    "SELECT min(created_at) FROM entries WHERE id IN ("
-    + " UNION ALL ".join(f"SELECT min(id) FROM entries WHERE state = '{s}'" for s in LIVE)
-    + ")"
+    "SELECT min(created_at) FROM entries WHERE id IN (SELECT min(id) FROM entries WHERE state = 'pending' "
+    f"UNION ALL SELECT min(id + 0) FROM entries WHERE {_IS_LIVE} AND state <> 'pending')"
+)
+# A seek per settled state (a WHERE with the OR of them all would be tested on every row).
+_BY_SOURCE = " UNION ALL ".join(
+    [f"SELECT source, '{s}', count(*) FROM entries WHERE state = '{s}' GROUP BY source" for s in SETTLED]
+    + [f"SELECT source, state, count(*) FROM entries WHERE {_IS_LIVE} GROUP BY source, state"]
 )
 
 
 def status(conn: Db, runs: int = 10) -> StatusReport:
     by_state = dict.fromkeys(STATES, 0)
     by_source: dict[str, dict[str, int]] = {}
-    for source, state, n in conn.execute(
-        "SELECT source, state, count(*) FROM entries GROUP BY source, state ORDER BY source"
-    ):
+    for source, state, n in sorted(conn.execute(_BY_SOURCE).fetchall(), key=lambda row: (row[0], STATES.index(row[1]))):
         by_state[state] = by_state.get(state, 0) + n
         by_source.setdefault(source, {})[state] = n
     oldest = conn.execute(_OLDEST_LIVE).fetchone()[0]
@@ -284,10 +292,8 @@ def attention(conn: Db) -> Attention:
         "SELECT count(*) FROM entries e JOIN batches b ON b.id = e.batch_id WHERE e.state = 'unknown' AND b.size = 1"
     ).fetchone()[0]
     waiting = conn.execute(conn.dialect.waiting).fetchone()[0]
-    blocked, unknown = (
-        conn.execute(f"SELECT count(*) FROM entries WHERE state = '{state}'").fetchone()[0]
-        for state in ("blocked", "unknown")
-    )
+    blocked = conn.execute(f"SELECT count(*) FROM entries WHERE {_IS_LIVE} AND state = 'blocked'").fetchone()[0]
+    unknown = conn.execute("SELECT count(*) FROM entries WHERE state = 'unknown'").fetchone()[0]  # entries_to_send
     return Attention(blocked, stalled_, unknown - unresolved, unresolved, waiting)
 
 
@@ -296,7 +302,9 @@ def list_entries(conn: Db, state: str | None, *, source: str | None, limit: int)
     if state:
         if state not in STATES:
             raise ValueError(f"unknown state {state!r}; one of: {', '.join(STATES)}")
-        clauses.append("state = ?")
+        clauses.append(
+            f"id IN (SELECT id FROM entries WHERE {_IS_LIVE} AND state = ?)" if state in _LIVE_ONLY else "state = ?"
+        )
         params.append(state)
     if source:
         clauses.append("source = ?")
@@ -351,11 +359,11 @@ def batch_detail(conn: Db, key: str) -> BatchDetail:
 
 
 def settled_between(conn: Db, states: tuple[str, ...], after: float, until: float) -> list[tuple[str, str, int]]:
-    """(source, state, count) of the entries that reached one of `states` in (after, until], and
+    """(source, state, count) of the entries that reached one of `states` (settled ones) in (after, until], and
     (source, "merged", count) of the merges among them (partial index entries_merged)."""
     marks = ",".join("?" * len(states))
     rows = conn.execute(
-        f"SELECT source, state, count(*) FROM entries WHERE state IN ({marks}) AND updated_at > ? "
+        f"SELECT source, state, count(*) FROM entries WHERE {IS_SETTLED} AND state IN ({marks}) AND updated_at > ? "
         "AND updated_at <= ? GROUP BY source, state",
         (*states, after, until),
     ).fetchall()
@@ -372,7 +380,7 @@ def blocked_batch_keys(conn: Db) -> list[str]:
         key
         for _, key in conn.execute(
             "SELECT DISTINCT b.id, b.key FROM entries e JOIN batches b ON b.id = e.batch_id "
-            "WHERE e.state = 'blocked' ORDER BY b.id"
+            f"WHERE e.{_IS_LIVE} AND e.state = 'blocked' ORDER BY b.id"
         )
     ]
 

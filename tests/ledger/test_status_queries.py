@@ -1,4 +1,4 @@
-"""`status` on a big ledger walks indexes (schema v5): the counts it gives are the ones the plain
+"""`status` on a big ledger walks indexes (schema v5, partial since v9): the counts it gives are the ones the plain
 per-entry definitions give, on ledgers where versions wait behind live older ones; a v4 ledger
 migrates and its status is right at once."""
 
@@ -87,23 +87,33 @@ def ledger_ts(value: float) -> str:
     return str(_ts(value))
 
 
-def test_the_status_queries_use_the_v5_indexes(tmp_path: Path) -> None:
+def test_the_status_queries_read_the_partial_indexes_of_v9(tmp_path: Path) -> None:
+    from connector.ledger import views
     from connector.ledger._sqlite import DIALECT
+    from connector.ledger._types import IS_SETTLED
 
     path = tmp_path / "ledger.sqlite3"
     Ledger(path).close()
     with sqlite3.connect(path) as conn:
         plans = {
-            "by source": conn.execute(
-                "EXPLAIN QUERY PLAN SELECT source, state, count(*) FROM entries GROUP BY source, state ORDER BY source"
-            ).fetchall(),
-            "waiting": conn.execute(f"EXPLAIN QUERY PLAN {DIALECT.waiting}").fetchall(),
+            name: str(conn.execute(f"EXPLAIN QUERY PLAN {sql}").fetchall())
+            for name, sql in (
+                ("by source", views._BY_SOURCE),
+                ("oldest", views._OLDEST_LIVE),
+                ("waiting", DIALECT.waiting),
+            )
         }
-        (partial,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'entries_live_record'").fetchone()
-    assert "COVERING INDEX entries_source_state" in str(plans["by source"])
-    assert "COVERING INDEX entries_live_record" in str(plans["waiting"])
-    # The partial index holds exactly the live states: a change to LIVE needs a migration that rebuilds it.
-    assert partial.endswith(f"WHERE state IN ({LIVE_MARKS.replace(' ', '')})")
+        sql = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index'").fetchall())
+    # No query of `status` reads the table itself: each walks an index holding only the entries it counts.
+    assert "COVERING INDEX entries_settled" in plans["by source"]
+    assert "COVERING INDEX entries_live_record" in plans["by source"]
+    assert "COVERING INDEX entries_live_record" in plans["waiting"]
+    assert "entries_to_send" in plans["oldest"] and "entries_live_record" in plans["oldest"]
+    # The partial indexes hold exactly the states the queries name: a change to LIVE needs a
+    # migration that rebuilds them (a test compares them).
+    assert sql["entries_live_record"].endswith(f"WHERE state IN ({LIVE_MARKS.replace(' ', '')})")
+    assert sql["entries_settled"].endswith(f"WHERE {IS_SETTLED[1:-1]}")
+    assert sql["entries_run"].endswith(f"WHERE {IS_SETTLED[1:-1]}")
 
 
 def test_a_version_4_ledger_migrates_and_its_status_is_right(tmp_path: Path) -> None:
@@ -120,7 +130,7 @@ def test_a_version_4_ledger_migrates_and_its_status_is_right(tmp_path: Path) -> 
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION >= 5
         indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
-    assert {"entries_source_state", "entries_live_record"} <= indexes
+    assert {"entries_to_send", "entries_settled", "entries_run", "entries_live_record"} <= indexes
     assert report.attention.waiting == 1
     assert report.by_source == {"crm": {"in_flight": 1, "pending": 1, "captured": 1}}
     assert report.oldest_unsettled == ledger_ts(1001.0)

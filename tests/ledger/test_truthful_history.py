@@ -116,8 +116,7 @@ def _settle_all(ledger: Ledger, person_ids: dict[str, str | None], named: bool =
         Outcome(m.entry_id, "captured", person_id=person_ids[records[m.entry_id]], named_person=named)
         for m in batch.members
     ]
-    ledger.settle(batch, outcomes, [])
-    merged = ledger.merged_in(batch)
+    _, merged = ledger.settle_counting(batch, outcomes, [])
     ledger.finish_run(run, {"merged": merged}, 0.1, 0, ["crm"])
     return merged
 

@@ -17,6 +17,8 @@ from pathlib import Path
 from connector.ledger import SCHEMA_VERSION
 from connector.sandbox import SandboxStore
 
+from ...ledger.test_v9_migration import undo_v9
+
 
 def _runs(kit, config: Path) -> list[dict]:
     listed = kit.run("runs", "list", "-c", str(config), "--json")
@@ -105,8 +107,10 @@ V7_COLUMNS = {"runs": ("passes", "reason", "merged"), "entries": ("merged",)}
 
 
 def _as_v6(ledger: Path) -> None:
-    """Take the ledger back to what schema v6 wrote (the v7 indexes and columns, v8's table gone)."""
+    """Take the ledger back to what schema v6 wrote (the v7 indexes and columns, v8's table and v9's
+    indexes gone)."""
     with sqlite3.connect(ledger) as db:
+        undo_v9(db.execute)
         db.execute("DROP TABLE pauses")
         db.execute("DROP INDEX entries_person")
         db.execute("DROP INDEX entries_merged")

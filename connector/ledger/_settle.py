@@ -1,0 +1,90 @@
+"""Settle's side of the ledger: what came of a batch, written in the settle's one transaction.
+
+A settle writes each member's outcome, closes the batch and records the attempts that carried it;
+the other endings (blocked, stalled, kept open, failed, split) change every member alike. Nothing
+here commits: each function runs inside one `Ledger` write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from . import _batches, _merges
+from ._db import Db
+from ._stamp import STAMP_SET
+from ._types import BatchState, BatchWork, EntryState, Outcome
+
+if TYPE_CHECKING:  # `status` opens a ledger without loading the HTTP client
+    from ..api.client import Attempt
+
+
+def settle(db: Db, batch: BatchWork, outcomes: Sequence[Outcome], attempts: Sequence[Attempt], now: float) -> int:
+    """Each member's outcome; a capture answered with a person id another record holds is marked a
+    merge. Returns how many were, so that delivery needs no second read to report them."""
+    merges = _merges.merged(db, outcomes)
+    db.executemany(
+        "UPDATE entries SET state = ?, person_id = coalesce(?, person_id), last_error = ?, "
+        f"merged = ?, updated_at = ?, {STAMP_SET} WHERE id = ?",
+        [(o.state, o.person_id, o.error, 1 if o.entry_id in merges else None, now, o.entry_id) for o in outcomes],
+    )
+    close(db, batch, "settled", None, attempts, now)
+    return len(merges)
+
+
+def set_members(
+    db: Db,
+    batch: BatchWork,
+    entry_state: EntryState | None,
+    error: str,
+    batch_state: BatchState,
+    attempts: Sequence[Attempt],
+    now: float,
+) -> None:
+    """Every member alike (`entry_state` None: they keep theirs), and the batch closed as `batch_state`."""
+    db.executemany(
+        f"UPDATE entries SET state = coalesce(?, state), last_error = ?, updated_at = ?, {STAMP_SET} WHERE id = ?",
+        [(entry_state, error, now, m.entry_id) for m in batch.members],
+    )
+    close(db, batch, batch_state, error, attempts, now)
+
+
+def split(db: Db, batch: BatchWork, error: str, attempts: Sequence[Attempt], now: float) -> tuple[BatchWork, BatchWork]:
+    """Two new batches (new keys: new member sets) in place of `batch`, to isolate the bad persons."""
+    half = len(batch.members) // 2
+    close(db, batch, "split", error, attempts, now)
+    return (
+        _batches.new_batch(db, batch.operation, batch.members[:half]),
+        _batches.new_batch(db, batch.operation, batch.members[half:]),
+    )
+
+
+def close(
+    db: Db, batch: BatchWork, state: BatchState, error: str | None, attempts: Sequence[Attempt], now: float
+) -> None:
+    db.execute(
+        "UPDATE batches SET state = ?, last_error = ?, updated_at = ? WHERE id = ?", (state, error, now, batch.id)
+    )
+    insert_attempts(db, batch, attempts)
+
+
+def insert_attempts(db: Db, batch: BatchWork, attempts: Sequence[Attempt]) -> None:
+    db.executemany(
+        "INSERT INTO attempts (batch_id, key, operation, started_at, latency_ms, status_code, "
+        "error_name, error_code, retryable, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                batch.id,
+                a.idempotency_key,
+                a.operation,
+                a.started_at,
+                round(a.latency_s * 1000, 3),
+                a.status_code,
+                a.error.name if a.error else None,
+                a.error.code if a.error else None,
+                None if a.error is None or a.error.retryable is None else int(a.error.retryable),
+                type(a.error).__name__ if a.error else "ok",
+            )
+            for a in attempts
+        ],
+    )
