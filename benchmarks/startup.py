@@ -26,6 +26,7 @@ from typing import Any
 from harness import CLI, Api, write_config
 
 from connector.ledger import Ledger
+from connector.ledger.schema import V10_IN_FLIGHT
 
 HELP_TARGET_S = 0.3
 STATUS_TARGET_S = 0.5
@@ -78,6 +79,7 @@ def build_ledger(path: Path, entries: int) -> float:
             "INSERT INTO batch_members (batch_id, position, entry_id) "
             "SELECT id / 100, id % 100, id FROM entries WHERE batch_id IS NOT NULL"
         )
+        db.execute(V10_IN_FLIGHT)  # in flight as schema v10 keeps it: pending members of open or stalled batches
         db.execute(
             "INSERT OR REPLACE INTO records (source, record_id, entry_id) "
             "SELECT source, record_id, max(id) FROM entries GROUP BY source, record_id"
