@@ -27,6 +27,8 @@ import pg_server
 import psycopg
 from csv_read import generate
 
+from connector.ledger._types import state_of
+
 
 def _query(url: str, sql: str, params: tuple[Any, ...] = ()) -> Any:
     with psycopg.connect(url, autocommit=True, options='-c search_path="bench"') as conn:
@@ -86,7 +88,10 @@ def run(kills: int = 8, lease_s: float = 3.0) -> dict[str, Any]:
                         )
                     rows += 300
                     _poll(
-                        lambda: (_query(url, "SELECT count(*) FROM entries WHERE state = 'in_flight'") or [0])[0],
+                        lambda: (
+                            _query(url, f"SELECT count(*) FROM entries WHERE {state_of('entries')} = 'in_flight'")
+                            or [0]
+                        )[0],
                         "a batch in flight",
                     )
                     leader.send_signal(signal.SIGKILL)

@@ -26,6 +26,7 @@ from typing import Any
 from harness import CLI, Api, write_config
 
 from connector.ledger import Ledger
+from connector.ledger.schema import V10_IN_FLIGHT
 
 HELP_TARGET_S = 0.3
 STATUS_TARGET_S = 0.5
@@ -65,19 +66,24 @@ def build_ledger(path: Path, entries: int) -> float:
             "printf('%016x', id), 'v1', 1, NULL, 1.7e9 + id / 100.0, 1.7e9 + id / 100.0 FROM n",
             (entries, newer, newer, newer),
         )
-        # Entries that were sent sit in batches (one per block of 100 ids), about every 7th stalled.
+        # Entries that were sent sit in batches (per block of 100 ids, one for each of the three states):
+        # the in-flight ones in open batches, about every 7th stalled; the blocked ones in blocked
+        # batches, the unknown ones in settled batches.
+        batch = "(id / 100) * 3 + CASE state WHEN 'in_flight' THEN 0 WHEN 'unknown' THEN 1 ELSE 2 END"
         db.execute(
             "INSERT INTO batches (id, key, operation, state, body_hash, size, created_at, updated_at) "
-            "SELECT id / 100, printf('b%031x', id / 100), 'bulk', "
-            "CASE WHEN max(state = 'blocked') THEN 'blocked' WHEN (id / 100) % 7 = 0 THEN 'stalled' ELSE 'open' END, "
+            f"SELECT {batch}, printf('b%031x', {batch}), 'bulk', "
+            "CASE WHEN max(state = 'blocked') THEN 'blocked' WHEN max(state = 'unknown') THEN 'settled' "
+            "WHEN (id / 100) % 7 = 0 THEN 'stalled' ELSE 'open' END, "
             "'h', 100, min(created_at), max(updated_at) "
-            "FROM entries WHERE state IN ('in_flight', 'unknown', 'blocked') GROUP BY id / 100"
+            f"FROM entries WHERE state IN ('in_flight', 'unknown', 'blocked') GROUP BY {batch}"
         )
-        db.execute("UPDATE entries SET batch_id = id / 100 WHERE state IN ('in_flight', 'unknown', 'blocked')")
+        db.execute(f"UPDATE entries SET batch_id = {batch} WHERE state IN ('in_flight', 'unknown', 'blocked')")
         db.execute(
             "INSERT INTO batch_members (batch_id, position, entry_id) "
-            "SELECT id / 100, id % 100, id FROM entries WHERE batch_id IS NOT NULL"
+            "SELECT batch_id, id % 100, id FROM entries WHERE batch_id IS NOT NULL"
         )
+        db.execute(V10_IN_FLIGHT)  # in flight as schema v10 keeps it: pending members of open or stalled batches
         db.execute(
             "INSERT OR REPLACE INTO records (source, record_id, entry_id) "
             "SELECT source, record_id, max(id) FROM entries GROUP BY source, record_id"

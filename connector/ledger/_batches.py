@@ -15,8 +15,7 @@ from collections.abc import Sequence
 
 from ..keys import batch_key, content_hash
 from ._db import Db
-from ._stamp import STAMP_SET
-from ._types import LIVE_MARKS, BatchWork, Claim, Member, Operation
+from ._types import LIVE_MARKS, BatchWork, Claim, Member, Operation, in_open_batch
 from .schema import LedgerError
 
 # Whether entry `e` has an older version that is live. A pending entry is sendable only when it has
@@ -25,15 +24,18 @@ OLDER_LIVE = (
     "EXISTS (SELECT 1 FROM entries o WHERE o.source = e.source AND o.record_id = e.record_id "
     f"AND o.id < e.id AND o.state IN ({LIVE_MARKS}))"
 )
+# A pending entry in an open or stalled batch is in flight (schema v10: claim does not write the entry).
 _SENDABLE = (
-    f"SELECT e.id, e.key, e.payload FROM entries e WHERE e.state = 'pending' AND NOT {OLDER_LIVE} ORDER BY e.id LIMIT ?"
+    f"SELECT e.id, e.key, e.payload FROM entries e WHERE e.state = 'pending' AND NOT {in_open_batch('e')} "
+    f"AND NOT {OLDER_LIVE} ORDER BY e.id LIMIT ?"
 )
 
 # An unknown entry is re-offered alone once; one that a batch of its own could not place either is
 # left for an operator (re-asking the same way cannot give a safer answer).
+# (One being re-offered is in flight in its open batch: not again.)
 _REOFFER = (
     "SELECT e.id, e.key, e.payload FROM entries e WHERE e.state = 'unknown' AND NOT EXISTS ("
-    "SELECT 1 FROM batches b WHERE b.id = e.batch_id AND b.size = 1) ORDER BY e.id LIMIT 1"
+    f"SELECT 1 FROM batches b WHERE b.id = e.batch_id AND b.size = 1) AND NOT {in_open_batch('e')} ORDER BY e.id LIMIT 1"
 )
 
 
@@ -85,16 +87,13 @@ def _person_batch(db: Db, member: Member) -> BatchWork:
     existing = db.execute("SELECT id FROM batches WHERE key = ?", (member.key,)).fetchone()
     if existing is None:
         return new_batch(db, "person", [member], key=member.key)
-    now = time.time()
-    db.execute("UPDATE batches SET state = 'open', updated_at = ? WHERE id = ?", (now, existing[0]))
-    db.execute(
-        f"UPDATE entries SET state = 'in_flight', batch_id = ?, updated_at = ?, {STAMP_SET} WHERE id = ?",
-        (existing[0], now, member.entry_id),
-    )
+    db.execute("UPDATE batches SET state = 'open', updated_at = ? WHERE id = ?", (time.time(), existing[0]))
     return load_batch(db, existing[0])
 
 
 def new_batch(db: Db, operation: Operation, members: Sequence[Member], key: str | None = None) -> BatchWork:
+    """The batch row and a row per member, and nothing else: its pending members are in flight
+    because the batch is open (`in_open_batch`), so claiming writes no entry (schema v10)."""
     body = build_body(operation, members)
     now = time.time()
     key = key or batch_key()
@@ -106,10 +105,6 @@ def new_batch(db: Db, operation: Operation, members: Sequence[Member], key: str 
     db.executemany(
         "INSERT INTO batch_members (batch_id, position, entry_id) VALUES (?, ?, ?)",
         [(batch_id, i, m.entry_id) for i, m in enumerate(members)],
-    )
-    db.executemany(
-        f"UPDATE entries SET state = 'in_flight', batch_id = ?, updated_at = ?, {STAMP_SET} WHERE id = ?",
-        [(batch_id, now, m.entry_id) for m in members],
     )
     return BatchWork(batch_id, key, operation, tuple(members), body)
 

@@ -11,6 +11,7 @@ from ._stamp import STAMP_SET
 from ._types import EntryState
 
 _NEWEST = "id = (SELECT r.entry_id FROM records r WHERE r.source = entries.source AND r.record_id = entries.record_id)"
+# `in_flight` as a ledger from before v10 may still hold it; since, a batch's in-flight members are pending.
 RESOLVABLE: tuple[EntryState, ...] = ("blocked", "failed", "unknown", "in_flight")
 
 
@@ -27,14 +28,15 @@ def resolve(db: Db, key: str, action: Literal["requeue", "dismiss"], now: float)
     """Requeue or dismiss a batch's unsettled members (by batch key) or one entry (by its key).
     Raises KeyError for an unknown key and ValueError when nothing there needs resolving."""
     batch = db.execute("SELECT id, state FROM batches WHERE key = ?", (key,)).fetchone()
-    marks = ",".join("?" * len(RESOLVABLE))
     params: tuple[object, ...]
     if batch is not None:
         if batch[1] in ("settled", "split", "requeued", "dismissed"):
             raise ValueError(f"batch {key} is {batch[1]}: nothing in it needs resolving")
+        # An open or stalled batch's pending members are in flight in it (schema v10).
+        states = (*RESOLVABLE, "pending") if batch[1] in ("open", "stalled") else RESOLVABLE
         where, params = (
-            f"id IN (SELECT entry_id FROM batch_members WHERE batch_id = ?) AND state IN ({marks})",
-            (batch[0], *RESOLVABLE),
+            f"id IN (SELECT entry_id FROM batch_members WHERE batch_id = ?) AND state IN ({','.join('?' * len(states))})",
+            (batch[0], *states),
         )
         db.execute(
             "UPDATE batches SET state = ?, updated_at = ? WHERE id = ?",

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._db import Db
-from ._types import IS_SETTLED, LIVE_MARKS
+from ._types import IS_SETTLED, LIVE_MARKS, state_of
 from .views import RUN_COLS, RUN_COUNTS, RunView, _ts, run_view
 
 
@@ -167,9 +167,9 @@ def entries(db: Db, run_id: int, state: str | None) -> list[RunEntry]:
     `attempts` counts the requests that carried each entry, in any batch."""
     # Two parts, each read from a partial index: the settled entries (entries_run), the live ones
     # (entries_live_record, the live entries alone).
-    only = " AND e.state = ?" if state else ""
+    only = f" AND {state_of('e')} = ?" if state else ""
     select = (
-        "SELECT e.id, e.key, e.source, e.record_id, e.state, coalesce(e.last_error, e.notes), "
+        f"SELECT e.id, e.key, e.source, e.record_id, {state_of('e')}, coalesce(e.last_error, e.notes), "
         "(SELECT count(*) FROM attempts a WHERE a.batch_id IN "
         "(SELECT m.batch_id FROM batch_members m WHERE m.entry_id = e.id)), e.updated_at, e.payload FROM entries e "
     )

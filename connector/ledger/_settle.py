@@ -25,8 +25,11 @@ def settle(db: Db, batch: BatchWork, outcomes: Sequence[Outcome], attempts: Sequ
     merges = _merges.merged(db, outcomes)
     db.executemany(
         "UPDATE entries SET state = ?, person_id = coalesce(?, person_id), last_error = ?, "
-        f"merged = ?, updated_at = ?, {STAMP_SET} WHERE id = ?",
-        [(o.state, o.person_id, o.error, 1 if o.entry_id in merges else None, now, o.entry_id) for o in outcomes],
+        f"merged = ?, batch_id = ?, updated_at = ?, {STAMP_SET} WHERE id = ?",
+        [
+            (o.state, o.person_id, o.error, 1 if o.entry_id in merges else None, batch.id, now, o.entry_id)
+            for o in outcomes
+        ],
     )
     close(db, batch, "settled", None, attempts, now)
     return len(merges)
@@ -43,8 +46,9 @@ def set_members(
 ) -> None:
     """Every member alike (`entry_state` None: they keep theirs), and the batch closed as `batch_state`."""
     db.executemany(
-        f"UPDATE entries SET state = coalesce(?, state), last_error = ?, updated_at = ?, {STAMP_SET} WHERE id = ?",
-        [(entry_state, error, now, m.entry_id) for m in batch.members],
+        "UPDATE entries SET state = coalesce(?, state), last_error = ?, batch_id = ?, updated_at = ?, "
+        f"{STAMP_SET} WHERE id = ?",
+        [(entry_state, error, batch.id, now, m.entry_id) for m in batch.members],
     )
     close(db, batch, batch_state, error, attempts, now)
 

@@ -36,6 +36,26 @@ SETTLED: tuple[EntryState, ...] = tuple(s for s in get_args(EntryState) if s not
 IS_SETTLED = "(" + " OR ".join(f"state = '{s}'" for s in SETTLED) + ")"
 
 
+# The stored states of an entry in flight (schema v10), as SQL: claimed pending, or re-offered unknown.
+IN_FLIGHT_AS = "'pending','unknown'"
+
+
+def in_open_batch(entry: str) -> str:
+    """SQL: the entry (a table name or alias) is a member of a batch that is open or stalled. Since
+    schema v10 claim writes a batch and its members, never the entry: a pending member of such a
+    batch is in flight, and so is an unknown one (re-offered alone); stored `in_flight` is left only
+    on entries v10 found in no such batch."""
+    return (
+        f"EXISTS (SELECT 1 FROM batch_members m JOIN batches b ON b.id = m.batch_id WHERE m.entry_id = {entry}.id "
+        "AND b.state IN ('open','stalled'))"
+    )
+
+
+def state_of(entry: str) -> str:
+    """SQL: the entry's state as users see it, in flight derived from its batch (`in_open_batch`)."""
+    return f"CASE WHEN {entry}.state IN ({IN_FLIGHT_AS}) AND {in_open_batch(entry)} THEN 'in_flight' ELSE {entry}.state END"
+
+
 @dataclass(frozen=True, slots=True)
 class Mapped:
     """One source record after mapping: a valid payload, or the reasons it was rejected. With a

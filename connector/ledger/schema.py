@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..secret_files import create_private
+from ._types import in_open_batch
 
 if TYPE_CHECKING:  # imported by _migrate only: every command opens a ledger, few create one
     import sqlite_utils
@@ -275,7 +276,21 @@ _V9_WITHOUT_ROWID = (
 )
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9]
+# Both engines' v10 (see `_v10`).
+V10_IN_FLIGHT = f"UPDATE entries SET state = 'pending' WHERE state = 'in_flight' AND {in_open_batch('entries')}"
+
+
+def _v10(db: sqlite_utils.Database) -> None:
+    """Claim at batch granularity (issue 24): claiming writes the batch and its members, and no entry.
+    An entry is in flight while it is pending and a member of an open or stalled batch (`in_open_batch`),
+    so the in-flight entries of an open or stalled batch become pending: the same batch is re-sent
+    under its key and bytes, as before, and `status` counts them in flight from their batch. An entry
+    stored in flight outside any such batch (none should be) keeps its state, as v9 left it: nothing
+    is re-sent, nothing lost."""
+    db.execute(V10_IN_FLIGHT)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any, get_args
 
 from ._db import Db
-from ._types import IS_SETTLED, LIVE_MARKS, SETTLED, EntryState
+from ._types import IN_FLIGHT_AS, IS_SETTLED, LIVE_MARKS, SETTLED, EntryState, in_open_batch, state_of
 
 STATES: tuple[str, ...] = get_args(EntryState)  # in the order `status` lists them
 
@@ -127,7 +127,7 @@ class BatchDetail:
     attempts: list[AttemptView]
 
 
-_ENTRY_COLS = "key, source, record_id, state, person_id, last_error, updated_at, payload, notes"
+_ENTRY_COLS = "key, source, record_id, {state}, person_id, last_error, updated_at, payload, notes"
 _ATTEMPT_COLS = "key, operation, started_at, latency_ms, status_code, error_name, error_code, retryable, outcome"
 RUN_COUNTS = (
     "read",
@@ -214,8 +214,18 @@ def _attempt(row: tuple) -> AttemptView:
 # A query of in-flight or blocked entries carries `state IN (LIVE_MARKS)` (`_IS_LIVE`), the partial
 # index's own WHERE, so that SQLite may read it; pending and unknown ones have a seek of their own
 # (entries_to_send), settled ones too (entries_settled).
+# In flight is derived (schema v10): a pending (or re-offered unknown) entry that is a member of an open
+# or stalled batch, counted from those batches' members (few), and taken from its stored state's count.
 _IS_LIVE = f"state IN ({LIVE_MARKS})"
 _LIVE_ONLY = ("in_flight", "blocked")
+_IN_FLIGHT = (
+    "SELECT e.source, e.state, count(*) FROM batches b JOIN batch_members m ON m.batch_id = b.id JOIN entries e "
+    f"ON e.id = m.entry_id WHERE b.state IN ('open','stalled') AND e.state IN ({IN_FLIGHT_AS}) GROUP BY e.source, e.state"
+)
+_IN_STALLED = (
+    "FROM batch_members m JOIN batches b ON b.id = m.batch_id JOIN entries e ON e.id = m.entry_id "
+    f"WHERE b.state = 'stalled' AND e.state IN ({IN_FLIGHT_AS})"
+)
 _OLDEST_LIVE = (
     "SELECT min(created_at) FROM entries WHERE id IN (SELECT min(id) FROM entries WHERE state = 'pending' "
     f"UNION ALL SELECT min(id + 0) FROM entries WHERE {_IS_LIVE} AND state <> 'pending')"
@@ -233,6 +243,13 @@ def status(conn: Db, runs: int = 10) -> StatusReport:
     for source, state, n in sorted(conn.execute(_BY_SOURCE).fetchall(), key=lambda row: (row[0], STATES.index(row[1]))):
         by_state[state] = by_state.get(state, 0) + n
         by_source.setdefault(source, {})[state] = n
+    for source, state, n in conn.execute(_IN_FLIGHT).fetchall():
+        counts = by_source[source]
+        counts[state] -= n
+        counts["in_flight"] = counts.get("in_flight", 0) + n
+        by_state[state] -= n
+        by_state["in_flight"] += n
+        by_source[source] = {k: counts[k] for k in STATES if counts.get(k)}
     oldest = conn.execute(_OLDEST_LIVE).fetchone()[0]
     run_rows = conn.execute(f"SELECT {RUN_COLS} FROM runs ORDER BY id DESC LIMIT ?", (runs,)).fetchall()
     batches = dict(conn.execute("SELECT state, count(*) FROM batches GROUP BY state").fetchall())
@@ -249,10 +266,7 @@ def status(conn: Db, runs: int = 10) -> StatusReport:
 
 def stalled(conn: Db) -> int:
     """Entries of batches stopped by a non-retryable answer: they wait for an operator's `replay`."""
-    return conn.execute(
-        "SELECT count(*) FROM batch_members m JOIN batches b ON b.id = m.batch_id "
-        "JOIN entries e ON e.id = m.entry_id WHERE b.state = 'stalled' AND e.state = 'in_flight'"
-    ).fetchone()[0]
+    return conn.execute(f"SELECT count(*) {_IN_STALLED}").fetchone()[0]
 
 
 @dataclass(frozen=True)
@@ -274,8 +288,7 @@ def answer_reason(status_code: int | None, name: str | None, code: str | None) -
 
 def stalls(conn: Db) -> Stalls:
     entries, batches, since = conn.execute(
-        "SELECT count(*), count(DISTINCT b.id), min(b.updated_at) FROM batch_members m JOIN batches b ON b.id = m.batch_id "
-        "JOIN entries e ON e.id = m.entry_id WHERE b.state = 'stalled' AND e.state = 'in_flight'"
+        f"SELECT count(*), count(DISTINCT b.id), min(b.updated_at) {_IN_STALLED}"
     ).fetchone()
     if not entries:
         return Stalls()
@@ -293,7 +306,9 @@ def attention(conn: Db) -> Attention:
     ).fetchone()[0]
     waiting = conn.execute(conn.dialect.waiting).fetchone()[0]
     blocked = conn.execute(f"SELECT count(*) FROM entries WHERE {_IS_LIVE} AND state = 'blocked'").fetchone()[0]
-    unknown = conn.execute("SELECT count(*) FROM entries WHERE state = 'unknown'").fetchone()[0]  # entries_to_send
+    unknown = conn.execute(  # entries_to_send; those re-offered alone right now are in flight
+        f"SELECT count(*) FROM entries WHERE state = 'unknown' AND NOT {in_open_batch('entries')}"
+    ).fetchone()[0]
     return Attention(blocked, stalled_, unknown - unresolved, unresolved, waiting)
 
 
@@ -302,15 +317,26 @@ def list_entries(conn: Db, state: str | None, *, source: str | None, limit: int)
     if state:
         if state not in STATES:
             raise ValueError(f"unknown state {state!r}; one of: {', '.join(STATES)}")
-        clauses.append(
-            f"id IN (SELECT id FROM entries WHERE {_IS_LIVE} AND state = ?)" if state in _LIVE_ONLY else "state = ?"
-        )
-        params.append(state)
+        if state == "in_flight":  # derived, or stored by a ledger from before v10
+            clauses.append(
+                f"(state IN ({IN_FLIGHT_AS}) AND {in_open_batch('entries')} OR {_IS_LIVE} AND state = 'in_flight')"
+            )
+        elif state in ("pending", "unknown"):
+            clauses.append(f"state = ? AND NOT {in_open_batch('entries')}")
+            params.append(state)
+        else:
+            clauses.append(
+                f"id IN (SELECT id FROM entries WHERE {_IS_LIVE} AND state = ?)" if state in _LIVE_ONLY else "state = ?"
+            )
+            params.append(state)
     if source:
         clauses.append("source = ?")
         params.append(source)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    rows = conn.execute(f"SELECT {_ENTRY_COLS} FROM entries {where} ORDER BY id LIMIT ?", (*params, limit)).fetchall()
+    rows = conn.execute(
+        f"SELECT {_ENTRY_COLS.format(state=state_of('entries'))} FROM entries {where} ORDER BY id LIMIT ?",
+        (*params, limit),
+    ).fetchall()
     return [_entry(r) for r in rows]
 
 
@@ -324,7 +350,9 @@ def versions(conn: Db, source: str, record_id: str) -> list[EntryDetail]:
 
 def show(conn: Db, key: str) -> EntryDetail | BatchDetail:
     """A per-person key gives the entry and every batch and attempt it was part of; a batch key the batch."""
-    row = conn.execute(f"SELECT id, {_ENTRY_COLS} FROM entries WHERE key = ?", (key,)).fetchone()
+    row = conn.execute(
+        f"SELECT id, {_ENTRY_COLS.format(state=state_of('entries'))} FROM entries WHERE key = ?", (key,)
+    ).fetchone()
     if row is not None:
         batch_rows = conn.execute(
             "SELECT b.id, b.key FROM batch_members m JOIN batches b ON b.id = m.batch_id "
@@ -346,7 +374,7 @@ def batch_detail(conn: Db, key: str) -> BatchDetail:
     if batch is None:
         raise KeyError(key)
     members = conn.execute(
-        f"SELECT {', '.join('e.' + c.strip() for c in _ENTRY_COLS.split(','))} FROM batch_members m "
+        f"SELECT {_ENTRY_COLS.format(state=state_of('e')).replace('key, source', 'e.key, e.source')} FROM batch_members m "
         "JOIN entries e ON e.id = m.entry_id WHERE m.batch_id = ? ORDER BY m.position",
         (batch[0],),
     ).fetchall()
@@ -391,7 +419,7 @@ def unknown_entries(conn: Db, limit: int) -> list[tuple[EntryView, bool]]:
         bool(r[0])
         for r in conn.execute(
             "SELECT CASE WHEN b.size = 1 THEN 1 ELSE 0 END FROM entries e LEFT JOIN batches b ON b.id = e.batch_id "
-            "WHERE e.state = 'unknown' ORDER BY e.id LIMIT ?",
+            f"WHERE e.state = 'unknown' AND NOT {in_open_batch('e')} ORDER BY e.id LIMIT ?",
             (limit,),
         )
     ]

@@ -1,17 +1,19 @@
-"""A ledger of schema v8 (the indexes before issue 24) migrates to v9 on both engines without
-re-sending anything: every entry keeps its state, `status` gives the same answers, the batch in
-flight comes back with its key and body, the stalled one only for `replay`, and the next new batch
-holds only what was pending."""
+"""Ledgers of schema v8 (the indexes before issue 24) and v9 (in flight stored on each entry) migrate
+to the current schema on both engines without re-sending anything: `status` gives the same answers,
+the batch in flight comes back with its key and body, the stalled one only for `replay`, and the next
+new batch holds only what was pending."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from connector.ledger import SCHEMA_VERSION, Claim, Ledger, Mapped, Outcome
+from connector.ledger import SCHEMA_VERSION, BatchWork, Claim, Ledger, Mapped, Outcome
+from connector.ledger._types import in_open_batch
 from connector.ledger.schema import V9_INDEXES
 
 # What v9 replaced, as v1, v4 and v5 created it on SQLite and _pg_schema on PostgreSQL.
@@ -28,25 +30,57 @@ def person(i: int) -> Mapped:
     return Mapped(str(i), payload=json.dumps({"name": f"Person {i}", "email": f"p{i}@example.com"}))
 
 
+def claimed(ledger: Ledger, size: int) -> BatchWork:
+    work = ledger.claim(Claim(size))
+    assert work is not None and len(work.members) == size
+    return work
+
+
 def undo_v9(execute: Callable[[str], Any]) -> None:
     """v8's indexes in place of v9's (SQLite's WITHOUT ROWID tables stay: v9 builds them again)."""
     for statement in [f"DROP INDEX {name}" for name in V9_NAMES] + list(V8_CREATE):
         execute(statement)
 
 
-def as_version_8(target: str | Path) -> None:
-    """The ledger as the release before left it, and saying v8."""
+def undo_v10(execute: Callable[[str], Any]) -> None:
+    """In flight stored on each entry, as claim wrote it before v10: the members of open and stalled batches."""
+    execute(
+        "UPDATE entries SET state = 'in_flight', batch_id = (SELECT max(m.batch_id) FROM batch_members m "
+        f"WHERE m.entry_id = entries.id) WHERE state = 'pending' AND {in_open_batch('entries')}"
+    )
+
+
+def as_version(target: str | Path, version: int, *extra: str) -> None:
+    """The ledger as the release of `version` left it (then the `extra` statements), and saying so."""
+    undo = [undo_v10] + ([undo_v9] if version < 9 else [])
     if isinstance(target, Path):
         conn = sqlite3.connect(target, isolation_level=None)
-        undo_v9(conn.execute)
-        conn.execute("PRAGMA user_version = 8")
+        for step in undo:
+            step(conn.execute)
+        for statement in extra:
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {version}")
         conn.close()
         return
     import psycopg
 
     with psycopg.connect(target, autocommit=True) as pg:
-        undo_v9(pg.execute)
-        pg.execute("UPDATE schema_version SET version = 8")
+        for step in undo:
+            step(pg.execute)
+        for statement in extra:
+            pg.execute(statement)
+        pg.execute(f"UPDATE schema_version SET version = {version}")
+
+
+def stored_states(target: str | Path) -> dict[str, int]:
+    sql = "SELECT state, count(*) FROM entries GROUP BY state"
+    if isinstance(target, Path):
+        with closing(sqlite3.connect(target)) as conn:
+            return dict(conn.execute(sql).fetchall())
+    import psycopg
+
+    with psycopg.connect(target, autocommit=True) as pg:
+        return dict(pg.execute(sql).fetchall())
 
 
 def indexes(target: str | Path) -> set[str]:
@@ -69,21 +103,17 @@ def test_a_version_8_ledger_migrates_without_resending_anything(ledger_target: s
     with Ledger(ledger_target) as ledger:
         ledger.start_run("sync")
         ledger.enqueue("crm", "m", [person(i) for i in range(1, 7)], {"offset": 6})
-        captured = ledger.claim(Claim(1))
-        assert captured is not None
+        captured = claimed(ledger, 1)
         ledger.settle(captured, [Outcome(captured.members[0].entry_id, "captured", person_id="p-1")], [])
-        stalled = ledger.claim(Claim(1))
-        assert stalled is not None
+        stalled = claimed(ledger, 1)
         ledger.stall(stalled, "HTTP 500", [])
-        blocked = ledger.claim(Claim(1))
-        assert blocked is not None
+        blocked = claimed(ledger, 1)
         ledger.block(blocked, "HTTP 409", [])
-        in_flight = ledger.claim(Claim(2))
-        assert in_flight is not None and len(in_flight.members) == 2
+        in_flight = claimed(ledger, 2)
         ledger.keep_open(in_flight, "HTTP 503", [])
         before = ledger.status()
         unsettled, attention = ledger.unsettled_count(), ledger.blocked_count()
-    as_version_8(ledger_target)
+    as_version(ledger_target, 8)
     assert not set(V9_NAMES) & indexes(ledger_target)
 
     with Ledger(ledger_target) as ledger:
@@ -109,3 +139,33 @@ def test_a_version_8_ledger_migrates_without_resending_anything(ledger_target: s
     if isinstance(ledger_target, Path):
         with sqlite3.connect(ledger_target) as conn:
             assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_a_version_9_ledger_derives_in_flight_from_its_batches(ledger_target: str | Path) -> None:
+    """v10 turns the stored in-flight members of open and stalled batches pending (in flight since
+    derived from the batch); an entry stored in flight in no such batch keeps its state, never sent."""
+    with Ledger(ledger_target) as ledger:
+        ledger.start_run("sync")
+        ledger.enqueue("crm", "m", [person(i) for i in range(1, 7)], {"offset": 6})
+        stalled = claimed(ledger, 1)
+        ledger.stall(stalled, "HTTP 500", [])
+        open_ = claimed(ledger, 2)
+        ledger.keep_open(open_, "HTTP 503", [])
+    # Person 6 in flight in no batch: a state v9 could not reach, kept as it was.
+    as_version(ledger_target, 9, "UPDATE entries SET state = 'in_flight' WHERE record_id = '6'")
+    assert stored_states(ledger_target) == {"in_flight": 4, "pending": 2}
+
+    with Ledger(ledger_target) as ledger:
+        assert stored_states(ledger_target) == {"in_flight": 1, "pending": 5}
+        report = ledger.status()
+        assert {k: v for k, v in report.by_state.items() if v} == {"in_flight": 4, "pending": 2}
+        assert report.attention.stalled == 1 and ledger.unsettled_count() == 6
+        assert [e.state for e in ledger.list_entries("in_flight", limit=10)] == ["in_flight"] * 4
+        again = ledger.claim(Claim(10))
+        assert again is not None and (again.key, again.body) == (open_.key, open_.body)
+        ledger.settle(again, [Outcome(m.entry_id, "captured", person_id=f"p-{m.entry_id}") for m in again.members], [])
+        fresh = ledger.claim(Claim(10, skip=frozenset()))
+        assert fresh is not None and [json.loads(m.payload)["name"] for m in fresh.members] == ["Person 4", "Person 5"]
+        assert ledger.claim(Claim(10, skip=frozenset({fresh.id}))) is None
+        replayed = ledger.claim(Claim(10, skip=frozenset({fresh.id}), include_stalled=True))
+        assert replayed is not None and (replayed.key, replayed.body) == (stalled.key, stalled.body)

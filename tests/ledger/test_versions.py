@@ -121,6 +121,11 @@ def test_an_unknown_member_is_reoffered_once_alone_under_a_new_batch_key(ledger)
     assert alone.operation == "bulk" and len(alone.members) == 1 and alone.key != batch.key
     assert alone.members[0].key == batch.members[0].key
     assert json.loads(alone.body)["persons"][0]["idempotency_key"] == alone.members[0].key
+    # While in hand, it is in flight: neither offered again nor listed unknown.
+    second = ledger.claim(Claim(10, skip=frozenset({alone.id})))
+    assert [m.key for m in second.members] == [batch.members[1].key]
+    assert ledger.claim(Claim(10, skip=frozenset({alone.id, second.id}))) is None
+    assert ledger.status().by_state["in_flight"] == 2 and not ledger.list_entries("unknown")
     ledger.settle(alone, [Outcome(alone.members[0].entry_id, "unknown", error="still no evidence")], [])
     other = ledger.claim(Claim(10))
     assert other.members[0].key == batch.members[1].key

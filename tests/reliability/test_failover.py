@@ -30,6 +30,7 @@ from pathlib import Path
 
 import psycopg
 
+from connector.ledger._types import state_of
 from connector.sandbox import Faults
 
 from .upstream import CURSOR, MAPPING, Upstream, check_versions, version_figures
@@ -37,7 +38,7 @@ from .upstream import CURSOR, MAPPING, Upstream, check_versions, version_figures
 LEASE_S = 3
 DEADLINE_S = 90
 UNSETTLED = "SELECT count(*) FROM entries WHERE state NOT IN ('captured', 'duplicate', 'rejected', 'superseded')"
-IN_HAND = "SELECT DISTINCT record_id FROM entries WHERE state IN ('in_flight', 'unknown')"
+IN_HAND = f"SELECT DISTINCT record_id FROM entries WHERE {state_of('entries')} IN ('in_flight', 'unknown')"
 EDITED = 0.06  # the share of the rows each change upstream rewrites (and a third as many new ones)
 
 
@@ -184,7 +185,7 @@ def test_leaders_killed_and_paused_lose_nothing_double_nothing_and_never_send_ou
         change_upstream(url, it)
         poll(
             lambda: (
-                query(url, it.name, "SELECT count(*) FROM entries WHERE state = 'in_flight'")[0][0]
+                query(url, it.name, f"SELECT count(*) FROM entries WHERE {state_of('entries')} = 'in_flight'")[0][0]
                 or not query(url, it.name, "SELECT count(*) FROM entries WHERE state = 'pending'")[0][0]
             ),
             "a batch in flight, or nothing left to send",

@@ -187,7 +187,8 @@ def test_a_zombie_leader_sends_nothing_after_its_lease_passed_and_its_write_is_r
             lambda: query(url, "SELECT 1 FROM capture_sync_ha.daemons WHERE holder LIKE %s", (f"%:{standby.pid}:%",)),
             "the standby's heartbeat",
         )
-        poll(lambda: count(url, "alpha", "state = 'in_flight'"), "a request in hand")
+        # A batch written and not settled: its members are in flight.
+        poll(lambda: query(url, """SELECT 1 FROM "alpha".batches WHERE state = 'open'"""), "a request in hand")
         zombie.send_signal(signal.SIGSTOP)
         poll(lambda: holder_pid(url, "alpha") == standby.pid, "the standby to take over", 3 * LEASE_S)
         standby.send_signal(signal.SIGKILL)  # from here on no other daemon sends
