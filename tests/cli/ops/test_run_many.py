@@ -46,7 +46,7 @@ def _assert_lines_name_their_integration(log: Path) -> None:
 
 def test_one_process_runs_two_integrations_and_serves_both(kit, sandbox, start_daemon, tmp_path: Path) -> None:
     configs = _two_integrations(kit, sandbox, tmp_path)
-    daemon = start_daemon(configs[0], "-c", str(configs[1]))
+    daemon = start_daemon(configs[0], "-c", str(configs[1]), "-v")  # debug: batch.settled of a batch gone well
     daemon.poll(lambda: len(sandbox.store.persons()) == 8, "both integrations to deliver")
     _assert_each_delivered(kit, configs)
     # --http serves both: their series in one scrape, ready when both are, a page listing them
