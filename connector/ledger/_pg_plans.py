@@ -9,7 +9,9 @@ Measured on 30,000 entries, with autovacuum off to show what a busy minute does:
 
 - never analyzed, or analyzed while the table was small (a first sync): it expects few pending entries
   and prefers a bitmap scan and a sort, reading, checking and sorting every pending entry for each
-  batch (CLAIM_PLAN, below, takes that plan away);
+  batch (CLAIM_PLAN, below, takes that plan away, and the next one);
+- analyzed while the table was nearly all pending, and half of it settled since: it walks the primary
+  key from the first entry, through every settled one;
 - analyzed while nothing was live (every entry settled, between two passes of a daemon), then a
   backlog arrives: it expects entries_live_record to be empty and reads all of it for each pending
   entry it checks, 100 times a claim (0.7 s per claim + settle instead of 20 ms);
@@ -29,12 +31,21 @@ from typing import Any
 
 from .schema import LedgerError
 
-# Without bitmap scans the claim's scans in id order have no plan cheaper than an ordered index walk
-# that stops after one batch, whatever the estimates: the sort the bitmap scan needs was what made
-# reading every pending entry look cheap. For the rest of the claim's transaction only
-# (`set_config(..., true)` is SET LOCAL): the claim is always the last part of its transaction, and its
-# other statements look rows up by key, which plain index scans do as well.
-CLAIM_PLAN = "SELECT set_config('enable_bitmapscan', 'off', true)"
+# The claim's scans in id order must walk entries_to_send, which holds the pending and unknown entries
+# alone and so stops after one batch. Two other plans look cheaper when the statistics lag: a bitmap
+# scan and a sort of every pending entry (the table believed to hold few), and the primary key walked
+# from its first id, filtering out every settled entry on the way (the table believed to be nearly all
+# pending: the planner does not know the settled ones all come first, and the primary key's rows lie
+# in id order on disk, which it prices as cheaper reads than the partial index's). Without bitmap
+# scans, and with a random read priced as a sequential one, the partial index walk costs least at any
+# estimate (measured: 1.5 ms against 41 ms for the primary key's walk on 30,000 entries, half settled
+# since the last ANALYZE). For the rest of the claim's transaction only (`set_config(..., true)` is
+# SET LOCAL): the claim is always the last part of its transaction, and its other statements look
+# rows up by key, for which index scans are the right plan anyway.
+CLAIM_PLAN = (
+    "SELECT set_config('enable_bitmapscan', 'off', true), "
+    "set_config('random_page_cost', current_setting('seq_page_cost'), true)"
+)
 
 # Entries changed before the first ANALYZE: below this the worst plans cost a few milliseconds a batch.
 ANALYZE_MIN = 1000
