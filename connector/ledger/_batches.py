@@ -52,6 +52,8 @@ def claim(db: Db, want: Claim) -> BatchWork | None:
     one-person POST /persons/bulk under its own per-person key (so a person the first request did
     capture comes back as a duplicate: keys are only assumed to hold within one operation), then
     sendable pending entries in a new batch."""
+    if db.dialect.claim_plan:
+        db.execute(db.dialect.claim_plan)
     states = ("open", "stalled") if want.include_stalled else ("open",)
     marks = ",".join("?" * len(states))
     for (batch_id,) in db.execute(f"SELECT id FROM batches WHERE state IN ({marks}) ORDER BY id", states).fetchall():

@@ -31,6 +31,9 @@ class Dialect:
     next_id_after_copy: str
     # the one parameter of `any_of`: a JSON array for SQLite's json_each, a list (an array) for PostgreSQL
     many: Callable[[Iterable[Any]], Any]
+    # run first in a claim's transaction, before its scans of entries in id order ("" for none):
+    # PostgreSQL's planner picks those scans by statistics that lag a grown table (`_postgres.CLAIM_PLAN`)
+    claim_plan: str
 
 
 class Cursor(Protocol):
@@ -68,3 +71,6 @@ class Store(Protocol):
     def read(self) -> AbstractContextManager[Db]: ...
     def acquire_daemon_lock(self) -> None: ...
     def close(self) -> None: ...
+    # After a committed write that made `live` entries live (enqueue) or `settled` ones settled: an
+    # engine whose planner reads statistics refreshes them when they may have fallen behind (ANALYZE).
+    def changed(self, *, live: int = 0, settled: int = 0) -> None: ...

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _lease
 from ._db import Cursor, Dialect
+from ._pg_plans import CLAIM_PLAN, Statistics
 from ._pg_schema import DAEMON, WRITE, lock_key, migrate
 from ._types import LIVE_MARKS
 from .schema import LedgerError, LedgerLocked, LedgerUnreachable
@@ -55,6 +56,7 @@ DIALECT = Dialect(
     merged="SELECT count(*) FROM entries WHERE merged = 1",
     next_id_after_copy="SELECT setval(pg_get_serial_sequence('{table}', 'id'), coalesce(max(id), 0) + 1, false) FROM {table}",
     many=list,
+    claim_plan=CLAIM_PLAN,
 )
 
 
@@ -176,6 +178,11 @@ class PgStore:
         self._lock = threading.Lock()
         # A daemon's lease (`lease()`): every write checks it (`_lease.check`); None for one-shot commands.
         self.fence: _lease.Fence | None = None
+        self._statistics = Statistics(self.connection)
+
+    def changed(self, *, live: int = 0, settled: int = 0) -> None:
+        """ANALYZE entries when this write may have left the planner's statistics behind (`_pg_plans`)."""
+        self._statistics.changed(live, settled)
 
     def close(self) -> None:
         if self._daemon is not None:

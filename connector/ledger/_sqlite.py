@@ -39,6 +39,7 @@ DIALECT = Dialect(
     merged="SELECT count(*) FROM entries INDEXED BY entries_merged WHERE merged = 1",
     next_id_after_copy="",  # an INTEGER PRIMARY KEY continues from the largest id by itself
     many=_json_list,
+    claim_plan="",  # SQLite's planner walks the partial index entries_to_send in id order by itself
 )
 
 
@@ -101,6 +102,10 @@ class SqliteStore:
     def read(self) -> Iterator[SqliteDb]:
         with self._lock:
             yield self._conn
+
+    def changed(self, *, live: int = 0, settled: int = 0) -> None:
+        """Nothing to refresh: SQLite's ledger keeps no statistics (no sqlite_stat1), and its planner
+        walks the partial indexes by their shape."""
 
     def acquire_daemon_lock(self) -> None:
         """One daemon per ledger. flock dies with its process, so a SIGKILL never leaves it stale."""

@@ -129,6 +129,7 @@ class Ledger:
                 "ON CONFLICT(source) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at",
                 (source, state_json, now),
             )
+        self._store.changed(live=counts.enqueued)  # after the commit: off the write lock
         return counts
 
     def last_entry_id(self) -> int:
@@ -202,7 +203,9 @@ class Ledger:
         now = time.time()
         with self._write() as db:
             merged = _settle.settle(db, batch, outcomes, attempts, now)
-            return (None if then is None else _batches.claim(db, then)), merged
+            work = None if then is None else _batches.claim(db, then)
+        self._store.changed(settled=len(outcomes))  # after the commit: off the write lock
+        return work, merged
 
     def block(self, batch: BatchWork, error: str, attempts: Sequence[Attempt]) -> None:
         """409: the key needs manual recovery; never retried automatically (spec 4.4 rule 3)."""
