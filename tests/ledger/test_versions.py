@@ -238,3 +238,22 @@ def test_an_unknown_entry_whose_batch_alone_stalled_is_stalled_and_in_flight_not
     assert (report.attention.unknown, report.attention.unresolved) == (0, 0)
     assert report.by_state.get("in_flight") == 1 and not report.by_state.get("unknown")
     assert ledger.blocked_count() == 0
+
+
+def test_an_unknown_entry_in_flight_alone_is_resolved_by_its_batch_not_by_its_own_key(ledger):
+    ledger.enqueue("crm", "m", [version(1), version(2)], None)
+    batch = ledger.claim(Claim(10))
+    first, second = batch.members
+    ledger.settle(
+        batch, [Outcome(first.entry_id, "unknown", error="no evidence"), Outcome(second.entry_id, "captured")], []
+    )
+    alone = ledger.claim(Claim(10))
+    for stall in (False, True):
+        if stall:
+            ledger.stall(alone, "503", [])
+        # Dismissed while its batch may still be sent, a later settle would overwrite the decision.
+        with pytest.raises(ValueError, match=f"in flight in batch {alone.key}"):
+            ledger.resolve(first.key, "dismiss")
+        assert ledger.status().by_state.get("in_flight") == 1
+    assert ledger.resolve(alone.key, "dismiss") == 1
+    assert ledger.status().by_state.get("dismissed") == 1
