@@ -113,7 +113,7 @@ def test_requests_waiting_on_the_leader_leave_the_ledgers_threads_free() -> None
     async def go() -> list[dict[str, Any]]:
         loop = asyncio.get_running_loop()
         loop.set_default_executor(ThreadPoolExecutor(max_workers=1))  # where claims and settles run
-        waiting = [asyncio.ensure_future(steer(daemon, "state", {})) for _ in range(3)]
+        waiting = [asyncio.ensure_future(steer(daemon, "state", {})) for _ in range(3)]  # type: ignore[arg-type]
         try:
             # A ledger call still runs while three requests wait for the leader's answer.
             assert await asyncio.wait_for(asyncio.to_thread(lambda: "claimed"), 10) == "claimed"
