@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -26,6 +27,11 @@ if TYPE_CHECKING:
     from ..delivery import RunReport
 
 Answer = dict[str, Any]
+
+# Where a standby waits for the leader's answer (up to a whole remote `sync`): threads of its own, so
+# that outstanding requests never take the default executor's, which run every ledger claim and settle.
+# Two at a time; more wait their turn here.
+_ASKS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="capture-sync-ask-leader")
 
 
 class Steered(Protocol):
@@ -156,4 +162,4 @@ async def steer(daemon: Steered, name: str, args: Any) -> Answer:
         check_request(name, args)
     except BadRequest as exc:
         return {"ok": False, "command": name, "error": str(exc), "exit_code": int(ExitCode.USAGE)}
-    return await asyncio.to_thread(ask, name, args)
+    return await asyncio.get_running_loop().run_in_executor(_ASKS, ask, name, args)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ._db import Db
 from .schema import LedgerError
 
-# Every table of the schema (v9), parents before the rows that name them.
+# Every table of the schema (v10), parents before the rows that name them.
 TABLES = (
     "source_state",
     "runs",

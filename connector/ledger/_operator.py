@@ -8,11 +8,21 @@ from typing import Literal
 
 from ._db import Db
 from ._stamp import STAMP_SET
-from ._types import EntryState
+from ._types import EntryState, state_of
 
 _NEWEST = "id = (SELECT r.entry_id FROM records r WHERE r.source = entries.source AND r.record_id = entries.record_id)"
 # `in_flight` as a ledger from before v10 may still hold it; since, a batch's in-flight members are pending.
 RESOLVABLE: tuple[EntryState, ...] = ("blocked", "failed", "unknown", "in_flight")
+
+
+def _open_batch_of(db: Db, entry_id: int) -> tuple[str, str] | None:
+    """The key and state of the open or stalled batch the entry is a member of, if any."""
+    row = db.execute(
+        "SELECT b.key, b.state FROM batch_members m JOIN batches b ON b.id = m.batch_id "
+        "WHERE m.entry_id = ? AND b.state IN ('open','stalled') ORDER BY b.id DESC LIMIT 1",
+        (entry_id,),
+    ).fetchone()
+    return (row[0], row[1]) if row else None
 
 
 def requeue_failed(db: Db, before: float, now: float) -> int:
@@ -43,11 +53,18 @@ def resolve(db: Db, key: str, action: Literal["requeue", "dismiss"], now: float)
             ("requeued" if action == "requeue" else "dismissed", now, batch[0]),
         )
     else:
-        entry = db.execute("SELECT state FROM entries WHERE key = ?", (key,)).fetchone()
+        # As users see it: an unknown entry re-offered alone is in flight in that batch (schema v10),
+        # which may still be sent, and its settle would overwrite what was decided here.
+        entry = db.execute(f"SELECT id, {state_of('entries')} FROM entries WHERE key = ?", (key,)).fetchone()
         if entry is None:
             raise KeyError(key)
-        if entry[0] not in ("blocked", "failed", "unknown"):
-            raise ValueError(f"entry {key} is {entry[0]}: only blocked, failed or unknown entries are resolved by hand")
+        if entry[1] == "in_flight" and (holder := _open_batch_of(db, entry[0])) is not None:
+            raise ValueError(
+                f"entry {key} is in flight in batch {holder[0]} ({holder[1]}): resolve that batch "
+                f"(`ledger resolve {holder[0]} --requeue` or `--dismiss`) or send it again with `replay`"
+            )
+        if entry[1] not in ("blocked", "failed", "unknown"):
+            raise ValueError(f"entry {key} is {entry[1]}: only blocked, failed or unknown entries are resolved by hand")
         where, params = "key = ?", (key,)
     if action == "dismiss":
         return db.execute(

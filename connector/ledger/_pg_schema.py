@@ -126,10 +126,26 @@ def migrate(conn: Any, name: str, schema: str) -> None:
                 f"ledger {name} has schema version {version}; this capture-sync knows up to {SCHEMA_VERSION}. "
                 "Upgrade capture-sync."
             )
+        if version < 10 <= SCHEMA_VERSION:
+            _no_older_leader(conn, name, schema)
         for target in range(version + 1, SCHEMA_VERSION + 1):
             MIGRATIONS[target](conn)
         if version < SCHEMA_VERSION:
             conn.execute("UPDATE schema_version SET version = %s", (SCHEMA_VERSION,))
+
+
+def _no_older_leader(conn: Any, name: str, schema: str) -> None:
+    """Before v10: a daemon of an older release that leads the integration still runs (its lease is
+    live; this process holds none yet). v10 turns the entries it holds in flight pending, which its
+    code would claim again while their batch may still be sent: the same keys in two requests."""
+    leader = _lease.live_holder(conn, schema)
+    if leader is not None:
+        raise LedgerError(
+            f"ledger {name} needs schema version {SCHEMA_VERSION}, which cannot be brought in while {leader}, "
+            f"a daemon of an older capture-sync, leads integration {schema}: stop every daemon of that "
+            "integration (or wait until its lease expires if it was killed), upgrade capture-sync on each "
+            "host, then start them again"
+        )
 
 
 # Advisory lock keys (two int4). The database-wide one (creating schemas) is (LOCK_CLASS, 0); an

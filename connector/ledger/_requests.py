@@ -161,8 +161,13 @@ def _listening(target: PgTarget, channel: str) -> Iterator[psycopg.Connection[An
         yield None
         return
     try:
-        conn.execute(f"LISTEN {channel}")
-        yield conn
+        try:
+            conn.execute(f"LISTEN {channel}")
+        except psycopg.Error:  # e.g. a hot standby: "cannot execute LISTEN during recovery"
+            listening = None
+        else:
+            listening = conn
+        yield listening
     finally:
         conn.close()
 
@@ -176,6 +181,7 @@ class Doorbell:
     def __init__(self, target: PgTarget, integration: str) -> None:
         self.target, self.integration = target, integration
         self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._fresh = False  # listening anew, not yet heard to ring or wait its time out
 
     async def __aenter__(self) -> Doorbell:
         await self._listen()
@@ -196,6 +202,7 @@ class Doorbell:
         except (psycopg.Error, LedgerError):
             await self._drop()
             return False
+        self._fresh = True
         return True
 
     async def _drop(self) -> None:
@@ -208,9 +215,9 @@ class Doorbell:
         """Until the integration's doorbell rings, `halt` is set or the poll's time passes."""
         if self._conn is None or self._conn.closed:
             if not await self._listen():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(halt.wait(), POLL_S)
+                await self._pause(halt)
             return  # listening anew (or not at all): look at the rows now
+        fresh, self._fresh = self._fresh, False
         ring = asyncio.ensure_future(self._ring(self._conn))
         halted = asyncio.ensure_future(halt.wait())
         await asyncio.wait({ring, halted}, return_when=asyncio.FIRST_COMPLETED)
@@ -220,13 +227,23 @@ class Doorbell:
             with contextlib.suppress(asyncio.CancelledError):
                 await ring
             await self._drop()
+        elif fresh and not ring.result():  # a connection made anew failed at once: no reconnecting in a loop
+            await self._pause(halt)
 
-    async def _ring(self, conn: psycopg.AsyncConnection[Any]) -> None:
+    async def _pause(self, halt: asyncio.Event) -> None:
+        """Without a working LISTEN: the leader's poll (`POLL_S`), or until `halt`."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(halt.wait(), POLL_S)
+
+    async def _ring(self, conn: psycopg.AsyncConnection[Any]) -> bool:
+        """Until a ring or SAFETY_POLL_S; False when the connection failed."""
         import psycopg
 
         try:
             async for note in conn.notifies(timeout=SAFETY_POLL_S):
                 if note.payload == self.integration:
-                    return
+                    return True
         except psycopg.Error:  # the connection is gone: the next `rung` listens anew
             await self._drop()
+            return False
+        return True

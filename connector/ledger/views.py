@@ -301,8 +301,9 @@ def stalls(conn: Db) -> Stalls:
 
 def attention(conn: Db) -> Attention:
     stalled_ = stalled(conn)
-    unresolved = conn.execute(
-        "SELECT count(*) FROM entries e JOIN batches b ON b.id = e.batch_id WHERE e.state = 'unknown' AND b.size = 1"
+    unresolved = conn.execute(  # not while its batch alone is open or stalled: then it is in flight
+        "SELECT count(*) FROM entries e JOIN batches b ON b.id = e.batch_id "
+        f"WHERE e.state = 'unknown' AND b.size = 1 AND NOT {in_open_batch('e')}"
     ).fetchone()[0]
     waiting = conn.execute(conn.dialect.waiting).fetchone()[0]
     blocked = conn.execute(f"SELECT count(*) FROM entries WHERE {_IS_LIVE} AND state = 'blocked'").fetchone()[0]

@@ -7,12 +7,15 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from connector.control import ControlServer, ask, daemon_state, find_socket, socket_path
+from connector.control._commands import steer
 
 
 class FakeDaemon:
@@ -84,3 +87,40 @@ def test_a_stale_socket_is_replaced_the_new_one_is_0600_and_unknown_requests_do_
     assert [a["exit_code"] for a in answers] == [2, 2, 2] and not any(a["ok"] for a in answers)
     assert "no command 'nope'" in answers[0]["error"] and "takes no argument 'sorce'" in answers[1]["error"]
     assert daemon.calls == []
+
+
+class StandbyDaemon(FakeDaemon):
+    """A daemon that stands by: every request is asked of the leader elsewhere, whose answer takes
+    until `answer` is set (as a long remote `sync` does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answer = threading.Event()
+        self.asked_on: list[str] = []
+
+    def leader_elsewhere(self):
+        def ask_leader(name: str, args: dict[str, Any]) -> dict[str, Any]:
+            self.asked_on.append(threading.current_thread().name)
+            self.answer.wait(30)
+            return {"ok": True, "command": name, "exit_code": 0}
+
+        return ask_leader
+
+
+def test_requests_waiting_on_the_leader_leave_the_ledgers_threads_free() -> None:
+    daemon = StandbyDaemon()
+
+    async def go() -> list[dict[str, Any]]:
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=1))  # where claims and settles run
+        waiting = [asyncio.ensure_future(steer(daemon, "state", {})) for _ in range(3)]  # type: ignore[arg-type]
+        try:
+            # A ledger call still runs while three requests wait for the leader's answer.
+            assert await asyncio.wait_for(asyncio.to_thread(lambda: "claimed"), 10) == "claimed"
+        finally:
+            daemon.answer.set()
+        return await asyncio.gather(*waiting)
+
+    answers = asyncio.run(go())
+    assert [a["ok"] for a in answers] == [True] * 3
+    assert daemon.asked_on and all(n.startswith("capture-sync-ask-leader") for n in daemon.asked_on)

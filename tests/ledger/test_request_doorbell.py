@@ -70,3 +70,44 @@ def test_a_request_wakes_the_leader_and_a_lost_listen_connection_is_made_again(
     seen = asyncio.run(scenario())
     assert [[command for _, command, _ in taken] for taken in seen] == [["state"], ["pause"], ["resume"]]
     assert _listeners(postgres_ledger_url) == []  # its connection closed with the leading
+
+
+def _end_listen_sessions(url: str) -> None:
+    for pid in _listeners(url):
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+
+def test_a_listen_connection_that_fails_as_soon_as_made_is_not_made_again_in_a_loop(
+    ledger: Ledger, postgres_ledger_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pauses: list[bool] = []
+
+    async def pause(self: _requests.Doorbell, halt: asyncio.Event) -> None:
+        pauses.append(halt.is_set())
+
+    monkeypatch.setattr(_requests.Doorbell, "_pause", pause)
+
+    async def scenario() -> None:
+        halt = asyncio.Event()
+        async with _requests.Doorbell(ledger._store.target, "crm") as doorbell:
+            _end_listen_sessions(postgres_ledger_url)  # made, then gone before it could ring
+            await asyncio.wait_for(doorbell.rung(halt), DEADLINE_S)
+            assert len(pauses) == 1  # the poll's wait before connecting again
+            await asyncio.wait_for(doorbell.rung(halt), DEADLINE_S)  # listening anew: look at the rows now
+            with ledger._store.connection() as conn:
+                _requests.ask(conn, "crm", "state", {})
+            await asyncio.wait_for(doorbell.rung(halt), DEADLINE_S)  # heard: this connection works
+            _end_listen_sessions(postgres_ledger_url)  # a working connection lost: made again at once
+            await asyncio.wait_for(doorbell.rung(halt), DEADLINE_S)
+            assert len(pauses) == 1
+
+    asyncio.run(scenario())
+
+
+def test_an_asker_whose_listen_the_server_refuses_polls(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A hot standby refuses LISTEN ("cannot execute LISTEN during recovery"); a bad channel name is
+    # refused the same way, as a psycopg.Error after the connection was made.
+    monkeypatch.setattr(_requests, "ANSWERS", "no such channel")
+    with pytest.raises(_requests.NotTaken, match="no capture-sync daemon took `state`"):
+        _requests.ask_leader(ledger._store, "state", {}, take_within_s=0.2)

@@ -12,9 +12,11 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from connector.ledger import SCHEMA_VERSION, BatchWork, Claim, Ledger, Mapped, Outcome
 from connector.ledger._types import in_open_batch
-from connector.ledger.schema import V9_INDEXES
+from connector.ledger.schema import V9_INDEXES, LedgerError
 
 # What v9 replaced, as v1, v4 and v5 created it on SQLite and _pg_schema on PostgreSQL.
 V8_CREATE = (
@@ -169,3 +171,23 @@ def test_a_version_9_ledger_derives_in_flight_from_its_batches(ledger_target: st
         assert ledger.claim(Claim(10, skip=frozenset({fresh.id}))) is None
         replayed = ledger.claim(Claim(10, skip=frozenset({fresh.id}), include_stalled=True))
         assert replayed is not None and (replayed.key, replayed.body) == (stalled.key, stalled.body)
+
+
+def test_a_version_9_postgresql_ledger_is_not_migrated_while_an_older_daemon_leads_it(postgres_ledger_url: str) -> None:
+    """Its in-flight entries would turn pending under it, and its code would claim them again."""
+    with Ledger(postgres_ledger_url) as ledger:
+        ledger.enqueue("crm", "m", [person(1)], None)
+        claimed(ledger, 1)
+        assert ledger.lease("old-host:41", 60).take() is not None
+    as_version(postgres_ledger_url, 9)
+    with pytest.raises(LedgerError, match="while old-host:41, a daemon of an older capture-sync, leads") as refused:
+        Ledger(postgres_ledger_url)
+    assert "stop every daemon of that integration" in str(refused.value)
+    assert stored_states(postgres_ledger_url) == {"in_flight": 1}  # nothing changed
+    import psycopg
+
+    with psycopg.connect(postgres_ledger_url, autocommit=True) as pg:  # the old daemon stopped: its lease released
+        pg.execute("UPDATE capture_sync_ha.leases SET expires_at = now()")
+    with Ledger(postgres_ledger_url) as ledger:
+        assert ledger.status().by_state["in_flight"] == 1
+    assert stored_states(postgres_ledger_url) == {"pending": 1}

@@ -220,3 +220,40 @@ def test_notes_beside_a_valid_payload_are_kept_after_capture_and_change_nothing(
     assert entry.notes == noted.reasons[0] and entry.last_error is None
     assert ledger.show(entry.key).entry.notes == noted.reasons[0]
     assert ledger.enqueue("crm", "m", [version(1)], None).unchanged == 1
+
+
+def test_an_unknown_entry_whose_batch_alone_stalled_is_stalled_and_in_flight_not_unresolved(ledger):
+    ledger.enqueue("crm", "m", [version(1), version(2)], None)
+    batch = ledger.claim(Claim(10))
+    first, second = batch.members
+    ledger.settle(
+        batch, [Outcome(first.entry_id, "unknown", error="no evidence"), Outcome(second.entry_id, "captured")], []
+    )
+    alone = ledger.claim(Claim(10))
+    assert [m.key for m in alone.members] == [first.key]
+    ledger.stall(alone, "503", [])
+    report = ledger.status()
+    # It waits for `replay` like any stalled batch: not for a person's decision, and counted once.
+    assert report.attention.stalled == 1
+    assert (report.attention.unknown, report.attention.unresolved) == (0, 0)
+    assert report.by_state.get("in_flight") == 1 and not report.by_state.get("unknown")
+    assert ledger.blocked_count() == 0
+
+
+def test_an_unknown_entry_in_flight_alone_is_resolved_by_its_batch_not_by_its_own_key(ledger):
+    ledger.enqueue("crm", "m", [version(1), version(2)], None)
+    batch = ledger.claim(Claim(10))
+    first, second = batch.members
+    ledger.settle(
+        batch, [Outcome(first.entry_id, "unknown", error="no evidence"), Outcome(second.entry_id, "captured")], []
+    )
+    alone = ledger.claim(Claim(10))
+    for stall in (False, True):
+        if stall:
+            ledger.stall(alone, "503", [])
+        # Dismissed while its batch may still be sent, a later settle would overwrite the decision.
+        with pytest.raises(ValueError, match=f"in flight in batch {alone.key}"):
+            ledger.resolve(first.key, "dismiss")
+        assert ledger.status().by_state.get("in_flight") == 1
+    assert ledger.resolve(alone.key, "dismiss") == 1
+    assert ledger.status().by_state.get("dismissed") == 1
