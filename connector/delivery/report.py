@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import logs
 from ..exit_codes import EXIT_MEANING, ExitCode, exit_code_for
-from ..ledger.views import RUN_COUNTS
+from ..ledger import RUN_COUNTS
 
 COUNTS = RUN_COUNTS  # a run's counts, as the ledger's runs table keeps them
 

@@ -1,6 +1,7 @@
 """The ledger (SQLite or PostgreSQL): records, cursors, write-ahead batches, attempts and runs (design 3)."""
 
 from ._lease import Lease, LedgerFenced
+from ._run_view import RUN_COUNTS, RunView
 from ._runs import RunEntry
 from ._states import SourceState, StateChange
 from ._types import BatchWork, Claim, EnqueueCounts, EntryState, Mapped, Member, Outcome
@@ -13,13 +14,13 @@ from .views import (
     BatchDetail,
     EntryDetail,
     EntryView,
-    RunView,
     Stalls,
     StatusReport,
     answer_reason,
 )
 
 __all__ = [
+    "RUN_COUNTS",
     "SCHEMA_VERSION",
     "STATES",
     "AttemptView",

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._db import Db
+from ._run_view import RUN_COLS, RUN_COUNTS, RunView, iso, run_view
 from ._types import IS_SETTLED, LIVE_MARKS, state_of
-from .views import RUN_COLS, RUN_COUNTS, RunView, _ts, run_view
 
 
 def start(db: Db, kind: str, now: float, note: str | None) -> int:
@@ -180,7 +180,7 @@ def entries(db: Db, run_id: int, state: str | None) -> list[RunEntry]:
         params * 2,
     ).fetchall()
     return [
-        RunEntry(key, source, record_id, state_, reason, attempts, _ts(updated), _parsed(payload))
+        RunEntry(key, source, record_id, state_, reason, attempts, iso(updated), _parsed(payload))
         for _, key, source, record_id, state_, reason, attempts, updated, payload in rows
     ]
 

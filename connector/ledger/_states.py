@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._db import Db
-from .views import _ts
+from ._run_view import iso
 
 
 @dataclass
@@ -42,7 +42,7 @@ def _load(text: str | None) -> Any:
 
 def current(db: Db) -> list[SourceState]:
     rows = db.execute("SELECT source, state, updated_at FROM source_state ORDER BY source").fetchall()
-    return [SourceState(source, _load(state), _ts(updated)) for source, state, updated in rows]
+    return [SourceState(source, _load(state), iso(updated)) for source, state, updated in rows]
 
 
 def change(db: Db, source: str, new: Any, action: str, run_id: int | None, now: float) -> Any:
@@ -74,4 +74,4 @@ def history(db: Db, source: str | None, limit: int) -> list[StateChange]:
         f"{where} ORDER BY id DESC LIMIT ?",
         params,
     ).fetchall()
-    return [StateChange(i, s, a, r, _ts(t), _load(old), _load(new)) for i, s, a, r, t, old, new in rows]
+    return [StateChange(i, s, a, r, iso(t), _load(old), _load(new)) for i, s, a, r, t, old, new in rows]

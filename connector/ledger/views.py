@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, get_args
 
 from ._db import Db
+from ._run_view import RUN_COLS, RunView, iso, run_view
 from ._types import IN_FLIGHT_AS, IS_SETTLED, LIVE_MARKS, SETTLED, EntryState, in_open_batch, state_of
 
 STATES: tuple[str, ...] = get_args(EntryState)  # in the order `status` lists them
-
-
-def _ts(value: float | None) -> str | None:
-    return datetime.fromtimestamp(value, UTC).isoformat(timespec="seconds") if value else None
 
 
 @dataclass
@@ -41,42 +37,6 @@ class AttemptView:
     error_code: str | None
     retryable: bool | None
     outcome: str
-
-
-@dataclass
-class RunView:
-    id: int
-    kind: str
-    started_at: str | None
-    duration_s: float | None  # the time its passes took, added up (a folded entry: not its span)
-    exit_code: int | None
-    counts: dict[str, int]
-    sources: list[str] = field(default_factory=list)  # the sources it read (v4; older runs: none known)
-    note: str | None = None  # what an operator's run did, e.g. `ledger resolve KEY --requeue`
-    passes: int = 1  # idle passes folded into this entry (v7): the same reason, nothing read or sent
-    finished_at: str | None = None  # the end of its last pass
-    reason: str | None = None  # why it ended short of settling everything (v7; None: it did, or not known)
-    span_s: float | None = None  # from the first pass's start to the last one's end
-
-    def took(self) -> str:
-        """How long, as a person reads it: `0.4` (seconds) for one pass, `×12 over 5m 30s` for folded ones."""
-        if self.duration_s is None:
-            return "running"
-        if self.passes > 1 and self.span_s is not None:
-            return f"×{self.passes} over {span_text(self.span_s)}"
-        return f"{self.duration_s:.1f}"
-
-
-def span_text(seconds: float) -> str:
-    """`45s`, `4m 30s`, `3h 5m`, `2d 4h`: the two largest units, enough to read a span by."""
-    s = max(round(seconds), 0)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m {s % 60}s" if s % 60 else f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h {s % 3600 // 60}m"
-    return f"{s // 86400}d {s % 86400 // 3600}h"
 
 
 @dataclass
@@ -129,44 +89,6 @@ class BatchDetail:
 
 _ENTRY_COLS = "key, source, record_id, {state}, person_id, last_error, updated_at, payload, notes"
 _ATTEMPT_COLS = "key, operation, started_at, latency_ms, status_code, error_name, error_code, retryable, outcome"
-RUN_COUNTS = (
-    "read",
-    "enqueued",
-    "unchanged",
-    "older",
-    "late",
-    "rejected",
-    "sent",
-    "captured",
-    "merged",
-    "duplicate",
-    "failed",
-    "blocked",
-)
-# `merged` (v7): of `captured`, those answered with a person id the ledger already held for another record
-RUN_COLS = (
-    "id, kind, started_at, duration_s, exit_code, sources, note, coalesce(passes, 1), finished_at, reason, "
-    f"{', '.join(RUN_COUNTS)}"
-)
-
-
-def run_view(row: tuple[Any, ...]) -> RunView:
-    """A runs row, selected as RUN_COLS."""
-    run_id, kind, started, duration, exit_code, sources, note, passes, finished, reason, *counts = row
-    return RunView(
-        run_id,
-        kind,
-        _ts(started),
-        duration,
-        exit_code,
-        dict(zip(RUN_COUNTS, (v or 0 for v in counts), strict=True)),
-        sources=json.loads(sources) if sources else [],
-        note=note,
-        passes=passes,
-        finished_at=_ts(finished),
-        reason=reason,
-        span_s=None if finished is None or started is None else finished - started,
-    )
 
 
 def _entry(row: tuple) -> EntryView:
@@ -182,7 +104,7 @@ def _entry(row: tuple) -> EntryView:
         state,
         person_id,
         last_error,
-        updated_at=_ts(updated_at),
+        updated_at=iso(updated_at),
         payload=parsed,
         notes=notes,
     )
@@ -193,7 +115,7 @@ def _attempt(row: tuple) -> AttemptView:
     return AttemptView(
         key,
         op,
-        _ts(started),
+        iso(started),
         latency,
         status,
         name,
@@ -257,7 +179,7 @@ def status(conn: Db, runs: int = 10) -> StatusReport:
         by_state=by_state,
         by_source=by_source,
         runs=[run_view(r) for r in run_rows],
-        oldest_unsettled=_ts(oldest),
+        oldest_unsettled=iso(oldest),
         batches_by_state=batches,
         attention=attention(conn),
         merged=conn.execute(conn.dialect.merged).fetchone()[0],

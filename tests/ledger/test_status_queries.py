@@ -77,14 +77,14 @@ def test_counts_and_the_oldest_unsettled_entry_agree_with_their_definitions(tmp_
         report = ledger.status()
     assert waiting > 0 and report.attention.waiting == waiting
     assert report.oldest_unsettled is not None and report.oldest_unsettled.startswith("1970-01-01T00:")
-    assert report.oldest_unsettled == ledger_ts(oldest)
+    assert report.oldest_unsettled == ledgeriso(oldest)
     assert {(s, st, n) for s, counts in report.by_source.items() for st, n in counts.items()} == set(by_source)
 
 
-def ledger_ts(value: float) -> str:
-    from connector.ledger.views import _ts
+def ledgeriso(value: float) -> str:
+    from connector.ledger._run_view import iso
 
-    return str(_ts(value))
+    return str(iso(value))
 
 
 def test_the_status_queries_read_the_partial_indexes_of_v9(tmp_path: Path) -> None:
@@ -133,4 +133,4 @@ def test_a_version_4_ledger_migrates_and_its_status_is_right(tmp_path: Path) -> 
     assert {"entries_to_send", "entries_settled", "entries_run", "entries_live_record"} <= indexes
     assert report.attention.waiting == 1
     assert report.by_source == {"crm": {"in_flight": 1, "pending": 1, "captured": 1}}
-    assert report.oldest_unsettled == ledger_ts(1001.0)
+    assert report.oldest_unsettled == ledgeriso(1001.0)
