@@ -42,12 +42,8 @@ def _leads(url: str) -> bool:
 
 
 def run(asks: int = 40) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp, pg_server.throwaway_server() as server:
+    with tempfile.TemporaryDirectory() as tmp, pg_server.required_database() as url:
         folder = Path(tmp)
-        plain = server.replace("postgresql+psycopg://", "postgresql://")
-        with psycopg.connect(plain, autocommit=True) as conn:
-            conn.execute("CREATE DATABASE control")
-        url = plain.rsplit("/", 1)[0] + "/control"
         csv_path = folder / "contacts.csv"
         generate(csv_path, 10, messy=False)
         with harness.sandbox(folder / "sandbox") as api:

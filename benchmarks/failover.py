@@ -48,12 +48,8 @@ def _poll(check: Any, what: str, deadline_s: float = 120) -> Any:
 
 
 def run(kills: int = 8, lease_s: float = 3.0) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp, pg_server.throwaway_server() as server:
+    with tempfile.TemporaryDirectory() as tmp, pg_server.required_database() as url:
         folder = Path(tmp)
-        plain = server.replace("postgresql+psycopg://", "postgresql://")
-        with psycopg.connect(plain, autocommit=True) as conn:
-            conn.execute("CREATE DATABASE failover")
-        url = plain.rsplit("/", 1)[0] + "/failover"
         rows = 2_000
         csv_path = folder / "contacts.csv"
         generate(csv_path, rows, messy=False)

@@ -62,9 +62,7 @@ def _config(folder: Path, name: str, base_url: str, url: str, key: str, secret: 
 
 
 def run(rows: int = 3000) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp, pg_server.throwaway_database(durable=True) as url:
-        if url is None:
-            raise RuntimeError("PostgreSQL binaries not found (set PG_BIN, or install postgresql-15)")
+    with tempfile.TemporaryDirectory() as tmp, pg_server.required_database(durable=True) as url:
         folder, configs = Path(tmp), Path(tmp) / "integrations.d"
         configs.mkdir()
         db = folder / "sandbox.sqlite3"

@@ -99,3 +99,12 @@ def throwaway_database(*, durable: bool = False) -> Iterator[str | None]:
         with psycopg.connect(plain, autocommit=True) as conn:
             conn.execute("CREATE DATABASE bench")
         yield plain.rsplit("/", 1)[0] + "/bench"
+
+
+@contextmanager
+def required_database(*, durable: bool = False) -> Iterator[str]:
+    """`throwaway_database` for a benchmark that has nothing to measure without PostgreSQL."""
+    with throwaway_database(durable=durable) as url:
+        if url is None:
+            raise RuntimeError("PostgreSQL binaries not found (set PG_BIN, or install postgresql-15)")
+        yield url

@@ -51,18 +51,6 @@ def _rate_gate(client: CaptureClient, info: ClientInfo, settings: DeliverySettin
     return limiter
 
 
-def _delivery(
-    ledger: Ledger,
-    client: CaptureClient,
-    settings: DeliverySettings,
-    report: RunReport,
-    progress: Progress | None,
-    stop: asyncio.Event | None,
-    include_stalled: bool,
-) -> Delivery:
-    return Delivery(ledger, client, settings, report, progress or NoProgress(), stop, include_stalled)
-
-
 async def _deliver(
     ledger: Ledger,
     client: CaptureClient,
@@ -80,7 +68,7 @@ async def _deliver(
         info = await connect(client, report, None)
         if info is None:
             return
-    delivery = _delivery(ledger, client, settings, report, progress, stop, include_stalled)
+    delivery = Delivery(ledger, client, settings, report, progress or NoProgress(), stop, include_stalled)
     await delivery.run(info, _rate_gate(client, info, settings))
 
 
@@ -192,7 +180,7 @@ async def sync(
         ):  # read whole before anything goes, so a record a snapshot holds twice is sent as its last row only
             await asyncio.to_thread(_read_all, ledger, snapshots, settings, report, shown, stop, None)
         streamed = [job for job in found if not job.snapshot]
-        delivery = _delivery(ledger, client, settings, report, progress, stop, include_stalled=False)
+        delivery = Delivery(ledger, client, settings, report, progress or NoProgress(), stop, include_stalled=False)
 
         async def read(d: Delivery) -> None:
             await asyncio.to_thread(_read_all, ledger, streamed, settings, report, shown, stop, d)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -108,6 +109,18 @@ def write_credentials(folder: Path, api_key: str, api_secret: str) -> None:
         (folder / name).chmod(0o600)
 
 
+def write_integration(sandbox: Any, root: Path, name: str, rows: list[dict[str, str]], schedule: str) -> Path:
+    """`root/name/`: an integration of its own, with its own API client's credentials, a CSV of `rows`
+    and a config for it (SQLite ledger in the folder); the config's path."""
+    folder = root / name
+    folder.mkdir()
+    key, secret = sandbox.create_client(name, rate_limit=100_000)
+    write_credentials(folder, key, secret)
+    contacts = folder / "contacts.csv"
+    write_contacts(contacts, rows)
+    return write_config(folder, sandbox.base_url, contacts, schedule=schedule)
+
+
 @dataclass(frozen=True)
 class CliKit:
     """The helpers above, handed to tests as one fixture (test modules do not import conftest)."""
@@ -118,6 +131,7 @@ class CliKit:
     config = staticmethod(write_config)
     credentials = staticmethod(write_credentials)
     contacts = staticmethod(write_contacts)
+    integration = staticmethod(write_integration)
     contact = staticmethod(contact)
 
 

@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from connector.keys import content_hash
-from connector.ledger import SCHEMA_VERSION, Claim, Ledger, Mapped, Outcome
+from connector.ledger import SCHEMA_VERSION, BatchWork, Claim, Ledger, Mapped, Member, Outcome
 from connector.ledger.schema import MIGRATIONS
 
 
@@ -222,7 +222,8 @@ def test_notes_beside_a_valid_payload_are_kept_after_capture_and_change_nothing(
     assert ledger.enqueue("crm", "m", [version(1)], None).unchanged == 1
 
 
-def test_an_unknown_entry_whose_batch_alone_stalled_is_stalled_and_in_flight_not_unresolved(ledger):
+def _unknown_reoffered_alone(ledger) -> tuple[BatchWork, Member]:
+    """Two versions in a batch, the first settled unknown and claimed again in a batch of its own."""
     ledger.enqueue("crm", "m", [version(1), version(2)], None)
     batch = ledger.claim(Claim(10))
     first, second = batch.members
@@ -230,6 +231,11 @@ def test_an_unknown_entry_whose_batch_alone_stalled_is_stalled_and_in_flight_not
         batch, [Outcome(first.entry_id, "unknown", error="no evidence"), Outcome(second.entry_id, "captured")], []
     )
     alone = ledger.claim(Claim(10))
+    return alone, first
+
+
+def test_an_unknown_entry_whose_batch_alone_stalled_is_stalled_and_in_flight_not_unresolved(ledger):
+    alone, first = _unknown_reoffered_alone(ledger)
     assert [m.key for m in alone.members] == [first.key]
     ledger.stall(alone, "503", [])
     report = ledger.status()
@@ -241,13 +247,7 @@ def test_an_unknown_entry_whose_batch_alone_stalled_is_stalled_and_in_flight_not
 
 
 def test_an_unknown_entry_in_flight_alone_is_resolved_by_its_batch_not_by_its_own_key(ledger):
-    ledger.enqueue("crm", "m", [version(1), version(2)], None)
-    batch = ledger.claim(Claim(10))
-    first, second = batch.members
-    ledger.settle(
-        batch, [Outcome(first.entry_id, "unknown", error="no evidence"), Outcome(second.entry_id, "captured")], []
-    )
-    alone = ledger.claim(Claim(10))
+    alone, first = _unknown_reoffered_alone(ledger)
     for stall in (False, True):
         if stall:
             ledger.stall(alone, "503", [])

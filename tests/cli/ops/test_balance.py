@@ -41,13 +41,9 @@ def poll(check, what: str, deadline_s: float = 90):
 def test_four_integrations_spread_over_two_daemons(kit, sandbox, tmp_path: Path, postgres_ledger_url: str) -> None:
     configs = []
     for i, name in enumerate(NAMES):
-        folder = tmp_path / name
-        folder.mkdir()
-        key, secret = sandbox.create_client(name, rate_limit=100_000)
-        kit.credentials(folder, key, secret)
-        contacts = folder / "contacts.csv"
-        kit.contacts(contacts, [kit.contact(n) for n in range(i * 100, i * 100 + 3)])
-        config = kit.config(folder, sandbox.base_url, contacts, schedule="every 1s")
+        config = kit.integration(
+            sandbox, tmp_path, name, [kit.contact(n) for n in range(i * 100, i * 100 + 3)], "every 1s"
+        )
         text = config.read_text().replace(
             '[ledger]\npath = "ledger.sqlite3"', f"[ledger]\nurl = {json.dumps(postgres_ledger_url)}"
         )

@@ -27,13 +27,10 @@ def _integrations(kit, sandbox, tmp_path: Path, names: tuple[str, ...], ledger_u
     the shared PostgreSQL `ledger_url`); the first holds the control token."""
     configs = []
     for i, name in enumerate(names):
-        folder = tmp_path / name
-        folder.mkdir()
-        key, secret = sandbox.create_client(name, rate_limit=100_000)
-        kit.credentials(folder, key, secret)
-        contacts = folder / "contacts.csv"
-        kit.contacts(contacts, [kit.contact(n) for n in range(i * 100, i * 100 + 2)])
-        text = kit.config(folder, sandbox.base_url, contacts, schedule=YEARLY).read_text()
+        written = kit.integration(
+            sandbox, tmp_path, name, [kit.contact(n) for n in range(i * 100, i * 100 + 2)], YEARLY
+        )
+        folder, text = written.parent, written.read_text()
         if ledger_url is not None:
             text = text.replace('[ledger]\npath = "ledger.sqlite3"', f"[ledger]\nurl = {json.dumps(ledger_url)}")
         daemon = "lease_s = 3\n" if ledger_url is not None else ""

@@ -12,14 +12,8 @@ def _two_integrations(kit, sandbox, tmp_path: Path) -> list[Path]:
     """crm-eu.toml and crm-us.toml, each in its own folder beside its credentials, csv and ledger."""
     configs = []
     for name, first in (("crm-eu", 0), ("crm-us", 100)):
-        folder = tmp_path / name
-        folder.mkdir()
-        key, secret = sandbox.create_client(name, rate_limit=100_000)
-        kit.credentials(folder, key, secret)
-        contacts = folder / "contacts.csv"
-        kit.contacts(contacts, [kit.contact(n) for n in range(first, first + 4)])
-        config = kit.config(folder, sandbox.base_url, contacts, schedule="every 1s")
-        configs.append(config.rename(folder / f"{name}.toml"))
+        config = kit.integration(sandbox, tmp_path, name, [kit.contact(n) for n in range(first, first + 4)], "every 1s")
+        configs.append(config.rename(config.parent / f"{name}.toml"))
     return configs
 
 
