@@ -8,9 +8,10 @@ from pathlib import Path
 
 from connector.api import CaptureClient
 from connector.config import load_config
+from connector.daemon_commands import ALL
 from connector.ledger import Ledger
 from connector.sandbox import Faults
-from connector.scheduler import ALL, Daemon
+from connector.scheduler import Daemon
 
 
 def test_a_pause_of_everything_holds_the_sweep_and_resume_lets_it_send(kit, sandbox_factory, tmp_path: Path) -> None:
