@@ -53,22 +53,34 @@ def sync(
     full_refresh: bool = False,
     check: bool = True,
     log_level: str | None = None,
+    dry_run: bool = False,
+    on_preview: Callable[[dict[str, Any]], None] | None = None,
 ) -> RunReport:
     """One pass over the sources (all, or the ones named), then deliver everything the ledger holds
     unsettled: `capture-sync sync`. `full_refresh` reads the named sources from the start (their
     cursors ignored; unchanged records are not sent again). Returns the run's report; with `check`
     (the default) a non-zero exit code raises its exception instead, carrying the report.
-    Beside a running daemon, the daemon runs the pass (one source or all; `full_refresh` is refused)."""
+    Beside a running daemon, the daemon runs the pass (one source or all; `full_refresh` is refused).
+
+    `dry_run`: `sync --dry-run`: map and validate, send nothing and change nothing (no API call, no
+    credential read, beside a daemon too). The report's `dry_run_preview` holds the first persons;
+    `on_preview` gets every line as it is read (`"outcome": "send"` with the person, or `"rejected"`
+    with its reasons and record), so a preview of any size can go to the host's own sink."""
     _logging(log_level)
     names = [sources] if isinstance(sources, str) else list(sources or [])
     if full_refresh and not names:
         raise ConfigError("full_refresh=True needs sources=NAME: the source(s) to read again from the start")
+    if on_preview is not None and not dry_run:
+        raise ConfigError("on_preview goes with dry_run=True; a real run's records: `capture-sync runs show RUN`")
     with translated(), _loaded(config) as cfg:
         from . import delivery
 
         jobs = [job for name in names for job in cfg.jobs(name)] if names else cfg.jobs()
         if full_refresh:
             jobs = [replace(job, from_start=True) for job in jobs]
+        if dry_run:
+            with open_ledger(cfg) as ledger:
+                return _checked(delivery.preview(ledger, jobs, on_preview), check)
         beside_daemon = (
             "full_refresh=True does not run beside it"
             if full_refresh

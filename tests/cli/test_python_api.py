@@ -52,6 +52,33 @@ def test_a_sync_of_the_sample_contacts_from_python_captures_them_and_a_second_on
     assert replay(config).sent == 0
 
 
+def test_a_dry_run_from_python_previews_every_record_and_sends_and_changes_nothing(
+    kit, sandbox_factory, tmp_path: Path
+) -> None:
+    box = sandbox_factory()
+    config = _setup(kit, box, tmp_path)
+    lines: list[dict[str, object]] = []
+
+    preview = sync(config, dry_run=True, on_preview=lines.append)
+
+    rows = len(SAMPLE.read_text().splitlines()) - 1
+    assert preview.kind == "dry_run" and preview.exit_code is ExitCode.OK
+    assert preview.read == rows and preview.enqueued + preview.rejected == rows and preview.rejected > 0
+    assert box.store.persons() == [] and preview.sent == 0
+    to_send = [line for line in lines if line["outcome"] == "send"]
+    refused = [line for line in lines if line["outcome"] == "rejected"]
+    assert len(to_send) == preview.enqueued and len(refused) == preview.rejected
+    assert all(line["reasons"] for line in refused)  # each rejection says why
+    shown = preview.dry_run_preview or []
+    assert shown and shown == [{k: v for k, v in line.items() if k != "outcome"} for line in to_send[: len(shown)]]
+    with pytest.raises(ConfigError, match="dry_run"):
+        sync(config, on_preview=lines.append)  # a sink for a real run would be silently unused
+
+    real = sync(config)  # the preview changed nothing: the real run reads and sends every record
+    assert real.read == rows and real.captured + real.duplicate == preview.enqueued
+    assert real.rejected == preview.rejected and box.store.persons()
+
+
 def test_refused_credentials_raise_authentication_failed_with_the_report_and_no_secret(
     kit, sandbox_factory, tmp_path: Path
 ) -> None:
