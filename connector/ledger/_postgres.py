@@ -178,13 +178,14 @@ class PgStore:
         self._lock = threading.Lock()
         # A daemon's lease (`lease()`): every write checks it (`_lease.check`); None for one-shot commands.
         self.fence: _lease.Fence | None = None
-        self._statistics = Statistics(self.connection)
+        self._statistics = Statistics(self._pool.connection)
 
     def changed(self, *, live: int = 0, settled: int = 0) -> None:
         """ANALYZE entries when this write may have left the planner's statistics behind (`_pg_plans`)."""
         self._statistics.changed(live, settled)
 
     def close(self) -> None:
+        self._statistics.close()  # before the pool: its ANALYZE holds a pooled connection
         if self._daemon is not None:
             self._daemon.close()
             self._daemon = None

@@ -5,19 +5,30 @@ through the settled ones), and a backlog arriving on a ledger analyzed while not
 analyzed again by the enqueue, so the check for older live versions looks each record up in
 entries_live_record instead of reading the whole index for every entry (`connector/ledger/_pg_plans.py`).
 Autovacuum is off for the table in these tests: it is what would otherwise refresh the statistics
-at a moment of its choosing."""
+at a moment of its choosing.
+
+The ANALYZE runs on a thread of its own: writes return without waiting for it, a burst of them asks for
+at most two, a failed one fails no write, and `close` leaves neither the thread nor its connection."""
 
 from __future__ import annotations
 
+import io
 import json
-from typing import Any
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 import psycopg
 import pytest
 
-from connector.ledger import Claim, Ledger, Mapped, Outcome
+from connector.ledger import Claim, Ledger, Mapped, Outcome, _pg_plans
 from connector.ledger._batches import _SENDABLE
+from connector.ledger._pg_plans import ANALYZE_MIN, THREAD
 from connector.ledger._postgres import CLAIM_PLAN, _translate
+
+T = TypeVar("T")
 
 
 def versions(n: int, tag: str) -> list[Mapped]:
@@ -40,6 +51,56 @@ def settle_all(ledger: Ledger) -> int:
         work = ledger.settle(work, outcomes, [], then=Claim(100))
         settled += len(outcomes)
     return settled
+
+
+def poll(check: Callable[[], T], what: str, deadline_s: float = 60) -> T:
+    deadline = time.monotonic() + deadline_s
+    while not (value := check()):
+        assert time.monotonic() < deadline, f"not within {deadline_s} s: {what}"
+        time.sleep(0.02)
+    return value
+
+
+def live_estimate(conn: psycopg.Connection[Any]) -> float:
+    """The live entries the planner believes there are (-1: never analyzed)."""
+    return conn.execute("SELECT reltuples FROM pg_class WHERE relname = 'entries_live_record'").fetchone()[0]  # type: ignore[index]
+
+
+def analyzed(conn: psycopg.Connection[Any]) -> int:
+    """ANALYZEs of entries run to the end (autovacuum's apart)."""
+    return conn.execute("SELECT analyze_count FROM pg_stat_user_tables WHERE relname = 'entries'").fetchone()[0]  # type: ignore[index]
+
+
+def waiting_analyze(conn: psycopg.Connection[Any]) -> int | None:
+    """The server process of an ANALYZE of entries waiting for a lock, if there is one."""
+    row = conn.execute(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query = 'ANALYZE entries' "
+        "AND state = 'active' AND wait_event_type = 'Lock'"
+    ).fetchone()
+    return None if row is None else row[0]
+
+
+@contextmanager
+def analyze_locked_out(url: str) -> Iterator[None]:
+    """The lock ANALYZE takes, held by another session meanwhile (writes take a lock it lets by)."""
+    with psycopg.connect(url) as holder, holder.transaction():
+        holder.execute("LOCK TABLE entries IN SHARE UPDATE EXCLUSIVE MODE")
+        yield
+
+
+def events(logs: io.StringIO, name: str) -> list[dict[str, Any]]:
+    return [e for line in logs.getvalue().splitlines() if (e := json.loads(line)).get("event") == name]
+
+
+@pytest.fixture
+def watch(postgres_ledger_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[psycopg.Connection[Any]]:
+    """A ledger's database with its ANALYZE left to the ledger alone (autovacuum off for entries), which
+    waits for a lock as long as it is held, and a session to watch it from."""
+    monkeypatch.setattr(_pg_plans, "LOCK_TIMEOUT_MS", 600_000)
+    Ledger(postgres_ledger_url).close()  # its tables
+    with psycopg.connect(postgres_ledger_url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE entries SET (autovacuum_enabled = false)")
+        yield conn
 
 
 # Statements run behind the ledger's back after 20,000 pending entries were written (so that nothing
@@ -81,8 +142,74 @@ def test_a_backlog_on_a_ledger_analyzed_while_nothing_was_live_is_checked_record
         conn.execute("ANALYZE entries")  # as autovacuum would between two passes: nothing live
         for start in range(0, 3000, 1000):  # the next pass: a new version of every record, a chunk at a time
             ledger.enqueue("crm", "m", versions(3000, "new")[start : start + 1000], None)
+        poll(lambda: live_estimate(conn) > 0, "the enqueue's ANALYZE, on its own thread, counted the backlog")
         plan = claim_plan(conn)
         assert settle_all(ledger) == 3000
     inner = plan.split("Index Scan using entries_live_record on entries o", 1)[1]
     assert "Index Cond: ((source = e.source) AND (record_id = e.record_id))" in inner, plan
     assert "Rows Removed by Join Filter" not in plan, plan
+
+
+def test_writes_return_while_their_analyze_waits_and_a_burst_of_them_analyzes_twice(
+    postgres_ledger_url: str, watch: psycopg.Connection[Any]
+) -> None:
+    with Ledger(postgres_ledger_url) as ledger:
+        with analyze_locked_out(postgres_ledger_url):
+            ledger.enqueue("crm", "m", versions(ANALYZE_MIN, "a"), None)  # enough to ask for an ANALYZE
+            poll(lambda: waiting_analyze(watch), "the enqueue's ANALYZE waits for the lock")
+            for source in ("b", "c"):  # each asks for one more meanwhile, as do the settles
+                ledger.enqueue(source, "m", versions(ANALYZE_MIN, "a"), None)
+            assert settle_all(ledger) == 3 * ANALYZE_MIN
+            assert waiting_analyze(watch) and analyzed(watch) == 0  # every write returned before it ran
+        poll(lambda: analyzed(watch) == 2, "the waiting ANALYZE, then one for all the requests made meanwhile")
+    assert analyzed(watch) == 2
+    assert live_estimate(watch) == 0  # the second ran after the last settle
+
+
+def test_close_cancels_the_analyze_under_way_and_leaves_no_thread_or_connection(
+    postgres_ledger_url: str, watch: psycopg.Connection[Any]
+) -> None:
+    ledger = Ledger(postgres_ledger_url)
+    with analyze_locked_out(postgres_ledger_url):
+        ledger.enqueue("crm", "m", versions(ANALYZE_MIN, "a"), None)
+        poll(lambda: waiting_analyze(watch), "the enqueue's ANALYZE waits for the lock")
+        ledger.close()
+        assert THREAD not in {t.name for t in threading.enumerate()}
+    poll(
+        lambda: (
+            not watch.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'capture-sync'"
+            ).fetchall()
+        ),
+        "the ledger's connections are gone",
+    )
+    assert analyzed(watch) == 0  # cancelled, not run once the lock was let go
+
+
+def test_a_failed_analyze_is_logged_and_fails_no_write(
+    postgres_ledger_url: str, watch: psycopg.Connection[Any], debug_logs: io.StringIO
+) -> None:
+    with Ledger(postgres_ledger_url) as ledger:
+        with analyze_locked_out(postgres_ledger_url):
+            ledger.enqueue("crm", "m", versions(ANALYZE_MIN, "a"), None)
+            pid = poll(lambda: waiting_analyze(watch), "the enqueue's ANALYZE waits for the lock")
+            watch.execute("SELECT pg_terminate_backend(%s)", (pid,))  # its connection dies under it
+            poll(lambda: events(debug_logs, "ledger.analyze_failed"), "the failure is logged")
+            ledger.enqueue("b", "m", versions(ANALYZE_MIN, "a"), None)  # the next write asks again
+            assert settle_all(ledger) == 2 * ANALYZE_MIN
+        poll(lambda: analyzed(watch), "the next write's ANALYZE ran once the lock was let go")
+    # (close may cancel one more, queued by the settles: that one at debug)
+    [failed] = [e for e in events(debug_logs, "ledger.analyze_failed") if e["level"] == "warning"]
+    assert "terminating connection" in failed["reason"], failed
+
+
+def test_an_analyze_that_finds_another_one_under_way_gives_way(
+    postgres_ledger_url: str, watch: psycopg.Connection[Any], debug_logs: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_pg_plans, "LOCK_TIMEOUT_MS", 100)  # as shipped
+    # the lock held as by an ANALYZE of autovacuum's or another process's
+    with Ledger(postgres_ledger_url) as ledger, analyze_locked_out(postgres_ledger_url):
+        ledger.enqueue("crm", "m", versions(ANALYZE_MIN, "a"), None)
+        poll(lambda: events(debug_logs, "ledger.analyze_skipped"), "the ANALYZE gives way")
+    # nothing to warn about, and nothing run again until the next write asks for it
+    assert not events(debug_logs, "ledger.analyze_failed") and analyzed(watch) == 0
