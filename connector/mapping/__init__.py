@@ -20,7 +20,7 @@ import functools
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,8 @@ from .rules import TEXT_FIELDS, FieldRule, compile_field
 from .values import ValueProblem, as_json, as_text
 
 Hook = Callable[[dict[str, Any], dict[str, Any]], Any]
+_CUSTOM = "custom_fields."
+_TEXT = frozenset(TEXT_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,12 @@ class Mapping:
     def __init__(self, rules: list[FieldRule], hook: tuple[str, Hook] | None, version: str) -> None:
         self.rules, self.hook, self.version = rules, hook, version
         self.targets = {rule.target: rule for rule in rules}
+        # Per rule, what map_noting needs of it, worked out once: its reader, the person field it
+        # fills, and the custom field's name (None for a person field).
+        self._steps = tuple(
+            (rule.reader, rule.target, rule.target.removeprefix(_CUSTOM) if rule.target.startswith(_CUSTOM) else None)
+            for rule in rules
+        )
 
     @classmethod
     def from_config(cls, table: dict[str, Any], *, where: str, search: Path | None = None) -> Mapping:
@@ -123,16 +131,16 @@ class Mapping:
         that field; a rejection's reasons include the drops, and its notes are empty."""
         problems = _Problems(self.targets)
         person: dict[str, Any] = {}
-        for rule in self.rules:
+        for value_of, target, custom in self._steps:
             try:
-                value = rule.value(data)
+                value = value_of(data)
             except ValueProblem as exc:
-                problems.add(rule.target, str(exc))
+                problems.add(target, str(exc))
                 continue
-            if rule.target.startswith("custom_fields."):
-                person.setdefault("custom_fields", {})[rule.target.removeprefix("custom_fields.")] = value
+            if custom is None:
+                person[target] = value
             else:
-                person[rule.target] = value
+                person.setdefault("custom_fields", {})[custom] = value
         if self.hook is not None:
             ref, fn = self.hook
             try:
@@ -149,13 +157,16 @@ class Mapping:
         return valid, tuple(problems.notes)
 
 
-@dataclass
 class _Problems:
-    """The reasons that reject a record and the notes on dropped fields, each naming its field."""
+    """The reasons that reject a record and the notes on dropped fields, each naming its field.
+    A plain class with slots: one is made per record."""
 
-    rules: dict[str, FieldRule]
-    reasons: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    __slots__ = ("notes", "reasons", "rules")
+
+    def __init__(self, rules: dict[str, FieldRule]) -> None:
+        self.rules = rules
+        self.reasons: list[str] = []
+        self.notes: list[str] = []
 
     def add(self, target: str, problem: str) -> None:
         rule = self.rules.get(target)
@@ -196,7 +207,7 @@ def _clean(person: dict[str, Any], problems: _Problems) -> dict[str, Any]:
                 clean[key] = fields
             continue
         try:
-            value = as_text(value, one_line=key != "notes") if key in TEXT_FIELDS else value
+            value = as_text(value, one_line=key != "notes") if key in _TEXT else value
         except ValueProblem as exc:
             problems.add(str(key), str(exc))
             continue
