@@ -145,6 +145,8 @@ class LineReader:
 
     def problem(self) -> str | None:
         """Why the lines read since the last call cannot be trusted, if any; forgets them."""
+        if not self.undecodable:  # nearly always: asked once per record
+            return None
         reasons = "; ".join(reason for _, reason in self.undecodable)
         self.undecodable.clear()
         return reasons or None
@@ -336,6 +338,8 @@ class FileSource(Source[FileOptions]):
 
 def _key_problem(value: Any, name: str) -> str | None:
     """Why `value` cannot be a record id: missing, blank, or not a string or a number."""
+    if type(value) is str and value.strip():  # nearly every record of a file: skip the tests below
+        return None
     if value is None or (isinstance(value, str) and not value.strip()):
         return f"no value in primary key {name!r}"
     if isinstance(value, bool) or not isinstance(value, str | int | float | Decimal):
