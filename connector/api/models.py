@@ -40,14 +40,15 @@ _PLAIN_EMAIL = re.compile(
 _PLAIN_MAX_LENGTH = 128  # well under the validator's 64 (local part) and 254 (address)
 
 
+_SPECIAL_USE = frozenset(email_validator.SPECIAL_USE_DOMAIN_NAMES)  # the validator's own list, as a set
+
+
 def _is_plain_email(value: str) -> bool:
     match = _PLAIN_EMAIL.fullmatch(value) if len(value) <= _PLAIN_MAX_LENGTH else None
-    return (
-        match is not None
-        and value.index("@") <= 64
-        and "--" not in value[value.index("@") :]
-        and match.group(1).lower() not in email_validator.SPECIAL_USE_DOMAIN_NAMES
-    )
+    if match is None:
+        return False
+    at = value.index("@")
+    return at <= 64 and "--" not in value[at:] and match.group(1).lower() not in _SPECIAL_USE
 
 
 def _check_email(value: str) -> str:
