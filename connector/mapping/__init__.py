@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..api.models import PersonInput, explain
+from ..api.models import PersonInput, explain, plain_person
 from ..plugins import import_object
 from ..problems import ConfigProblem
 from .rules import TEXT_FIELDS, FieldRule, compile_field
@@ -129,6 +129,31 @@ class Mapping:
         """The person or the rejection, and the notes on fields dropped by `on_error = "drop"`
         (kept beside the payload). Never raises: a problem with any field becomes a reason naming
         that field; a rejection's reasons include the drops, and its notes are empty."""
+        clean, problems = self._cleaned(data)
+        if isinstance(clean, Rejection):
+            return clean, ()
+        valid = _validated(clean, problems)
+        if valid is None or problems.reasons:
+            return problems.rejection(), ()
+        return valid, tuple(problems.notes)
+
+    def payload_noting(self, data: dict[str, Any]) -> tuple[dict[str, Any] | Rejection, tuple[str, ...]]:
+        """`map_noting` with the person as its payload's fields (`PersonInput.to_json_dict()`), what a
+        sync stores: a record of the common shape is not made a model first (`plain_person`, proven
+        to give the same fields); any other is judged by `map_noting`'s own steps."""
+        clean, problems = self._cleaned(data)
+        if isinstance(clean, Rejection):
+            return clean, ()
+        if not problems.reasons and (plain := plain_person(clean)) is not None:
+            return plain, tuple(problems.notes)
+        valid = _validated(clean, problems)
+        if valid is None or problems.reasons:
+            return problems.rejection(), ()
+        return valid.to_json_dict(), tuple(problems.notes)
+
+    def _cleaned(self, data: dict[str, Any]) -> tuple[dict[str, Any] | Rejection, _Problems]:
+        """The rules and the hook applied and the values coerced (`_clean`), with the problems so far;
+        a Rejection when the hook failed."""
         problems = _Problems(self.targets)
         person: dict[str, Any] = {}
         for value_of, target, custom in self._steps:
@@ -146,15 +171,12 @@ class Mapping:
             try:
                 person = fn(dict(data), person)
             except Exception as exc:
-                return problems.rejection(f"hook {ref} failed: {type(exc).__name__}: {exc}"), ()
+                return problems.rejection(f"hook {ref} failed: {type(exc).__name__}: {exc}"), problems
             if not isinstance(person, dict):
                 return problems.rejection(
                     f"hook {ref} returned {type(person).__name__}, not a dict of person fields"
-                ), ()
-        valid = _validated(_clean(person, problems), problems)
-        if valid is None or problems.reasons:
-            return problems.rejection(), ()
-        return valid, tuple(problems.notes)
+                ), problems
+        return _clean(person, problems), problems
 
 
 class _Problems:
