@@ -56,7 +56,6 @@ __all__ = [
     "check_lookback",
     "cursor_key",
     "end_of_pass",
-    "item_of",
     "lookback_amount",
     "order_of",
     "read_incremental",
@@ -89,7 +88,8 @@ def item_of(
     order: float | str | None = None,
 ) -> Record | BadRecord:
     """A row's fields as what the source yields (`Row.at`): for a scan that knows each state as it
-    reads, and so makes its items without a Row between (a file source without a cursor)."""
+    reads, and so makes its items without a Row between (the file sources without a cursor). Not in
+    `__all__`: the built-in sources' shortcut, not yet part of the plugin toolkit's guide."""
     if problem is None:
         return Record(id, data, state, where or None, order)
     return BadRecord(where, problem, state, id, data)
