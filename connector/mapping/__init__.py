@@ -62,7 +62,7 @@ class Mapping:
     def __init__(self, rules: list[FieldRule], hook: tuple[str, Hook] | None, version: str) -> None:
         self.rules, self.hook, self.version = rules, hook, version
         self.targets = {rule.target: rule for rule in rules}
-        # Per rule, what map_noting needs of it, worked out once: its reader, the person field it
+        # Per rule, what _cleaned needs of it, worked out once: its reader, the person field it
         # fills, and the custom field's name (None for a person field).
         self._steps = tuple(
             (rule.reader, rule.target, rule.target.removeprefix(_CUSTOM) if rule.target.startswith(_CUSTOM) else None)
