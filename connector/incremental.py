@@ -76,9 +76,23 @@ class Row:
 
     def at(self, state: Any) -> Record | BadRecord:
         """This row as what the source yields, with `state` as the state after it."""
-        if self.problem is None:
-            return Record(self.id, self.data, state, self.where or None, self.order)
-        return BadRecord(self.where, self.problem, state, self.id, self.data)
+        return item_of(self.id, self.data, state, self.where, self.problem, self.order)
+
+
+def item_of(
+    id: str,
+    data: dict[str, Any],
+    state: Any,
+    where: str = "",
+    problem: str | None = None,
+    order: float | str | None = None,
+) -> Record | BadRecord:
+    """A row's fields as what the source yields (`Row.at`): for a scan that knows each state as it
+    reads, and so makes its items without a Row between (the file sources without a cursor). Not in
+    `__all__`: the built-in sources' shortcut, not yet part of the plugin toolkit's guide."""
+    if problem is None:
+        return Record(id, data, state, where or None, order)
+    return BadRecord(where, problem, state, id, data)
 
 
 class HeldBack:

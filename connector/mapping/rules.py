@@ -55,6 +55,12 @@ class FieldRule:
             value = as_text(value)  # blank or invisible text is absent, so the default applies to it too
         return self.default if value is None else value
 
+    @property
+    def reader(self) -> Callable[[dict[str, Any]], Any]:
+        """What the mapper calls per record: `value`, or `get` itself where `value` would return
+        just what `get` does (no transform, no default), which saves a call per field and record."""
+        return self.get if not self.transforms and self.default is None else self.value
+
 
 def _template(text: str) -> tuple[Callable[[dict[str, Any]], Any], list[str], tuple[str, ...]]:
     """A `{Field} {Other}` renderer looking fields up by their whole name (spaces and dots allowed)."""

@@ -97,6 +97,8 @@ def _to_text(value: Any) -> str:
 
 def as_json(value: Any) -> Any:
     """A custom field value: any JSON value the API can carry; None (absent) for null and blank text."""
+    if type(value) is str:  # nearly every value: skip the ladder below
+        return as_text(value)
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, float) and not math.isfinite(value):

@@ -127,3 +127,21 @@ def test_e164_gives_only_valid_numbers(phone: Any) -> None:
     if isinstance(result, PersonInput) and result.phone is not None:
         assert phonenumbers.is_valid_number(phonenumbers.parse(result.phone))
         assert result.phone != "+15550100"
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.large_base_example])
+@given(st.sampled_from(MAPPINGS), records)
+@example(MAPPINGS[0], {"First": "Ann", "Email": "a@example.com", "Phone": "(415) 555-0132", "Plan": "pro"})
+@example(MAPPINGS[2], {"Full": "Zoë", "Email": "zoe@example.com", "Plan": [1.5, {"a": None}]})
+def test_a_sync_stores_the_fields_of_the_very_person_map_gives(mapping: Mapping, record: dict[str, Any]) -> None:
+    """`payload_noting` (a sync's path, which skips the model for most records) agrees with
+    `map_noting` in everything: the payload's fields in order, its bytes, the notes, the reasons."""
+    person, notes = mapping.map_noting(record)
+    payload, payload_notes = mapping.payload_noting(record)
+    assert payload_notes == notes
+    if isinstance(person, PersonInput):
+        assert isinstance(payload, dict)
+        assert list(payload.items()) == list(person.to_json_dict().items())
+        assert encode_json(payload) == encode_json(person.to_json_dict())
+    else:
+        assert isinstance(payload, Rejection) and payload.reasons == person.reasons
