@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic_core import from_json
 
@@ -354,14 +354,37 @@ class ObjectReading:
 
 def match_bulk(members: Sequence[Member], result: BulkCaptureResult) -> list[Outcome]:
     """One outcome per member, in member order: a settled state only where the server gave it."""
-    return _match(members, result)[0]
+    found = _scan(members, result)
+    lined_up = _one_each(found, len(members))
+    if lined_up is not None:
+        return [_settle(m, f) for m, f in zip(members, lined_up, strict=True)]
+    return _match(members, found)[0]
+
+
+def _one_each(found: list[_Found], size: int) -> list[_Found] | None:
+    """The objects in member order, when each one's own evidence placed it on a member, one object per
+    member, and none carries an index beside echoes alone (what `_contradicted` would weigh): then no
+    index moves or contradicts a placement, no member is contested and none is left to settle by
+    count, so `_match` would settle each member by its object. The common answer, read without the
+    batch-wide checks; None for any other."""
+    if len(found) != size:
+        return None
+    ordered: list[_Found | None] = [None] * size
+    for f in found:
+        pos = f.member
+        if pos is None or ordered[pos] is not None:
+            return None
+        if f.indices and not any(kind == "key" for kind, _ in f.pieces):
+            return None
+        ordered[pos] = f
+    return cast("list[_Found]", ordered)
 
 
 def read_bulk(
     members: Sequence[Member], result: BulkCaptureResult
 ) -> tuple[list[Outcome], list[ObjectReading], int | None]:
     """`match_bulk`'s outcomes, what it read in each object, and the index base it trusted (0, 1 or None)."""
-    outcomes, found, base = _match(members, result)
+    outcomes, found, base = _match(members, _scan(members, result))
     by_key = {m.key: pos for pos, m in enumerate(members)}
     readings = []
     objects = [obj for _, array in _CATEGORIES for obj in getattr(result, array)]
@@ -384,8 +407,7 @@ def read_bulk(
     return outcomes, readings, base
 
 
-def _match(members: Sequence[Member], result: BulkCaptureResult) -> tuple[list[Outcome], list[_Found], int | None]:
-    found = _scan(members, result)
+def _match(members: Sequence[Member], found: list[_Found]) -> tuple[list[Outcome], list[_Found], int | None]:
     pairs = _indexed(found)
     base = _index_base(pairs, {f.member for f in found if f.member is not None}, len(members))
     if base is not None:

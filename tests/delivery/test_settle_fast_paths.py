@@ -1,5 +1,6 @@
 """The matcher's shortcuts read members and echoes exactly as the plain reading does: phone digits
-without the regular expression for E.164 spellings, and a batch's payloads parsed in one call."""
+without the regular expression for E.164 spellings, a batch's payloads parsed in one call, and a
+response whose objects line up one per member settled without the batch-wide checks."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ import json
 import re
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connector.delivery.settle import _digits, _payloads, match_bulk
+from connector.delivery.settle import _digits, _match, _payloads, _scan, match_bulk
 from connector.ledger import Member
 
 from .test_matching import members, result, states
+from .test_settle_properties import batch_of, respond, scenarios
 
 SPELLINGS = st.one_of(
     st.text(),
@@ -48,3 +50,13 @@ def test_echoes_still_place_members_after_the_one_call_parse():
         "duplicate",
         "captured",
     ]
+
+
+@settings(max_examples=400, deadline=None)
+@given(scenarios)
+def test_the_one_object_per_member_shortcut_settles_as_the_full_reading_does(s):
+    """Every scenario of the settlement properties (each shape, random mixes, lies): `match_bulk`,
+    which takes the shortcut where the objects line up one per member, equals the full reading."""
+    batch = batch_of(s)
+    data = respond(s, batch).data
+    assert match_bulk(batch, data) == _match(batch, _scan(batch, data))[0]
