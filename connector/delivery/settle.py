@@ -112,10 +112,6 @@ class _Identities:
             self._own = [_identity(person) for person in _payloads(self._members)]
         return self._own[pos]
 
-    def agrees(self, pos: int, kind: str, value: str) -> bool:
-        email, phone = self.own(pos)
-        return value == email if kind == "email" else _same_phone(phone, value)
-
     def matching(self, kind: str, value: str) -> set[int]:
         """Every member the echo fits; phones are indexed by their last digits, enough for a suffix."""
         if self._by is None:
@@ -178,14 +174,15 @@ def _judge(found: _Found, identities: _Identities) -> None:
             found.named.add(value)
         elif kind == "index":
             found.indices.add(value)
-        elif kind == "email" and value.strip():
-            echoes.append((kind, value.strip().lower()))
+        elif kind == "email" and (email := value.strip()):
+            echoes.append((kind, email.lower()))
         elif kind == "phone" and (digits := _digits(value)):
             echoes.append((kind, digits))
-    keyed = next(iter(found.named)) if len(found.named) == 1 else None
+    # The keyed member's own email and phone: an echo of them is consistent, whoever else it would fit.
+    mine = identities.own(next(iter(found.named))) if echoes and len(found.named) == 1 else None
     for kind, value in echoes:
-        if keyed is not None and identities.agrees(keyed, kind, value):
-            continue  # the keyed member's own: consistent, whoever else it would fit
+        if mine is not None and (value == mine[0] if kind == "email" else _same_phone(mine[1], value)):
+            continue
         hits = identities.matching(kind, value)
         if len(hits) == 1:
             found.named |= hits
@@ -193,7 +190,7 @@ def _judge(found: _Found, identities: _Identities) -> None:
             found.fits.append(hits)
     if len(found.named) == 1:
         (pos,) = found.named
-        if all(pos in fit for fit in found.fits):
+        if not found.fits or all(pos in fit for fit in found.fits):
             found.member = pos
 
 
@@ -374,7 +371,7 @@ def _one_each(found: list[_Found], size: int) -> list[_Found] | None:
         pos = f.member
         if pos is None or ordered[pos] is not None:
             return None
-        if f.indices and not any(kind == "key" for kind, _ in f.pieces):
+        if f.indices and ("key", pos) not in f.pieces:  # placed: its key pieces, if any, all name `pos`
             return None
         ordered[pos] = f
     return cast("list[_Found]", ordered)
