@@ -10,16 +10,13 @@ cannot be wrong about the state. Everything else is `unknown`, with the reason, 
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
-from pydantic_core import from_json
-
 from ..api.models import BulkCaptureResult, PersonCaptureResult
 from ..ledger import Member, Outcome
+from ._identities import Identities, digits, same_phone
 
 Settled = Literal["captured", "duplicate", "failed"]
 _CATEGORIES: tuple[tuple[Settled, str], ...] = (
@@ -40,8 +37,6 @@ _TEXT_FIELDS = {
 }
 _INDEX_FIELDS = frozenset({"index", "idx", "input_index", "request_index", "person_index"})
 _ERROR_FIELDS = ("error", "errors", "message", "reason")
-_MIN_PHONE_SUFFIX = 8  # a national echo of an E.164 number keeps at least this many digits
-_NON_DIGITS = re.compile(r"\D")
 _FAILED = "the server listed this person as failed"
 _NO_REASON = f"{_FAILED} without a reason"
 
@@ -97,76 +92,7 @@ def _text(name: str, value: str, by_key: dict[str, int], out: list[tuple[str, An
         out.append((_TEXT_FIELDS[name], value))
 
 
-class _Identities:
-    """Members' emails and phones, parsed from the payloads once some echo needs them: all of the
-    batch's payloads in one call of pydantic-core's compiled parser (a third of `json.loads` on each)."""
-
-    def __init__(self, members: Sequence[Member]) -> None:
-        self._members = members
-        self._own: list[tuple[str, str]] | None = None
-        self._by: dict[tuple[str, str], list[int]] | None = None
-
-    def own(self, pos: int) -> tuple[str, str]:
-        """Member `pos`'s email and phone digits, normalised ("" when absent)."""
-        if self._own is None:
-            self._own = [_identity(person) for person in _payloads(self._members)]
-        return self._own[pos]
-
-    def matching(self, kind: str, value: str) -> set[int]:
-        """Every member the echo fits; phones are indexed by their last digits, enough for a suffix."""
-        if self._by is None:
-            self._by = {}
-            for pos in range(len(self._members)):
-                email, phone = self.own(pos)
-                for key in (("email", email), ("phone", phone[-_MIN_PHONE_SUFFIX:])):
-                    if key[1]:
-                        self._by.setdefault(key, []).append(pos)
-        if kind == "email":
-            return set(self._by.get((kind, value), ()))
-        tail = self._by.get((kind, value[-_MIN_PHONE_SUFFIX:]), ())
-        return {pos for pos in tail if _same_phone(self.own(pos)[1], value)}
-
-
-def _payloads(members: Sequence[Member]) -> list[Any]:
-    """Each member's payload, parsed. The ledger's payloads are JSON texts of one value each, so
-    joined by commas they are one array; should one not be (a hand-edited ledger), each is parsed
-    alone, and `json.loads` names the one at fault."""
-    try:
-        parsed = from_json("[" + ",".join(m.payload for m in members) + "]")
-    except ValueError:
-        parsed = None
-    if not isinstance(parsed, list) or len(parsed) != len(members):
-        return [json.loads(m.payload) for m in members]
-    return parsed
-
-
-def _identity(person: Any) -> tuple[str, str]:
-    person = person if isinstance(person, dict) else {}
-    email = person.get("email")
-    return (email.strip().lower() if isinstance(email, str) else "", _digits(person.get("phone")))
-
-
-def _digits(value: Any) -> str:
-    """Digits without leading zeros, so trunk (0) and international (00) prefixes drop out. An E.164
-    spelling (ASCII digits after a "+") skips the regular expression: it has nothing else to drop."""
-    if not isinstance(value, str):
-        return ""
-    tail = value[1:] if value[:1] == "+" else value
-    if tail.isascii() and tail.isdecimal():
-        return tail.lstrip("0")
-    return _NON_DIGITS.sub("", value).lstrip("0")
-
-
-def _same_phone(mine: str, echo: str) -> bool:
-    """Same digits, or one ends in the other (a national echo) with enough digits to mean it."""
-    if not mine or not echo:
-        return False
-    return mine == echo or (
-        min(len(mine), len(echo)) >= _MIN_PHONE_SUFFIX and (mine.endswith(echo) or echo.endswith(mine))
-    )
-
-
-def _judge(found: _Found, identities: _Identities) -> None:
+def _judge(found: _Found, identities: Identities) -> None:
     """Place an object by its key, email and phone echoes; shared echoes only cross-check."""
     echoes = []
     for kind, value in found.pieces:
@@ -176,12 +102,12 @@ def _judge(found: _Found, identities: _Identities) -> None:
             found.indices.add(value)
         elif kind == "email" and (email := value.strip()):
             echoes.append((kind, email.lower()))
-        elif kind == "phone" and (digits := _digits(value)):
-            echoes.append((kind, digits))
+        elif kind == "phone" and (number := digits(value)):
+            echoes.append((kind, number))
     # The keyed member's own email and phone: an echo of them is consistent, whoever else it would fit.
     mine = identities.own(next(iter(found.named))) if echoes and len(found.named) == 1 else None
     for kind, value in echoes:
-        if mine is not None and (value == mine[0] if kind == "email" else _same_phone(mine[1], value)):
+        if mine is not None and (value == mine[0] if kind == "email" else same_phone(mine[1], value)):
             continue
         hits = identities.matching(kind, value)
         if len(hits) == 1:
@@ -281,7 +207,7 @@ def _settle(member: Member, found: _Found) -> Outcome:
 
 def _scan(members: Sequence[Member], result: BulkCaptureResult) -> list[_Found]:
     by_key = {m.key: pos for pos, m in enumerate(members)}
-    identities = _Identities(members)
+    identities = Identities(members)
     found = []
     for state, array in _CATEGORIES:
         for slot, obj in enumerate(getattr(result, array)):

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connector.delivery.settle import _digits, _match, _payloads, _scan, match_bulk
+from connector.delivery._identities import digits, payloads
+from connector.delivery.settle import _match, _scan, match_bulk
 from connector.ledger import Member
 
 from .test_matching import members, result, states
@@ -26,20 +27,20 @@ SPELLINGS = st.one_of(
 
 @given(SPELLINGS)
 def test_digits_are_those_the_regular_expression_keeps(value):
-    assert _digits(value) == re.sub(r"\D", "", value).lstrip("0")
+    assert digits(value) == re.sub(r"\D", "", value).lstrip("0")
 
 
 @given(st.lists(st.dictionaries(st.text(max_size=5), st.one_of(st.text(), st.integers(), st.none())), max_size=5))
 def test_a_batch_parsed_at_once_equals_each_payload_parsed_alone(people):
     batch = [Member(pos, f"k{pos}", json.dumps(p, ensure_ascii=False)) for pos, p in enumerate(people)]
-    assert _payloads(batch) == [json.loads(m.payload) for m in batch]
+    assert payloads(batch) == [json.loads(m.payload) for m in batch]
 
 
 def test_a_payload_that_is_not_one_json_value_falls_back_to_parsing_each():
     # Joined, `1,2` and `3` would read as three values: the count no longer matches the members.
     batch = [Member(0, "k0", "1,2"), Member(1, "k1", "3")]
     with pytest.raises(json.JSONDecodeError, match="Extra data"):
-        _payloads(batch)
+        payloads(batch)
 
 
 def test_echoes_still_place_members_after_the_one_call_parse():
