@@ -17,8 +17,6 @@ refused pair would only be refused again, and each refusal is one more request t
 from __future__ import annotations
 
 import asyncio
-import functools
-import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -30,7 +28,8 @@ from pydantic import BaseModel, SecretStr
 
 from .. import tracing
 from ..logs import register_secret
-from ..outbound import Origin, origin_of
+from ..outbound import origin_of
+from ._exchange import CredentialPair, Credentials, Exchange
 from ._wire import check_base_url, check_idempotency_key, parse_response, parse_retry_after
 from .errors import CaptureError, OutcomeUnknown, RateLimited, Unauthorized
 from .models import (
@@ -90,18 +89,6 @@ class _NotSent(Unauthorized):
     """A request the latch kept back: the API refused the credentials before it could go."""
 
 
-class CredentialPair(Protocol):
-    """A key and secret, and where they were read from (for messages; never the values)."""
-
-    @property
-    def api_key(self) -> str: ...
-
-    @property
-    def api_secret(self) -> SecretStr: ...
-
-    def origins(self) -> str: ...
-
-
 class RateGate(Protocol):
     """What the client needs from a client-side rate limiter. `cost` is the persons a request
     carries (1 for GET /info and POST /person): the server may count persons, not requests."""
@@ -113,38 +100,6 @@ class RateGate(Protocol):
     def on_rate_limited(self, retry_after: float | None, cost: int = 1) -> None: ...
 
     def on_unanswered(self, cost: int = 1) -> None: ...
-
-
-class _CaptureAuth(httpx.Auth):
-    """Adds both credential headers to every request to the API's origin (and to no other: the
-    client follows no redirect, and a request elsewhere goes without them); its repr never shows the
-    secret."""
-
-    def __init__(self, api_key: str, api_secret: SecretStr, origin: Origin) -> None:
-        self._api_key = api_key
-        self._api_secret = api_secret
-        self._origin = origin
-
-    def holds(self, pair: CredentialPair) -> bool:
-        return (self._api_key, self._api_secret) == (pair.api_key, pair.api_secret)
-
-    def use(self, pair: CredentialPair) -> None:
-        self._api_key, self._api_secret = pair.api_key, pair.api_secret
-
-    def auth_flow(self, request: httpx.Request):
-        if origin_of(request.url) == self._origin:
-            request.headers["X-API-Key"] = self._api_key
-            request.headers["X-API-Secret"] = self._api_secret.get_secret_value()
-        yield request
-
-    def __repr__(self) -> str:
-        return f"_CaptureAuth(api_key={self._api_key!r}, api_secret='**********')"
-
-
-@functools.cache
-def _tls_context() -> ssl.SSLContext:
-    """Loading the CA bundle takes ~50 ms: once per process, not once per client."""
-    return httpx.create_ssl_context()
 
 
 class CaptureClient:
@@ -186,23 +141,22 @@ class CaptureClient:
         self.send_gate: Callable[[], None] | None = None
         self.credentials_from = credentials_from
         self.reload_credentials = reload_credentials
-        self._auth = _CaptureAuth(api_key, secret, origin_of(self.base_url))
+        self._auth = Credentials(api_key, secret, origin_of(self.base_url))
         self._generation = 0  # bumped each time another pair is put in use
         self._renewing = asyncio.Lock()
         self._refused: CredentialPair | None = None  # the last re-read pair GET /info refused
         self._latch: Unauthorized | None = None  # the refusal that stopped the sending; None: requests go
         self._refused_at: float | None = None  # when the request that met it was sent
         self._last_401_at: float | None = None
-        self._http = httpx.AsyncClient(
-            base_url=self.base_url,
-            auth=self._auth,
-            timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
-            headers={"Accept": "application/json", "User-Agent": "capture-sync"},
-            verify=_tls_context(),
+        self._exchange = Exchange(
+            self.base_url,
+            self._auth,
+            timeout_s=timeout_s,
+            connect_timeout_s=connect_timeout_s,
+            max_connections=max_connections,
             transport=transport,
-            follow_redirects=False,  # the credentials are bound to base_url's origin: see _CaptureAuth
         )
+        self._http = self._exchange.http  # for requests elsewhere, which go without the credentials
 
     def __repr__(self) -> str:
         return f"CaptureClient(base_url={str(self.base_url)!r})"
@@ -214,7 +168,7 @@ class CaptureClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        await self._exchange.aclose()
 
     async def info(self, *, retry: bool = True) -> ClientInfo:
         """GET /info: the client's settings; the first call any integration should make. Without
@@ -273,7 +227,7 @@ class CaptureClient:
     async def use_credentials(self, pair: CredentialPair) -> ClientInfo:
         """Verify `pair` with GET /info and put it in use for every request from now on; raises
         Unauthorized (the pair in use stays) when the API refuses it."""
-        candidate = _CaptureAuth(pair.api_key, pair.api_secret, origin_of(self.base_url))
+        candidate = Credentials(pair.api_key, pair.api_secret, origin_of(self.base_url))
         register_secret(pair.api_secret.get_secret_value())
         info = await self._retrying(_Request("GET", "/info", None, None, "info"), ClientInfo, auth=candidate)
         if not self._auth.holds(pair):
@@ -360,7 +314,7 @@ class CaptureClient:
         request: _Request,
         result_model: type[R],
         *,
-        auth: _CaptureAuth | None = None,
+        auth: Credentials | None = None,
         policy: RetryPolicy | None = None,
     ) -> R:
         async for attempt in (policy or self.retry_policy).retrying():
@@ -368,7 +322,7 @@ class CaptureClient:
                 return await self._attempt(request, result_model, auth, attempt.retry_state.attempt_number)
         raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
 
-    async def _attempt(self, request: _Request, result_model: type[R], auth: _CaptureAuth | None, number: int = 1) -> R:
+    async def _attempt(self, request: _Request, result_model: type[R], auth: Credentials | None, number: int = 1) -> R:
         method, path, body, key, operation, cost = request
         if self.rate_gate is not None:
             await self.rate_gate.acquire(cost)
@@ -376,18 +330,13 @@ class CaptureClient:
             raise self._latched(operation)
         if key is not None and self.send_gate is not None:
             self.send_gate()
-        headers = {"Content-Type": "application/json"} if body is not None else {}
-        if key is not None:
-            headers["Idempotency-Key"] = key
         started = time.time()
         t0 = time.perf_counter()
         response: httpx.Response | None = None
         error: CaptureError | None = None
         try:
             try:
-                response = await self._http.request(
-                    method, path, content=body, headers=headers, auth=auth or httpx.USE_CLIENT_DEFAULT
-                )
+                response = await self._exchange.send(method, path, body, key, auth or self._auth)
             except httpx.TimeoutException as exc:
                 raise OutcomeUnknown(f"request timed out ({type(exc).__name__})", operation=operation) from None
             except httpx.TransportError as exc:

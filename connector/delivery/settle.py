@@ -10,14 +10,13 @@ cannot be wrong about the state. Everything else is `unknown`, with the reason, 
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from ..api.models import BulkCaptureResult, PersonCaptureResult
 from ..ledger import Member, Outcome
+from ._identities import Identities, digits, same_phone
 
 Settled = Literal["captured", "duplicate", "failed"]
 _CATEGORIES: tuple[tuple[Settled, str], ...] = (
@@ -38,8 +37,6 @@ _TEXT_FIELDS = {
 }
 _INDEX_FIELDS = frozenset({"index", "idx", "input_index", "request_index", "person_index"})
 _ERROR_FIELDS = ("error", "errors", "message", "reason")
-_MIN_PHONE_SUFFIX = 8  # a national echo of an E.164 number keeps at least this many digits
-_NON_DIGITS = re.compile(r"\D")
 _FAILED = "the server listed this person as failed"
 _NO_REASON = f"{_FAILED} without a reason"
 
@@ -95,57 +92,7 @@ def _text(name: str, value: str, by_key: dict[str, int], out: list[tuple[str, An
         out.append((_TEXT_FIELDS[name], value))
 
 
-class _Identities:
-    """Members' emails and phones, parsed from the payloads only as far as some echo needs them."""
-
-    def __init__(self, members: Sequence[Member]) -> None:
-        self._members = members
-        self._own: dict[int, tuple[str, str]] = {}
-        self._by: dict[tuple[str, str], list[int]] | None = None
-
-    def own(self, pos: int) -> tuple[str, str]:
-        """Member `pos`'s email and phone digits, normalised ("" when absent)."""
-        if pos not in self._own:
-            person = json.loads(self._members[pos].payload)
-            person = person if isinstance(person, dict) else {}
-            email = person.get("email")
-            self._own[pos] = (email.strip().lower() if isinstance(email, str) else "", _digits(person.get("phone")))
-        return self._own[pos]
-
-    def agrees(self, pos: int, kind: str, value: str) -> bool:
-        email, phone = self.own(pos)
-        return value == email if kind == "email" else _same_phone(phone, value)
-
-    def matching(self, kind: str, value: str) -> set[int]:
-        """Every member the echo fits; phones are indexed by their last digits, enough for a suffix."""
-        if self._by is None:
-            self._by = {}
-            for pos in range(len(self._members)):
-                email, phone = self.own(pos)
-                for key in (("email", email), ("phone", phone[-_MIN_PHONE_SUFFIX:])):
-                    if key[1]:
-                        self._by.setdefault(key, []).append(pos)
-        if kind == "email":
-            return set(self._by.get((kind, value), ()))
-        tail = self._by.get((kind, value[-_MIN_PHONE_SUFFIX:]), ())
-        return {pos for pos in tail if _same_phone(self.own(pos)[1], value)}
-
-
-def _digits(value: Any) -> str:
-    """Digits without leading zeros, so trunk (0) and international (00) prefixes drop out."""
-    return _NON_DIGITS.sub("", value).lstrip("0") if isinstance(value, str) else ""
-
-
-def _same_phone(mine: str, echo: str) -> bool:
-    """Same digits, or one ends in the other (a national echo) with enough digits to mean it."""
-    if not mine or not echo:
-        return False
-    return mine == echo or (
-        min(len(mine), len(echo)) >= _MIN_PHONE_SUFFIX and (mine.endswith(echo) or echo.endswith(mine))
-    )
-
-
-def _judge(found: _Found, identities: _Identities) -> None:
+def _judge(found: _Found, identities: Identities) -> None:
     """Place an object by its key, email and phone echoes; shared echoes only cross-check."""
     echoes = []
     for kind, value in found.pieces:
@@ -153,14 +100,15 @@ def _judge(found: _Found, identities: _Identities) -> None:
             found.named.add(value)
         elif kind == "index":
             found.indices.add(value)
-        elif kind == "email" and value.strip():
-            echoes.append((kind, value.strip().lower()))
-        elif kind == "phone" and (digits := _digits(value)):
-            echoes.append((kind, digits))
-    keyed = next(iter(found.named)) if len(found.named) == 1 else None
+        elif kind == "email" and (email := value.strip()):
+            echoes.append((kind, email.lower()))
+        elif kind == "phone" and (number := digits(value)):
+            echoes.append((kind, number))
+    # The keyed member's own email and phone: an echo of them is consistent, whoever else it would fit.
+    mine = identities.own(next(iter(found.named))) if echoes and len(found.named) == 1 else None
     for kind, value in echoes:
-        if keyed is not None and identities.agrees(keyed, kind, value):
-            continue  # the keyed member's own: consistent, whoever else it would fit
+        if mine is not None and (value == mine[0] if kind == "email" else same_phone(mine[1], value)):
+            continue
         hits = identities.matching(kind, value)
         if len(hits) == 1:
             found.named |= hits
@@ -168,7 +116,7 @@ def _judge(found: _Found, identities: _Identities) -> None:
             found.fits.append(hits)
     if len(found.named) == 1:
         (pos,) = found.named
-        if all(pos in fit for fit in found.fits):
+        if not found.fits or all(pos in fit for fit in found.fits):
             found.member = pos
 
 
@@ -215,12 +163,20 @@ def _contradicted(pairs: list[tuple[_Found, int]], size: int) -> dict[int, str]:
     return reasons
 
 
-def _person_id(found: _Found) -> str | None:
-    """The object's `person_id`, else its `id`; none when it carries two different ones."""
-    for values in (found.values("person_id"), found.values("id")):
-        if values:
-            return values[0] if len(set(values)) == 1 else None
-    return None
+def _person_id(found: _Found) -> tuple[str | None, bool]:
+    """The object's `person_id`, else its `id` (none when it carries two different ones), and whether
+    it was named as a person_id: one pass over the pieces, as this runs for every member settled."""
+    person_ids: list[Any] = []
+    ids: list[Any] = []
+    for kind, value in found.pieces:
+        if kind == "person_id":
+            person_ids.append(value)
+        elif kind == "id":
+            ids.append(value)
+    values = person_ids or ids
+    if not values or (len(values) > 1 and len(set(values)) > 1):
+        return None, False
+    return values[0], values is person_ids
 
 
 def _texts(value: Any, depth: int = 0) -> list[str]:
@@ -245,14 +201,13 @@ def _error(found: _Found) -> str:
 def _settle(member: Member, found: _Found) -> Outcome:
     if found.state == "failed":
         return Outcome(member.entry_id, "failed", error=_error(found))
-    person_id = _person_id(found)
-    named = person_id is not None and person_id in found.values("person_id")
+    person_id, named = _person_id(found)
     return Outcome(member.entry_id, found.state, person_id=person_id, named_person=named)
 
 
 def _scan(members: Sequence[Member], result: BulkCaptureResult) -> list[_Found]:
     by_key = {m.key: pos for pos, m in enumerate(members)}
-    identities = _Identities(members)
+    identities = Identities(members)
     found = []
     for state, array in _CATEGORIES:
         for slot, obj in enumerate(getattr(result, array)):
@@ -322,14 +277,37 @@ class ObjectReading:
 
 def match_bulk(members: Sequence[Member], result: BulkCaptureResult) -> list[Outcome]:
     """One outcome per member, in member order: a settled state only where the server gave it."""
-    return _match(members, result)[0]
+    found = _scan(members, result)
+    lined_up = _one_each(found, len(members))
+    if lined_up is not None:
+        return [_settle(m, f) for m, f in zip(members, lined_up, strict=True)]
+    return _match(members, found)[0]
+
+
+def _one_each(found: list[_Found], size: int) -> list[_Found] | None:
+    """The objects in member order, when each one's own evidence placed it on a member, one object per
+    member, and none carries an index beside echoes alone (what `_contradicted` would weigh): then no
+    index moves or contradicts a placement, no member is contested and none is left to settle by
+    count, so `_match` would settle each member by its object. The common answer, read without the
+    batch-wide checks; None for any other."""
+    if len(found) != size:
+        return None
+    ordered: list[_Found | None] = [None] * size
+    for f in found:
+        pos = f.member
+        if pos is None or ordered[pos] is not None:
+            return None
+        if f.indices and ("key", pos) not in f.pieces:  # placed: its key pieces, if any, all name `pos`
+            return None
+        ordered[pos] = f
+    return cast("list[_Found]", ordered)
 
 
 def read_bulk(
     members: Sequence[Member], result: BulkCaptureResult
 ) -> tuple[list[Outcome], list[ObjectReading], int | None]:
     """`match_bulk`'s outcomes, what it read in each object, and the index base it trusted (0, 1 or None)."""
-    outcomes, found, base = _match(members, result)
+    outcomes, found, base = _match(members, _scan(members, result))
     by_key = {m.key: pos for pos, m in enumerate(members)}
     readings = []
     objects = [obj for _, array in _CATEGORIES for obj in getattr(result, array)]
@@ -352,8 +330,7 @@ def read_bulk(
     return outcomes, readings, base
 
 
-def _match(members: Sequence[Member], result: BulkCaptureResult) -> tuple[list[Outcome], list[_Found], int | None]:
-    found = _scan(members, result)
+def _match(members: Sequence[Member], found: list[_Found]) -> tuple[list[Outcome], list[_Found], int | None]:
     pairs = _indexed(found)
     base = _index_base(pairs, {f.member for f in found if f.member is not None}, len(members))
     if base is not None:

@@ -50,6 +50,25 @@ async def test_credentials_on_every_call_and_key_and_json_on_posts(
     assert json.loads(bulk.content) == {"persons": [PERSON]}
 
 
+async def test_requests_name_the_client_accept_json_and_never_return_a_cookie(
+    router: respx.MockRouter, client: CaptureClient
+) -> None:
+    """Each request is built past httpx's client (connector/api/_exchange.py): its fixed headers still
+    go, and a cookie the API sets is not kept (nothing in the spec asks for one)."""
+    answer = ok(200, INFO)
+    answer.headers["Set-Cookie"] = "session=abc; Path=/"
+    router.get("/info").mock(return_value=answer)
+    router.post("/persons/bulk").mock(return_value=ok(200, BULK_RESULT))
+    await client.info()
+    await client.capture_bulk([PERSON], "bulk-key")
+    for call in router.calls:
+        assert call.request.headers["Accept"] == "application/json"
+        assert call.request.headers["User-Agent"] == "capture-sync"
+        assert call.request.headers["Host"] == "capture.example.test"
+        assert "Cookie" not in call.request.headers
+    assert router.calls.last.request.headers["Content-Length"] == str(len(router.calls.last.request.content))
+
+
 async def test_body_leaves_out_absent_fields_and_keeps_custom_fields(
     all_ok: respx.MockRouter, client: CaptureClient
 ) -> None:

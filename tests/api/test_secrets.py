@@ -116,7 +116,6 @@ async def test_secret_absent_on_every_path(rendered: io.StringIO, caplog: pytest
     assert len(errors) == 12 + 2 + 3
     events = [json.loads(line) for line in rendered.getvalue().splitlines()]
     assert sum(e["event"] == "capture_api.attempt" for e in events) >= 12
-    assert any(r.name == "httpx" for r in caplog.records), "httpx's own request log was captured"
     assert_nowhere(API_SECRET, rendered, caplog, client, *errors)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import gc
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,35 @@ def test_a_rejected_record_keeps_even_an_unprintable_value_for_the_ledger() -> N
     assert mapped.payload is None
     assert mapped.raw == {"Name": "<int too large to show>", "Email": "nope"}
     assert any("Name" in reason for reason in mapped.reasons)
+
+
+class ThresholdWatcher(Source):
+    """Notes the cyclic collector's thresholds while the run reads it."""
+
+    seen: list[tuple[int, int, int]] = []
+
+    class Options(SourceOptions):
+        rows: list[dict]
+
+    def read(self, state):
+        ThresholdWatcher.seen.append(gc.get_threshold())
+        for row in self.options.rows:
+            yield Record(id=str(row["id"]), data=row, state={"exported": True})
+
+
+async def test_a_run_collects_cycles_less_often_and_gives_the_process_its_thresholds_back(setup):
+    ledger, connect, _ = setup
+    mapping = Mapping.from_config({"name": "Name", "email": "Email"}, where="sources.crm.mapping")
+    rows = [{"id": i, "Name": f"Person {i}", "Email": f"p{i}@example.com"} for i in range(3)]
+    before = gc.get_threshold()
+    gc.set_threshold(500, 7, 9)
+    try:
+        async with connect() as client:
+            source = ThresholdWatcher("crm", ThresholdWatcher.Options(rows=rows))
+            report = await sync(ledger, client, [SourceJob("crm", source, mapping)], SETTINGS)
+        after = gc.get_threshold()
+    finally:
+        gc.set_threshold(*before)
+    assert report.captured == 3
+    assert ThresholdWatcher.seen == [(10_000, 7, 9)]
+    assert after == (500, 7, 9)

@@ -73,6 +73,28 @@ async def test_the_api_client_follows_no_redirect_and_names_it_redacted(home: Up
     assert home.got(SECRET) and len(away.seen) == 1 and not away.got(SECRET) and not away.got("key-1")
 
 
+async def test_the_api_client_goes_through_the_proxy_the_environment_names(
+    away: Upstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests are sent past httpx's client to the transport it chose for the API's origin: with
+    HTTP_PROXY set, that is the proxy's (here `away`, which answers in the API's stead)."""
+    info = {
+        "client_name": "Forms",
+        "rate_limit": 60,
+        "default_lead_source": "web",
+        "has_custom_field_mapping": False,
+        "allowed_origins": [],
+    }
+    envelope = {"success": True, "statusCode": 200, "timestamp": "2026-11-27T08:00:00Z", "data": info}
+    away.route("http://crm.example.test/api/info", (200, {}, envelope))
+    monkeypatch.setenv("HTTP_PROXY", away.base)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    async with CaptureClient("http://crm.example.test/api", "key-1", SECRET, allow_insecure_http=True) as client:
+        assert (await client.info(retry=False)).client_name == "Forms"
+    assert [text.split("\n")[0] for text in away.seen] == ["GET http://crm.example.test/api/info"]
+
+
 async def test_a_webhook_url_is_in_no_log_line_at_debug_and_its_redirect_is_not_followed(
     home: Upstream, away: Upstream, debug_logs: io.StringIO
 ) -> None:
