@@ -179,12 +179,12 @@ def extract(
         no fsync): its cursor waits for the next chunk that changes something, or the read's end. A
         crash in between reads those unchanged records again, which costs no more than this read did."""
         nonlocal held
+        held = held or (bool(chunk) and not job.snapshot)  # cleared below once committed
         mapped, skipped = _changed(ledger, job, chunk, report)
         report.unchanged += skipped
         progress.advance("read", len(chunk))
         chunk.clear()
         if not mapped and not (final and held):
-            held = held or not job.snapshot
             return
         counts = ledger.enqueue(job.name, job.mapping.version, mapped, last_state)
         if rejects is not None:  # after the commit: the feed never names a reject the ledger lost

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from connector.delivery import SourceJob
@@ -105,6 +105,8 @@ def _json_safe(value: Any) -> bool:
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(items(), max_size=25), st.integers(1, 6), st.booleans())
+# found by hypothesis: a last chunk of records read again unchanged left the cursor before them
+@example([Record("0", {"Name": "", "Email": "0@example.com"}, state=s) for s in (0, 0, 1)], 2, False)
 def test_whatever_a_plugin_yields_nothing_escapes_and_nothing_before_the_first_slip_is_lost(
     given_items: list[Any], chunk_size: int, raise_at_end: bool
 ) -> None:
