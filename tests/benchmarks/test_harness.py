@@ -76,3 +76,18 @@ def test_the_split_by_side_runs_each_side_to_its_end() -> None:
     assert result["records"] == 500
     assert sorted(result["cpu_us_per_record"]) == ["extract (sync with the API down)", "load (replay)", "whole sync"]
     assert all(us > 0 for us in result["cpu_us_per_record"].values())
+
+
+def test_the_a_b_comparison_runs_both_trees_alternately_and_prints_their_ratio() -> None:
+    """`benchmarks/sync_ab.py --base`: each run raises unless it delivered every record."""
+    tree = str(RUN_ALL.parents[1])
+    done = subprocess.run(
+        [sys.executable, str(RUN_ALL.with_name("sync_ab.py")), "--records", "300", "--rounds", "2", "--base", tree],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rounds = [line.split(":")[0] for line in done.stdout.splitlines() if line.startswith("round")]
+    assert rounds == ["round 1 this", "round 1 base", "round 2 base", "round 2 this"]
+    assert "this / base: " in done.stdout
