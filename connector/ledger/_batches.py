@@ -20,6 +20,8 @@ from .schema import LedgerError
 
 # Whether entry `e` has an older version that is live. A pending entry is sendable only when it has
 # none: the newer one waits until the older settles, so that the newest data always lands last.
+# (Schema v11: the record's versions are read by the (source, record_id, content_hash) index, which
+# every version is in; most records have one, and the older ones' states are read from their rows.)
 OLDER_LIVE = (
     "EXISTS (SELECT 1 FROM entries o WHERE o.source = e.source AND o.record_id = e.record_id "
     f"AND o.id < e.id AND o.state IN ({LIVE_MARKS}))"

@@ -52,8 +52,9 @@ ANALYZE_MIN = 1000
 # ANALYZE waits this long at most for another one (autovacuum's, another daemon's) to let go of the
 # table: that one refreshes the statistics as well.
 LOCK_TIMEOUT_MS = 100
-# The partial indexes whose size ANALYZE estimates: the live entries, and the settled ones (schema v9).
-_COUNTED = "SELECT relname, reltuples FROM pg_class WHERE oid IN ('entries_live_record'::regclass, 'entries_settled'::regclass)"
+# The partial indexes whose size ANALYZE estimates: the live entries, and the ones a capture named a
+# person for (schema v11: the settled entries have no index of their own).
+_COUNTED = "SELECT relname, reltuples FROM pg_class WHERE oid IN ('entries_live'::regclass, 'entries_person'::regclass)"
 
 
 class Statistics:
@@ -97,4 +98,4 @@ class Statistics:
             with self._lock:  # try again after the next write
                 self._since = {k: max(v, ANALYZE_MIN) for k, v in self._since.items()}
             return None
-        return {"live": float(sizes["entries_live_record"]), "settled": float(sizes["entries_settled"])}
+        return {"live": float(sizes["entries_live"]), "settled": float(sizes["entries_person"])}

@@ -27,7 +27,7 @@ from . import _lease
 from ._db import Cursor, Dialect
 from ._pg_plans import CLAIM_PLAN, Statistics
 from ._pg_schema import DAEMON, WRITE, lock_key, migrate
-from ._types import LIVE_MARKS
+from ._types import IS_LIVE
 from .schema import LedgerError, LedgerLocked, LedgerUnreachable
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ _WAITING = (
     "SELECT coalesce(sum(pending - CASE WHEN first_state = 'pending' THEN 1 ELSE 0 END), 0)::bigint FROM ("
     "SELECT (array_agg(state ORDER BY id))[1] AS first_state, count(*) AS live, "
     "count(*) FILTER (WHERE state = 'pending') AS pending "
-    f"FROM entries WHERE state IN ({LIVE_MARKS}) GROUP BY source, record_id) w WHERE live > 1"
+    f"FROM entries WHERE {IS_LIVE} GROUP BY source, record_id) w WHERE live > 1"
 )
 
 DIALECT = Dialect(

@@ -21,7 +21,7 @@ from typing import Any
 
 from ._db import Db
 from ._run_view import RUN_COLS, RUN_COUNTS, RunView, iso, run_view
-from ._types import IS_SETTLED, LIVE_MARKS, state_of
+from ._types import IS_LIVE, IS_SETTLED, state_of
 
 
 def start(db: Db, kind: str, now: float, note: str | None) -> int:
@@ -166,7 +166,7 @@ def entries(db: Db, run_id: int, state: str | None) -> list[RunEntry]:
     """The entries `run_id` changed last (a later run that changed one again owns it now), oldest first;
     `attempts` counts the requests that carried each entry, in any batch."""
     # Two parts, each read from a partial index: the settled entries (entries_run), the live ones
-    # (entries_live_record, the live entries alone).
+    # (entries_live, the live entries alone).
     only = f" AND {state_of('e')} = ?" if state else ""
     select = (
         f"SELECT e.id, e.key, e.source, e.record_id, {state_of('e')}, coalesce(e.last_error, e.notes), "
@@ -176,7 +176,7 @@ def entries(db: Db, run_id: int, state: str | None) -> list[RunEntry]:
     params = (run_id, state) if state else (run_id,)
     rows = db.execute(
         f"SELECT * FROM ({select} WHERE e.run_id = ? AND {IS_SETTLED}{only} "
-        f"UNION ALL {select} WHERE e.run_id = ? AND e.state IN ({LIVE_MARKS}){only}) AS r ORDER BY 1",
+        f"UNION ALL {select} WHERE e.run_id = ? AND {IS_LIVE.replace('state', 'e.state')}{only}) AS r ORDER BY 1",
         params * 2,
     ).fetchall()
     return [

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from . import _batches, _merges
+from . import _batches, _counts, _merges
 from ._db import Db
 from ._stamp import STAMP_SET
 from ._types import BatchState, BatchWork, EntryState, Outcome
@@ -22,7 +22,14 @@ if TYPE_CHECKING:  # `status` opens a ledger without loading the HTTP client
 def settle(db: Db, batch: BatchWork, outcomes: Sequence[Outcome], attempts: Sequence[Attempt], now: float) -> int:
     """Each member's outcome; a capture answered with a person id another record holds is marked a
     merge. Returns how many were, so that delivery needs no second read to report them."""
-    merges = _merges.merged(db, outcomes)
+    members = {
+        eid: (source, rid, state)
+        for eid, source, rid, state in db.execute(
+            f"SELECT id, source, record_id, state FROM entries WHERE id {db.dialect.any_of}",
+            (db.dialect.many(o.entry_id for o in outcomes),),
+        )
+    }
+    merges = _merges.merged(db, outcomes, {eid: (source, rid) for eid, (source, rid, _) in members.items()})
     db.executemany(
         "UPDATE entries SET state = ?, person_id = coalesce(?, person_id), last_error = ?, "
         f"merged = ?, batch_id = ?, updated_at = ?, {STAMP_SET} WHERE id = ?",
@@ -31,6 +38,7 @@ def settle(db: Db, batch: BatchWork, outcomes: Sequence[Outcome], attempts: Sequ
             for o in outcomes
         ],
     )
+    _counts.add(db, _counts.moves((members[o.entry_id][0], members[o.entry_id][2], o.state) for o in outcomes))
     close(db, batch, "settled", None, attempts, now)
     return len(merges)
 
@@ -45,6 +53,9 @@ def set_members(
     now: float,
 ) -> None:
     """Every member alike (`entry_state` None: they keep theirs), and the batch closed as `batch_state`."""
+    if entry_state is not None:
+        ids = db.dialect.many(m.entry_id for m in batch.members)
+        _counts.move_where(db, f"id {db.dialect.any_of}", (ids,), entry_state)
     db.executemany(
         "UPDATE entries SET state = coalesce(?, state), last_error = ?, batch_id = ?, updated_at = ?, "
         f"{STAMP_SET} WHERE id = ?",

@@ -15,15 +15,16 @@ from pathlib import Path
 from typing import Any, cast
 
 from ._db import Dialect
-from ._types import LIVE_MARKS
+from ._types import IS_LIVE
 from .schema import LedgerError, LedgerLocked, connect, describe
 
 # In a record with several live versions every pending one but the oldest live waits; `min(id)`
-# makes SQLite take the bare `state` from that oldest row (one pass over the partial index).
+# makes SQLite take the bare `state` from that oldest row (one pass over the partial index entries_live,
+# which holds each live entry's source and record).
 _WAITING = (
     "SELECT coalesce(sum(pending - (state = 'pending')), 0) FROM ("
     "SELECT min(id), state, count(*) AS live, sum(state = 'pending') AS pending "
-    f"FROM entries INDEXED BY entries_live_record WHERE state IN ({LIVE_MARKS}) GROUP BY source, record_id"
+    f"FROM entries INDEXED BY entries_live WHERE {IS_LIVE} GROUP BY source, record_id"
     ") WHERE live > 1"
 )
 
@@ -39,7 +40,7 @@ DIALECT = Dialect(
     merged="SELECT count(*) FROM entries INDEXED BY entries_merged WHERE merged = 1",
     next_id_after_copy="",  # an INTEGER PRIMARY KEY continues from the largest id by itself
     many=_json_list,
-    claim_plan="",  # SQLite's planner walks the partial index entries_to_send in id order by itself
+    claim_plan="",  # SQLite's planner walks the partial index entries_live in id order by itself
 )
 
 

@@ -28,10 +28,13 @@ Order = float | str  # a version's place in its source's order: values of one ty
 # waits until it leaves them, so the newest data always lands last (design 2, one live version).
 LIVE: tuple[EntryState, ...] = ("pending", "in_flight", "unknown", "blocked")
 LIVE_MARKS = ",".join(f"'{s}'" for s in LIVE)  # as SQL: `state IN ({LIVE_MARKS})`
-# Every other state: the version left the hot path. As SQL, exactly as the partial indexes
-# entries_settled and entries_run (schema v9) are written: SQLite uses a partial index for
-# `state = 'x'` only when its WHERE is an OR of equalities (not an IN list), and for a wider query only
-# when the query carries the index's WHERE as a term.
+# As SQL, exactly as the partial index entries_live (schema v11) is written: a query that carries it as
+# a term (or names one state with `state = 'x'`) may read that index on SQLite.
+IS_LIVE = "(" + " OR ".join(f"state = '{s}'" for s in LIVE) + ")"
+# Every other state: the version left the hot path. As SQL, exactly as the partial index entries_run
+# (schema v9) is written: SQLite uses a partial index for `state = 'x'` only when its WHERE is an OR of
+# equalities (not an IN list), and for a wider query only when the query carries the index's WHERE as
+# a term. Since schema v11 `status` counts them from `settled_counts` (`_counts`), not from an index.
 SETTLED: tuple[EntryState, ...] = tuple(s for s in get_args(EntryState) if s not in LIVE)
 IS_SETTLED = "(" + " OR ".join(f"state = '{s}'" for s in SETTLED) + ")"
 

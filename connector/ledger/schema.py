@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..secret_files import create_private
-from ._types import in_open_batch
+from . import _counts
+from ._types import IS_LIVE, in_open_batch
 
 if TYPE_CHECKING:  # imported by _migrate only: every command opens a ledger, few create one
     import sqlite_utils
@@ -290,7 +291,38 @@ def _v10(db: sqlite_utils.Database) -> None:
     db.execute(V10_IN_FLIGHT)
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10]
+# Both engines' v11 (see `_v11`), written out as they ran.
+V11_INDEXES = (
+    "DROP INDEX entries_to_send",
+    "DROP INDEX entries_live_record",
+    "DROP INDEX entries_settled",
+    f"CREATE INDEX entries_live ON entries (state, id, source, record_id) WHERE {IS_LIVE}",
+    "CREATE INDEX entries_rare ON entries (state, id) WHERE state = 'failed' OR state = 'rejected' OR state = 'dismissed'",
+)
+
+
+def _v11(db: sqlite_utils.Database) -> None:
+    """Fewer B-tree writes per record (issue 24): an entry is written at enqueue and at settle, and
+    each index holding it then was written too. Three indexes become one or none:
+    - `entries_to_send` (the pending and unknown versions) and `entries_live_record` (the live ones,
+      by record) become `entries_live`, the live versions in (state, id) order with their source and
+      record: claim walks its pending part in id order, `status` counts the live states and the
+      waiting versions from it alone; the one-live-version rule looks a record's older versions up by
+      the (source, record_id, content_hash) index every version is in anyway. One index entry in at
+      enqueue and one out at settle, where there were two of each.
+    - `entries_settled` goes: `status` reads the settled states' counts from `settled_counts`, a row
+      per source and state that each write adds its figures to (`_counts`), a constant number of rows
+      per batch. `entries_rare` keeps the states an operator looks entries up by (failed for
+      `replay --include-failed`, rejected and dismissed for `ledger list`), none of which a normal
+      settle reaches.
+    Only storage changes: nothing is re-sent, every entry keeps its state, the counts are the entries'."""
+    for statement in V11_INDEXES:
+        db.execute(statement)
+    db.execute(_counts.CREATE + " WITHOUT ROWID")
+    _counts.recount(db)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

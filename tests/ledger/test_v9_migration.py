@@ -1,7 +1,7 @@
-"""Ledgers of schema v8 (the indexes before issue 24) and v9 (in flight stored on each entry) migrate
-to the current schema on both engines without re-sending anything: `status` gives the same answers,
-the batch in flight comes back with its key and body, the stalled one only for `replay`, and the next
-new batch holds only what was pending."""
+"""Ledgers of schema v8 (the indexes before issue 24), v9 (in flight stored on each entry) and v10
+(the settled states counted from an index) migrate to the current schema on both engines without
+re-sending anything: `status` gives the same answers, the batch in flight comes back with its key and
+body, the stalled one only for `replay`, and the next new batch holds only what was pending."""
 
 from __future__ import annotations
 
@@ -26,6 +26,13 @@ V8_CREATE = (
     "CREATE INDEX entries_source_state ON entries (source, state)",
 )
 V9_NAMES = ("entries_to_send", "entries_settled", "entries_run")
+# What v11 replaced: v9's entries_to_send and entries_settled, v5's entries_live_record.
+V10_CREATE = (
+    *(s for s in V9_INDEXES if s.startswith(("CREATE INDEX entries_to_send", "CREATE INDEX entries_settled"))),
+    "CREATE INDEX entries_live_record ON entries (source, record_id, state) "
+    "WHERE state IN ('pending','in_flight','unknown','blocked')",
+)
+V11_NAMES = ("entries_live", "entries_rare")
 
 
 def person(i: int) -> Mapped:
@@ -44,6 +51,12 @@ def undo_v9(execute: Callable[[str], Any]) -> None:
         execute(statement)
 
 
+def undo_v11(execute: Callable[[str], Any]) -> None:
+    """v10's indexes in place of v11's, and no counters of the settled states."""
+    for statement in [f"DROP INDEX {name}" for name in V11_NAMES] + ["DROP TABLE settled_counts", *V10_CREATE]:
+        execute(statement)
+
+
 def undo_v10(execute: Callable[[str], Any]) -> None:
     """In flight stored on each entry, as claim wrote it before v10: the members of open and stalled batches."""
     execute(
@@ -54,7 +67,7 @@ def undo_v10(execute: Callable[[str], Any]) -> None:
 
 def as_version(target: str | Path, version: int, *extra: str) -> None:
     """The ledger as the release of `version` left it (then the `extra` statements), and saying so."""
-    undo = [undo_v10] + ([undo_v9] if version < 9 else [])
+    undo = [undo_v11] + ([undo_v10] if version < 10 else []) + ([undo_v9] if version < 9 else [])
     if isinstance(target, Path):
         conn = sqlite3.connect(target, isolation_level=None)
         for step in undo:
@@ -119,7 +132,9 @@ def test_a_version_8_ledger_migrates_without_resending_anything(ledger_target: s
     assert not set(V9_NAMES) & indexes(ledger_target)
 
     with Ledger(ledger_target) as ledger:
-        assert set(V9_NAMES) <= indexes(ledger_target) and "entries_source_state" not in indexes(ledger_target)
+        assert {"entries_run", *V11_NAMES} <= indexes(ledger_target) and "entries_source_state" not in indexes(
+            ledger_target
+        )
         after = ledger.status()
         assert (after.by_state, after.by_source, after.attention) == (
             before.by_state,
