@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from connector.ledger import SCHEMA_VERSION, BatchWork, Claim, Ledger, Mapped, Outcome
-from connector.ledger._types import in_open_batch
+from connector.ledger._types import SETTLED, in_open_batch
 from connector.ledger.schema import V9_INDEXES, LedgerError
 
 # What v9 replaced, as v1, v4 and v5 created it on SQLite and _pg_schema on PostgreSQL.
@@ -206,3 +206,87 @@ def test_a_version_9_postgresql_ledger_is_not_migrated_while_an_older_daemon_lea
     with Ledger(postgres_ledger_url) as ledger:
         assert ledger.status().by_state["in_flight"] == 1
     assert stored_states(postgres_ledger_url) == {"pending": 1}
+
+
+def person_at(i: int, company: str = "A") -> Mapped:
+    return Mapped(str(i), payload=json.dumps({"name": f"Person {i}", "email": f"p{i}@example.com", "company": company}))
+
+
+def rejected(i: int) -> Mapped:
+    return Mapped(str(i), raw={"id": str(i)}, reasons=("no email",))
+
+
+def settled_counts(ledger: Ledger) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], int]]:
+    """The settled states' counts `status` shows (v11: from their counters), and the entries' own."""
+    marks = ",".join(f"'{s}'" for s in SETTLED)
+    rows = ledger._read(f"SELECT source, state, count(*) FROM entries WHERE state IN ({marks}) GROUP BY source, state")
+    shown = {
+        (src, s): n for src, counts in ledger.status().by_source.items() for s, n in counts.items() if s in SETTLED
+    }
+    return shown, {(src, s): n for src, s, n in rows}
+
+
+def test_a_version_10_ledger_migrates_with_the_same_counts_and_sends_nothing_again(ledger_target: str | Path) -> None:
+    """Entries in every state, on both engines: the same status, lists and stored states after v11,
+    and only what was never settled is sent again."""
+    with Ledger(ledger_target) as ledger:
+        ledger.start_run("sync")
+        ledger.enqueue("crm", "m", [person_at(i) for i in range(1, 13)] + [rejected(20)], None)
+        ledger.enqueue("crm", "m", [person_at(1, "B")], None)  # supersedes version 1, never sent
+        settled = claimed(ledger, 3)
+        states = ["captured", "duplicate", "captured"]
+        ledger.settle(settled, [Outcome(m.entry_id, s) for m, s in zip(settled.members, states, strict=True)], [])  # type: ignore[arg-type]
+        ledger.fail(claimed(ledger, 2), "HTTP 422", [])
+        ledger.block(claimed(ledger, 1), "HTTP 409", [])
+        ledger.stall(stalled := claimed(ledger, 1), "HTTP 500", [])
+        alone = claimed(ledger, 1)  # unknown in a batch of its own: left for an operator
+        ledger.settle(alone, [Outcome(alone.members[0].entry_id, "unknown", error="no evidence")], [])
+        ledger.keep_open(open_ := claimed(ledger, 2), "HTTP 503", [])
+        ledger.resolve(ledger.list_entries("failed", limit=1)[0].key, "dismiss")
+        before = ledger.status()
+        listed = {s: [e.key for e in ledger.list_entries(s, limit=50)] for s in before.by_state}
+    stored = stored_states(ledger_target)
+    assert set(stored) == {*SETTLED, "pending", "unknown", "blocked"}
+    as_version(ledger_target, 10)
+
+    with Ledger(ledger_target) as ledger:
+        after = ledger.status()
+        assert (after.by_state, after.by_source, after.attention) == (
+            before.by_state,
+            before.by_source,
+            before.attention,
+        )
+        assert after.by_state["in_flight"] == 3 and after.attention.unresolved == 1
+        assert {s: [e.key for e in ledger.list_entries(s, limit=50)] for s in after.by_state} == listed
+        assert stored_states(ledger_target) == stored
+        # The open batch again under its key and bytes; then only the pending entries never sent; the
+        # stalled batch only for replay: nothing settled, blocked, unknown or rejected goes out again.
+        again = ledger.claim(Claim(10))
+        assert again is not None and (again.key, again.body) == (open_.key, open_.body)
+        ledger.settle(again, [Outcome(m.entry_id, "captured") for m in again.members], [])
+        fresh = ledger.claim(Claim(10))
+        assert fresh is not None
+        assert [json.loads(m.payload)["name"] for m in fresh.members] == ["Person 12", "Person 1"]
+        replayed = ledger.claim(Claim(10, skip=frozenset({fresh.id}), include_stalled=True))
+        assert replayed is not None and (replayed.key, replayed.body) == (stalled.key, stalled.body)
+        shown, defined = settled_counts(ledger)
+        assert shown == defined
+
+
+def test_a_version_10_postgresql_ledger_is_not_migrated_while_an_older_daemon_leads_it(
+    postgres_ledger_url: str,
+) -> None:
+    """Its code would settle entries without adding them to the counters `status` reads."""
+    with Ledger(postgres_ledger_url) as ledger:
+        ledger.enqueue("crm", "m", [person_at(1), rejected(2)], None)
+        assert ledger.lease("old-host:41", 60).take() is not None
+    as_version(postgres_ledger_url, 10)
+    with pytest.raises(LedgerError, match="while old-host:41, a daemon of an older capture-sync, leads"):
+        Ledger(postgres_ledger_url)
+    import psycopg
+
+    with psycopg.connect(postgres_ledger_url, autocommit=True) as pg:
+        assert pg.execute("SELECT to_regclass('settled_counts')").fetchone() == (None,)  # nothing changed
+        pg.execute("UPDATE capture_sync_ha.leases SET expires_at = now()")  # the old daemon stopped
+    with Ledger(postgres_ledger_url) as ledger:
+        assert settled_counts(ledger) == ({("crm", "rejected"): 1},) * 2
