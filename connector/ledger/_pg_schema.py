@@ -41,16 +41,17 @@ CREATE = [
     "notes text, run_id bigint, source_order text, merged bigint)",
     "CREATE UNIQUE INDEX idx_entries_key ON entries (key)",
     "CREATE INDEX idx_entries_source_record_id_content_hash ON entries (source, record_id, content_hash)",
-    V9_INDEXES[-1],  # entries_run
-    *(statement for statement in V11_INDEXES if statement.startswith("CREATE")),
+    *(statement for statement in V11_INDEXES if statement.startswith("CREATE INDEX entries_")),
     "CREATE INDEX entries_person ON entries (person_id) WHERE person_id IS NOT NULL",
     "CREATE INDEX entries_merged ON entries (source) WHERE merged = 1",
     "CREATE TABLE records (source text, record_id text, entry_id bigint, source_order text, raw_digest text, "
     "PRIMARY KEY (source, record_id))",
     f"CREATE TABLE batches (id {_ID}, key text NOT NULL, operation text NOT NULL, state text NOT NULL, "
-    "body_hash text NOT NULL, size bigint NOT NULL, last_error text, created_at double precision, updated_at double precision)",
+    "body_hash text NOT NULL, size bigint NOT NULL, last_error text, created_at double precision, updated_at double precision, "
+    "run_id bigint)",
     "CREATE UNIQUE INDEX idx_batches_key ON batches (key)",
     "CREATE INDEX idx_batches_state ON batches (state)",
+    *(statement for statement in V11_INDEXES if statement.startswith("CREATE INDEX batches_")),
     "CREATE TABLE batch_members (batch_id bigint, position bigint, entry_id bigint, PRIMARY KEY (batch_id, position))",
     "CREATE INDEX idx_batch_members_entry_id ON batch_members (entry_id)",
     f"CREATE TABLE attempts (id {_ID}, batch_id bigint, key text, operation text, started_at double precision, "

@@ -77,8 +77,11 @@ def split(db: Db, batch: BatchWork, error: str, attempts: Sequence[Attempt], now
 def close(
     db: Db, batch: BatchWork, state: BatchState, error: str | None, attempts: Sequence[Attempt], now: float
 ) -> None:
+    # The run in hand settled it (schema v11): `runs show` finds the run's entries through its batches.
     db.execute(
-        "UPDATE batches SET state = ?, last_error = ?, updated_at = ? WHERE id = ?", (state, error, now, batch.id)
+        "UPDATE batches SET state = ?, last_error = ?, updated_at = ?, run_id = coalesce(capture_run_in_hand(), run_id) "
+        "WHERE id = ?",
+        (state, error, now, batch.id),
     )
     insert_attempts(db, batch, attempts)
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from ..secret_files import create_private
 from . import _counts
-from ._types import IS_LIVE, in_open_batch
+from ._types import IS_LIVE, RARE, any_state, in_open_batch
 
 if TYPE_CHECKING:  # imported by _migrate only: every command opens a ledger, few create one
     import sqlite_utils
@@ -296,8 +296,16 @@ V11_INDEXES = (
     "DROP INDEX entries_to_send",
     "DROP INDEX entries_live_record",
     "DROP INDEX entries_settled",
+    "DROP INDEX entries_run",
     f"CREATE INDEX entries_live ON entries (state, id, source, record_id) WHERE {IS_LIVE}",
-    "CREATE INDEX entries_rare ON entries (state, id) WHERE state = 'failed' OR state = 'rejected' OR state = 'dismissed'",
+    f"CREATE INDEX entries_rare ON entries (state, id, run_id) WHERE {any_state(RARE)}",
+    "ALTER TABLE batches ADD COLUMN run_id BIGINT",
+    "CREATE INDEX batches_run ON batches (run_id)",
+    # The run that settled each batch, for the batches settled before: its captured and duplicate
+    # members carry it (one transaction stamped them all).
+    "UPDATE batches SET run_id = (SELECT max(e.run_id) FROM batch_members m JOIN entries e ON e.id = m.entry_id "
+    "AND e.batch_id = m.batch_id WHERE m.batch_id = batches.id AND (e.state = 'captured' OR e.state = 'duplicate')) "
+    "WHERE state = 'settled'",
 )
 
 
@@ -312,9 +320,12 @@ def _v11(db: sqlite_utils.Database) -> None:
       enqueue and one out at settle, where there were two of each.
     - `entries_settled` goes: `status` reads the settled states' counts from `settled_counts`, a row
       per source and state that each write adds its figures to (`_counts`), a constant number of rows
-      per batch. `entries_rare` keeps the states an operator looks entries up by (failed for
-      `replay --include-failed`, rejected and dismissed for `ledger list`), none of which a normal
-      settle reaches.
+      per batch.
+    - `entries_run` goes: a batch keeps the run that settled it (`batches.run_id`, a write per batch),
+      and `runs show` finds a run's captured and duplicate entries through its batches.
+    - `entries_rare` holds the settled states a normal settle does not reach (`_types.RARE`): failed
+      (`replay --include-failed`), rejected, superseded and dismissed, by state (`ledger list`) and
+      with their run (`runs show`).
     Only storage changes: nothing is re-sent, every entry keeps its state, the counts are the entries'."""
     for statement in V11_INDEXES:
         db.execute(statement)

@@ -46,13 +46,20 @@ def shown(ledger: Ledger) -> dict[tuple[str, str], int]:
 
 
 def test_the_counts_stay_the_entries_own_through_every_write(ledger_target: str | Path, tmp_path: Path) -> None:
+    """And `runs show` lists the entries each run changed last (found through the batches a run settled
+    since v11), as the entries' own stamps say."""
     with Ledger(ledger_target) as ledger:
         checks = 0
+        runs = [ledger.start_run("sync")]
 
         def check() -> None:
             nonlocal checks
             checks += 1
             assert shown(ledger) == by_definition(ledger), f"after step {checks}"
+            for run in runs:
+                stamped = ledger._read("SELECT key, state FROM entries WHERE run_id = ? ORDER BY id", (run,))
+                listed = [(e.key, e.state) for e in ledger.run_entries(run)]
+                assert [key for key, _ in stamped] == [key for key, _ in listed], f"run {run} after step {checks}"
 
         ledger.enqueue("crm", "m", [person(i, order=10) for i in range(1, 9)] + [rejected(9)], None)
         ledger.enqueue("shop", "m", [person(i) for i in range(1, 4)], None)
@@ -67,6 +74,7 @@ def test_the_counts_stay_the_entries_own_through_every_write(ledger_target: str 
         ledger.block(blocked := claimed(ledger, 1), "HTTP 409", [])
         ledger.stall(claimed(ledger, 1), "HTTP 500", [])
         check()
+        runs.append(ledger.start_run("replay"))
         assert ledger.requeue_failed(before=9e9) == 2
         check()
         ledger.resolve(blocked.key, "dismiss")

@@ -26,13 +26,13 @@ V8_CREATE = (
     "CREATE INDEX entries_source_state ON entries (source, state)",
 )
 V9_NAMES = ("entries_to_send", "entries_settled", "entries_run")
-# What v11 replaced: v9's entries_to_send and entries_settled, v5's entries_live_record.
+# What v11 replaced: v9's entries_to_send, entries_settled and entries_run, v5's entries_live_record.
 V10_CREATE = (
-    *(s for s in V9_INDEXES if s.startswith(("CREATE INDEX entries_to_send", "CREATE INDEX entries_settled"))),
+    *(s for s in V9_INDEXES if s.startswith("CREATE")),
     "CREATE INDEX entries_live_record ON entries (source, record_id, state) "
     "WHERE state IN ('pending','in_flight','unknown','blocked')",
 )
-V11_NAMES = ("entries_live", "entries_rare")
+V11_NAMES = ("entries_live", "entries_rare", "batches_run")
 
 
 def person(i: int) -> Mapped:
@@ -52,8 +52,9 @@ def undo_v9(execute: Callable[[str], Any]) -> None:
 
 
 def undo_v11(execute: Callable[[str], Any]) -> None:
-    """v10's indexes in place of v11's, and no counters of the settled states."""
-    for statement in [f"DROP INDEX {name}" for name in V11_NAMES] + ["DROP TABLE settled_counts", *V10_CREATE]:
+    """v10's indexes in place of v11's, no counters of the settled states, no run on a batch."""
+    drop = ["DROP TABLE settled_counts", "ALTER TABLE batches DROP COLUMN run_id"]
+    for statement in [f"DROP INDEX {name}" for name in V11_NAMES] + drop + list(V10_CREATE):
         execute(statement)
 
 
@@ -132,9 +133,7 @@ def test_a_version_8_ledger_migrates_without_resending_anything(ledger_target: s
     assert not set(V9_NAMES) & indexes(ledger_target)
 
     with Ledger(ledger_target) as ledger:
-        assert {"entries_run", *V11_NAMES} <= indexes(ledger_target) and "entries_source_state" not in indexes(
-            ledger_target
-        )
+        assert set(V11_NAMES) <= indexes(ledger_target) and "entries_source_state" not in indexes(ledger_target)
         after = ledger.status()
         assert (after.by_state, after.by_source, after.attention) == (
             before.by_state,
@@ -230,7 +229,7 @@ def test_a_version_10_ledger_migrates_with_the_same_counts_and_sends_nothing_aga
     """Entries in every state, on both engines: the same status, lists and stored states after v11,
     and only what was never settled is sent again."""
     with Ledger(ledger_target) as ledger:
-        ledger.start_run("sync")
+        run = ledger.start_run("sync")
         ledger.enqueue("crm", "m", [person_at(i) for i in range(1, 13)] + [rejected(20)], None)
         ledger.enqueue("crm", "m", [person_at(1, "B")], None)  # supersedes version 1, never sent
         settled = claimed(ledger, 3)
@@ -245,6 +244,7 @@ def test_a_version_10_ledger_migrates_with_the_same_counts_and_sends_nothing_aga
         ledger.resolve(ledger.list_entries("failed", limit=1)[0].key, "dismiss")
         before = ledger.status()
         listed = {s: [e.key for e in ledger.list_entries(s, limit=50)] for s in before.by_state}
+        reported = ledger.run_entries(run)
     stored = stored_states(ledger_target)
     assert set(stored) == {*SETTLED, "pending", "unknown", "blocked"}
     as_version(ledger_target, 10)
@@ -259,6 +259,7 @@ def test_a_version_10_ledger_migrates_with_the_same_counts_and_sends_nothing_aga
         assert after.by_state["in_flight"] == 3 and after.attention.unresolved == 1
         assert {s: [e.key for e in ledger.list_entries(s, limit=50)] for s in after.by_state} == listed
         assert stored_states(ledger_target) == stored
+        assert ledger.run_entries(run) == reported and len(reported) == 14
         # The open batch again under its key and bytes; then only the pending entries never sent; the
         # stalled batch only for replay: nothing settled, blocked, unknown or rejected goes out again.
         again = ledger.claim(Claim(10))
