@@ -331,7 +331,7 @@ def blocked_batch_keys(conn: Db) -> list[str]:
         key
         for _, key in conn.execute(
             "SELECT DISTINCT b.id, b.key FROM entries e JOIN batches b ON b.id = e.batch_id "
-            f"WHERE e.{IS_LIVE} AND e.state = 'blocked' ORDER BY b.id"
+            "WHERE e.state = 'blocked' ORDER BY b.id"
         )
     ]
 
