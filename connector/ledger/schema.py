@@ -12,6 +12,7 @@ mode is never changed (`check` warns when others may read it).
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sqlite3
 from collections.abc import Callable
@@ -377,6 +378,8 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = _checked_version(conn, path)
+        if 0 < version < SCHEMA_VERSION:
+            _no_older_daemon(path)
         db = sqlite_utils.Database(conn)
         for migration in MIGRATIONS[version:]:
             migration(db)
@@ -386,6 +389,29 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _no_older_daemon(path: Path) -> None:
+    """Before a migration: a daemon of an older release runs on the file (it holds the daemon lock
+    beside it; a daemon of this release would have migrated the file already). Since v10 its code
+    would claim again the entries v10 turns pending, and since v11 settle without keeping the settled
+    states' counters (`_counts`): the migration waits until it is stopped. As PostgreSQL's
+    `_pg_schema._no_older_leader`."""
+    lock = path.with_name(path.name + ".lock")
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return  # no daemon ever ran here (or none can have locked what cannot be opened)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise LedgerError(
+            f"ledger {path} needs schema version {SCHEMA_VERSION}, which cannot be brought in while a daemon "
+            "of an older capture-sync runs on it: stop that daemon, then run this command again (the daemon "
+            "of this release migrates the ledger as it starts)"
+        ) from None
+    finally:
+        os.close(fd)
 
 
 def _checked_version(conn: sqlite3.Connection, path: Path) -> int:

@@ -6,6 +6,7 @@ body, the stalled one only for `replay`, and the next new batch holds only what 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Callable
 from contextlib import closing
@@ -290,4 +291,23 @@ def test_a_version_10_postgresql_ledger_is_not_migrated_while_an_older_daemon_le
         assert pg.execute("SELECT to_regclass('settled_counts')").fetchone() == (None,)  # nothing changed
         pg.execute("UPDATE capture_sync_ha.leases SET expires_at = now()")  # the old daemon stopped
     with Ledger(postgres_ledger_url) as ledger:
+        assert settled_counts(ledger) == ({("crm", "rejected"): 1},) * 2
+
+
+def test_a_version_10_sqlite_ledger_is_not_migrated_while_an_older_daemon_runs_on_it(tmp_path: Path) -> None:
+    """Its code would settle entries without adding them to the counters `status` reads."""
+    import fcntl
+
+    path = tmp_path / "ledger.sqlite3"
+    with Ledger(path) as ledger:
+        ledger.enqueue("crm", "m", [person_at(1), rejected(2)], None)
+    as_version(path, 10)
+    fd = os.open(tmp_path / "ledger.sqlite3.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # the older daemon, in another process: a lock of its own
+    try:
+        with pytest.raises(LedgerError, match="while a daemon of an older capture-sync runs on it: stop that daemon"):
+            Ledger(path)
+    finally:
+        os.close(fd)  # the older daemon stopped
+    with Ledger(path) as ledger:
         assert settled_counts(ledger) == ({("crm", "rejected"): 1},) * 2
