@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 
 from ..keys import batch_key, content_hash
-from ._db import Db
+from ._db import Db, rows_of
 from ._types import LIVE_MARKS, BatchWork, Claim, Member, Operation, in_open_batch
 from .schema import LedgerError
 
@@ -106,9 +106,12 @@ def new_batch(db: Db, operation: Operation, members: Sequence[Member], key: str 
         "VALUES (?, ?, 'open', ?, ?, ?, ?) RETURNING id",
         (key, operation, content_hash(body), len(members), now, now),
     ).fetchone()[0]
-    db.executemany(
-        "INSERT INTO batch_members (batch_id, position, entry_id) VALUES (?, ?, ?)",
-        [(batch_id, i, m.entry_id) for i, m in enumerate(members)],
+    source, params = rows_of(
+        db, (("position", "bigint"), ("entry_id", "bigint")), list(enumerate(m.entry_id for m in members))
+    )
+    db.execute(
+        f"INSERT INTO batch_members (batch_id, position, entry_id) SELECT ?, o.position, o.entry_id FROM {source} AS o",
+        (batch_id, *params),
     )
     return BatchWork(batch_id, key, operation, tuple(members), body)
 

@@ -49,6 +49,16 @@ _WAITING = (
     f"FROM entries WHERE {IS_LIVE} GROUP BY source, record_id) w WHERE live > 1"
 )
 
+
+def _row_source(columns: Sequence[tuple[str, str]]) -> str:
+    arrays = ", ".join(f"?::{kind}[]" for _, kind in columns)
+    return f"(SELECT * FROM unnest({arrays}) AS u({', '.join(name for name, _ in columns)}))"
+
+
+def _row_params(rows: Sequence[Sequence[Any]], width: int) -> tuple[Any, ...]:
+    return tuple(list(column) for column in zip(*rows, strict=True)) if rows else ([],) * width
+
+
 DIALECT = Dialect(
     engine="postgresql",
     any_of="= ANY(?)",
@@ -57,6 +67,8 @@ DIALECT = Dialect(
     next_id_after_copy="SELECT setval(pg_get_serial_sequence('{table}', 'id'), coalesce(max(id), 0) + 1, false) FROM {table}",
     many=list,
     claim_plan=CLAIM_PLAN,
+    row_source=_row_source,
+    row_params=_row_params,
 )
 
 

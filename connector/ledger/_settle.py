@@ -11,12 +11,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from . import _batches, _counts, _merges
-from ._db import Db
+from ._db import Db, rows_of
 from ._stamp import STAMP_SET
 from ._types import BatchState, BatchWork, EntryState, Outcome
 
 if TYPE_CHECKING:  # `status` opens a ledger without loading the HTTP client
     from ..api.client import Attempt
+
+
+_OUTCOME_COLUMNS = (("id", "bigint"), ("state", "text"), ("person_id", "text"), ("error", "text"), ("merged", "bigint"))
 
 
 def settle(db: Db, batch: BatchWork, outcomes: Sequence[Outcome], attempts: Sequence[Attempt], now: float) -> int:
@@ -30,13 +33,17 @@ def settle(db: Db, batch: BatchWork, outcomes: Sequence[Outcome], attempts: Sequ
         )
     }
     merges = _merges.merged(db, outcomes, {eid: (source, rid) for eid, (source, rid, _) in members.items()})
-    db.executemany(
-        "UPDATE entries SET state = ?, person_id = coalesce(?, person_id), last_error = ?, "
-        f"merged = ?, batch_id = ?, updated_at = ?, {STAMP_SET} WHERE id = ?",
-        [
-            (o.state, o.person_id, o.error, 1 if o.entry_id in merges else None, batch.id, now, o.entry_id)
-            for o in outcomes
-        ],
+    # One statement for the batch (`rows_of`), where a statement per member cost PostgreSQL a round each.
+    source, params = rows_of(
+        db,
+        _OUTCOME_COLUMNS,
+        [(o.entry_id, o.state, o.person_id, o.error, 1 if o.entry_id in merges else None) for o in outcomes],
+    )
+    db.execute(
+        "UPDATE entries SET state = o.state, person_id = coalesce(o.person_id, entries.person_id), "
+        f"last_error = o.error, merged = o.merged, batch_id = ?, updated_at = ?, {STAMP_SET} "
+        f"FROM {source} AS o WHERE entries.id = o.id",
+        (batch.id, now, *params),
     )
     _counts.add(db, _counts.moves((members[o.entry_id][0], members[o.entry_id][2], o.state) for o in outcomes))
     close(db, batch, "settled", None, attempts, now)
@@ -56,10 +63,10 @@ def set_members(
     if entry_state is not None:
         ids = db.dialect.many(m.entry_id for m in batch.members)
         _counts.move_where(db, f"id {db.dialect.any_of}", (ids,), entry_state)
-    db.executemany(
+    db.execute(
         "UPDATE entries SET state = coalesce(?, state), last_error = ?, batch_id = ?, updated_at = ?, "
-        f"{STAMP_SET} WHERE id = ?",
-        [(entry_state, error, batch.id, now, m.entry_id) for m in batch.members],
+        f"{STAMP_SET} WHERE id {db.dialect.any_of}",
+        (entry_state, error, batch.id, now, db.dialect.many(m.entry_id for m in batch.members)),
     )
     close(db, batch, batch_state, error, attempts, now)
 

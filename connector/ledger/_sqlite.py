@@ -9,7 +9,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
@@ -33,6 +33,15 @@ def _json_list(values: Iterable[Any]) -> str:
     return json.dumps(list(values))
 
 
+def _row_source(columns: Sequence[tuple[str, str]]) -> str:
+    names = ", ".join(f"value ->> {i} AS {name}" for i, (name, _) in enumerate(columns))
+    return f"(SELECT {names} FROM json_each(?))"
+
+
+def _row_params(rows: Sequence[Sequence[Any]], width: int) -> tuple[Any, ...]:
+    return (json.dumps(rows),)
+
+
 DIALECT = Dialect(
     engine="sqlite",
     any_of="IN (SELECT value FROM json_each(?))",
@@ -41,6 +50,8 @@ DIALECT = Dialect(
     next_id_after_copy="",  # an INTEGER PRIMARY KEY continues from the largest id by itself
     many=_json_list,
     claim_plan="",  # SQLite's planner walks the partial index entries_live in id order by itself
+    row_source=_row_source,
+    row_params=_row_params,
 )
 
 
