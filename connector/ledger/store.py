@@ -364,8 +364,7 @@ class Ledger:
     def blocked_count(self) -> int:
         """Entries that wait for a person's decision: blocked by a 409, or unknown after being asked alone."""
         with self._reading() as db:
-            attention = views.attention(db)
-        return attention.blocked + attention.unresolved
+            return sum(views.for_a_person(db))
 
     def stalls(self) -> views.Stalls:
         """The stalled batches in one figure: entries, batches, since when, the last answer."""

@@ -218,16 +218,24 @@ def stalls(conn: Db) -> Stalls:
 
 def attention(conn: Db) -> Attention:
     stalled_ = stalled(conn)
-    unresolved = conn.execute(  # not while its batch alone is open or stalled: then it is in flight
-        "SELECT count(*) FROM entries e JOIN batches b ON b.id = e.batch_id "
-        f"WHERE e.state = 'unknown' AND b.size = 1 AND NOT {in_open_batch('e')}"
-    ).fetchone()[0]
+    unresolved, blocked = for_a_person(conn)
     waiting = conn.execute(conn.dialect.waiting).fetchone()[0]
-    blocked = conn.execute("SELECT count(*) FROM entries WHERE state = 'blocked'").fetchone()[0]
     unknown = conn.execute(  # entries_live; those re-offered alone right now are in flight
         f"SELECT count(*) FROM entries WHERE state = 'unknown' AND NOT {in_open_batch('entries')}"
     ).fetchone()[0]
     return Attention(blocked, stalled_, unknown - unresolved, unresolved, waiting)
+
+
+def for_a_person(conn: Db) -> tuple[int, int]:
+    """The entries that wait for a person's decision: (unknown ones a batch of their own could not
+    place either, blocked ones). Apart from `attention`, whose count of waiting versions groups every
+    live entry by record: a pass that reports these two needs no more."""
+    unresolved = conn.execute(  # not while its batch alone is open or stalled: then it is in flight
+        "SELECT count(*) FROM entries e JOIN batches b ON b.id = e.batch_id "
+        f"WHERE e.state = 'unknown' AND b.size = 1 AND NOT {in_open_batch('e')}"
+    ).fetchone()[0]
+    blocked = conn.execute("SELECT count(*) FROM entries WHERE state = 'blocked'").fetchone()[0]
+    return unresolved, blocked
 
 
 def list_entries(conn: Db, state: str | None, *, source: str | None, limit: int) -> list[EntryView]:
