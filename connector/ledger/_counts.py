@@ -30,16 +30,17 @@ RECOUNT = (
 )
 
 
-def moves(changes: Iterable[tuple[str, str | None, str]]) -> Moves:
-    """The counts' changes for entries moved (source, old state or None for a new entry, new state)."""
+def moves(changes: Iterable[tuple[str, str | None, str]], n: int = 1) -> Moves:
+    """The counts' changes for entries moved, `n` for each (source, old state or None for a new entry,
+    new state)."""
     moved: Moves = Counter()
     for source, old, new in changes:
         if old == new:
             continue
         if old in SETTLED:
-            moved[(source, old)] -= 1
+            moved[(source, old)] -= n
         if new in SETTLED:
-            moved[(source, new)] += 1
+            moved[(source, new)] += n
     return moved
 
 
@@ -60,9 +61,7 @@ def move_where(db: Db, where: str, params: Sequence[Any], new_state: str) -> Non
     rows = db.execute(f"SELECT source, state, count(*) FROM entries WHERE {where} GROUP BY source, state", params)
     moved: Moves = Counter()
     for source, state, n in rows.fetchall():
-        for key, sign in (((source, state), -1), ((source, new_state), 1)):
-            if key[1] in SETTLED and state != new_state:
-                moved[key] += sign * n
+        moved.update(moves([(source, state, new_state)], n))
     add(db, moved)
 
 

@@ -182,7 +182,8 @@ def entries(db: Db, run_id: int, state: str | None) -> list[RunEntry]:
         f"{columns} FROM entries e WHERE e.run_id = ? AND {any_state(RARE, 'e.state')}{only}",
         f"{columns} FROM entries e WHERE e.run_id = ? AND {any_state(LIVE, 'e.state')}{only}",
     )
-    params = [p for p in (run_id, run_id, state, run_id, state, run_id, state) if p is not None]
+    each = (state,) if state else ()
+    params = (run_id, run_id, *each, run_id, *each, run_id, *each)
     rows = db.execute(f"SELECT * FROM ({' UNION ALL '.join(parts)}) AS r ORDER BY 1", params).fetchall()
     return [
         RunEntry(key, source, record_id, state_, reason, attempts, iso(updated), _parsed(payload))
