@@ -25,6 +25,7 @@ _OUTCOME_COLUMNS = (("id", "bigint"), ("state", "text"), ("person_id", "text"), 
 def settle(db: Db, batch: BatchWork, outcomes: Sequence[Outcome], attempts: Sequence[Attempt], now: float) -> int:
     """Each member's outcome; a capture answered with a person id another record holds is marked a
     merge. Returns how many were, so that delivery needs no second read to report them."""
+    outcomes = list({o.entry_id: o for o in outcomes}.values())  # one each, the last as before, as counted
     members = {
         eid: (source, rid, state)
         for eid, source, rid, state in db.execute(
