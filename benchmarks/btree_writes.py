@@ -20,7 +20,9 @@ engine rewrites that index.
   update that found no room is counted with every index.
 
 The workload is ledger_bench's: chunks of 1,000 enqueued, batches of 100 claimed and settled (one
-record in ten a duplicate), each settle claiming the next batch in its transaction.
+record in ten a duplicate), each settle claiming the next batch in its transaction. The writes are
+also printed per pass (enqueue, claim, settle) and table, the counters read between the passes
+(each claim then in its own transaction: the same writes).
 """
 
 from __future__ import annotations
@@ -43,17 +45,44 @@ CHUNK = 1000
 BATCH = 100
 
 
-def hot_path(ledger: Ledger, entries: int) -> None:
+Counts = Callable[[], dict[str, int]]
+Passes = dict[str, dict[str, int]]  # pass -> table -> writes
+
+
+def hot_path(ledger: Ledger, entries: int, counts: Counts | None = None) -> Passes:
+    """The workload; with `counts` (the counters so far), the writes of each pass by table."""
+    passes: Passes = {"enqueue": {}, "claim": {}, "settle": {}}
+    last = counts() if counts else {}
+
+    def tally(name: str) -> None:
+        nonlocal last
+        if counts is None:
+            return
+        now = counts()
+        for table, n in now.items():
+            if n - last.get(table, 0):
+                passes[name][table] = passes[name].get(table, 0) + n - last.get(table, 0)
+        last = now
+
     for start in range(0, entries, CHUNK):
         chunk = [Mapped(str(i), payload=payload(i)) for i in range(start, min(start + CHUNK, entries))]
         ledger.enqueue("bench", "v1", chunk, {"offset": start + len(chunk)})
+    tally("enqueue")
     batch = ledger.claim(Claim(BATCH))
+    tally("claim")
     while batch is not None:
         outcomes = [
             Outcome(m.entry_id, "duplicate" if m.entry_id % 10 == 0 else "captured", person_id=f"p-{m.entry_id}")
             for m in batch.members
         ]
-        batch = ledger.settle(batch, outcomes, [], then=Claim(BATCH))
+        if counts is None:
+            batch = ledger.settle(batch, outcomes, [], then=Claim(BATCH))
+            continue
+        ledger.settle(batch, outcomes, [])
+        tally("settle")
+        batch = ledger.claim(Claim(BATCH))
+        tally("claim")
+    return passes
 
 
 def _triggers(conn: sqlite3.Connection, table: str) -> list[tuple[str, str]]:
@@ -114,9 +143,9 @@ def sqlite_writes(entries: int) -> dict[str, Any]:
         Ledger(Path(tmp) / "ledger.sqlite3", synchronous="FULL") as ledger,
     ):
         counts = count_sqlite(ledger._store._conn)  # type: ignore[attr-defined]
-        hot_path(ledger, entries)
+        passes = hot_path(ledger, entries, counts)
         by_table = counts()
-    return _result(entries, by_table)
+    return _result(entries, by_table, passes)
 
 
 _PG_INDEXES = (
@@ -178,22 +207,31 @@ def postgres_writes(entries: int, url: str) -> dict[str, Any]:
             )
         conn.execute("SELECT pg_stat_clear_snapshot()")
         hot_before = dict(conn.execute(_PG_HOT).fetchall())
-    with Ledger(url) as ledger:
-        hot_path(ledger, entries)
+    with Ledger(url) as ledger, psycopg.connect(plain, autocommit=True) as counting:
+
+        def counts() -> dict[str, int]:
+            return dict(counting.execute("SELECT tbl, n FROM btree_writes WHERE n > 0").fetchall())
+
+        passes = hot_path(ledger, entries, counts)
     with psycopg.connect(plain, autocommit=True) as conn:
         hot_after = dict(conn.execute(_PG_HOT).fetchall())
         by_table: dict[str, int] = {}
         for table, n, hot, full in conn.execute("SELECT tbl, n, hot, plain FROM btree_writes WHERE n > 0"):
             not_hot = max(0, hot - (hot_after.get(table, 0) - hot_before.get(table, 0)))
             by_table[table] = n + (full // hot * not_hot if hot else 0)
-    return _result(entries, by_table)
+            if by_table[table] > n:  # updates taken for HOT that were not: settles', on the hot path
+                passes["settle"][table] = passes["settle"].get(table, 0) + by_table[table] - n
+    return _result(entries, by_table, passes)
 
 
-def _result(entries: int, by_table: dict[str, int]) -> dict[str, Any]:
+def _result(entries: int, by_table: dict[str, int], passes: Passes) -> dict[str, Any]:
     return {
         "entries": entries,
         "per_record": sum(by_table.values()) / entries,
         "per_record_by_table": {t: round(n / entries, 2) for t, n in sorted(by_table.items())},
+        "per_record_by_pass": {
+            name: {t: round(n / entries, 2) for t, n in sorted(tables.items())} for name, tables in passes.items()
+        },
     }
 
 
@@ -218,6 +256,9 @@ def main() -> None:
         print(f"{engine}: {r['per_record']:.1f} B-tree writes per record ({r['entries']:,} records)")
         for table, n in r["per_record_by_table"].items():
             print(f"  {table:<14} {n:>6.2f}")
+        for name, tables in r["per_record_by_pass"].items():
+            parts = ", ".join(f"{t} {n:.2f}" for t, n in tables.items())
+            print(f"  {name + ':':<17} {sum(tables.values()):>5.2f}  ({parts})")
     print(json.dumps(result))
 
 

@@ -121,12 +121,13 @@ BTREE_BEFORE = {"sqlite": 35.1, "postgresql": 32.1}
 
 
 def _btree_rows(bw: dict[str, Any]) -> list[Row]:
-    """Figure 5b (issue 24): table rows and index entries written per record by enqueue, claim, settle."""
+    """Figure 5b (issue 24): table rows and index entries written per record, in all and by each pass
+    (enqueue, claim, settle; `btree_writes.py` prints each pass's tables)."""
     return [
         Row(
             f"5b. B-tree writes per record, {engine} ({r['entries']:,} records enqueued, claimed, settled)",
             f"{r['per_record']:.1f} (before: {BTREE_BEFORE[engine]:g}; "
-            + ", ".join(f"{t} {n:g}" for t, n in r["per_record_by_table"].items())
+            + ", ".join(f"{p} {sum(tables.values()):.2f}" for p, tables in r["per_record_by_pass"].items())
             + ")",
             f"<= {BTREE_BEFORE[engine] / 3:.1f} (a third of before)",
             r["per_record"] <= BTREE_BEFORE[engine] / 3,

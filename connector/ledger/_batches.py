@@ -14,12 +14,14 @@ import time
 from collections.abc import Sequence
 
 from ..keys import batch_key, content_hash
-from ._db import Db
+from ._db import Db, rows_of
 from ._types import LIVE_MARKS, BatchWork, Claim, Member, Operation, in_open_batch
 from .schema import LedgerError
 
 # Whether entry `e` has an older version that is live. A pending entry is sendable only when it has
 # none: the newer one waits until the older settles, so that the newest data always lands last.
+# (Schema v11: the record's versions are read by the (source, record_id, content_hash) index, which
+# every version is in; most records have one, and the older ones' states are read from their rows.)
 OLDER_LIVE = (
     "EXISTS (SELECT 1 FROM entries o WHERE o.source = e.source AND o.record_id = e.record_id "
     f"AND o.id < e.id AND o.state IN ({LIVE_MARKS}))"
@@ -104,9 +106,12 @@ def new_batch(db: Db, operation: Operation, members: Sequence[Member], key: str 
         "VALUES (?, ?, 'open', ?, ?, ?, ?) RETURNING id",
         (key, operation, content_hash(body), len(members), now, now),
     ).fetchone()[0]
-    db.executemany(
-        "INSERT INTO batch_members (batch_id, position, entry_id) VALUES (?, ?, ?)",
-        [(batch_id, i, m.entry_id) for i, m in enumerate(members)],
+    source, params = rows_of(
+        db, (("position", "bigint"), ("entry_id", "bigint")), list(enumerate(m.entry_id for m in members))
+    )
+    db.execute(
+        f"INSERT INTO batch_members (batch_id, position, entry_id) SELECT ?, o.position, o.entry_id FROM {source} AS o",
+        (batch_id, *params),
     )
     return BatchWork(batch_id, key, operation, tuple(members), body)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ._db import Db
 from .schema import LedgerError
 
-# Every table of the schema (v10), parents before the rows that name them.
+# Every table of the schema (v11), parents before the rows that name them.
 TABLES = (
     "source_state",
     "runs",
@@ -19,6 +19,7 @@ TABLES = (
     "state_history",
     "flows",
     "pauses",
+    "settled_counts",
 )
 WITH_IDS = ("runs", "batches", "attempts", "state_history")  # ids the engine gives: continue after the copied ones
 CHUNK = 5000

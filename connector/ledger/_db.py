@@ -34,6 +34,18 @@ class Dialect:
     # run first in a claim's transaction, before its scans of entries in id order ("" for none):
     # PostgreSQL's planner picks those scans by statistics that lag a grown table (`_postgres.CLAIM_PLAN`)
     claim_plan: str
+    # A batch's rows as the row source of one statement (`rows_of`), where a statement per row would
+    # cost PostgreSQL a round of parse, plan and execute each: SQLite reads them from one JSON array
+    # (json_each), PostgreSQL from one typed array per column (unnest). Given the columns' (name, type).
+    row_source: Callable[[Sequence[tuple[str, str]]], str]
+    # the parameters of `row_source` for these rows (tuples in the columns' order)
+    row_params: Callable[[Sequence[Sequence[Any]], int], tuple[Any, ...]]
+
+
+def rows_of(db: Db, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]) -> tuple[str, tuple[Any, ...]]:
+    """`rows` as a subquery with `columns` (name, SQL type), and its parameters: `FROM {sql} AS o`
+    makes a batch's per-member writes one statement on both engines."""
+    return db.dialect.row_source(columns), db.dialect.row_params(rows, len(columns))
 
 
 class Cursor(Protocol):

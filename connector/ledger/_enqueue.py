@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..keys import content_hash, person_key
+from . import _counts
 from ._db import Db
 from ._types import EnqueueCounts, Mapped, Order
 
@@ -265,6 +266,13 @@ def enqueue_chunk(
             "run_id = coalesce(capture_run_in_hand(), run_id) WHERE id = ?",
             [(SUPERSEDED, now, entry_id) for entry_id in superseded],
         )
+    # Rejected and older versions are written settled, and superseded ones were pending (never batched).
+    _counts.add(
+        db,
+        _counts.moves(
+            [(source, None, row[4]) for row in rows] + [(source, "pending", "superseded") for _ in set(superseded)]
+        ),
+    )
     if pointers:
         db.executemany(
             "INSERT INTO records (source, record_id, entry_id, source_order, raw_digest) VALUES (?, ?, ?, ?, ?) "

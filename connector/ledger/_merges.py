@@ -9,7 +9,7 @@ is counted as a merge. Nothing here commits.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ._db import Db
 from ._types import Outcome
@@ -18,20 +18,14 @@ from ._types import Outcome
 _HOLDS = "('captured','duplicate')"
 
 
-def merged(db: Db, outcomes: Sequence[Outcome]) -> set[int]:
+def merged(db: Db, outcomes: Sequence[Outcome], records: Mapping[int, tuple[str, str]]) -> set[int]:
     """The entry ids among `outcomes` captured into a person id that the ledger (or an earlier
     outcome of the same batch) holds for another record and not for this one: a record's new version
-    that comes back as the person it already was is no new merge. Read before the outcomes are written, in their transaction (index entries_person)."""
+    that comes back as the person it already was is no new merge. Read before the outcomes are written, in their transaction (index entries_person).
+    `records` gives each outcome's entry its (source, record id), as the settle read them."""
     captured = [o for o in outcomes if o.state == "captured" and o.person_id and o.named_person]
     if not captured:
         return set()
-    records = {
-        eid: (source, rid)
-        for eid, source, rid in db.execute(
-            f"SELECT id, source, record_id FROM entries WHERE id {db.dialect.any_of}",
-            (db.dialect.many(o.entry_id for o in captured),),
-        )
-    }
     held: dict[str, set[tuple[str, str]]] = {}
     for person, source, rid in db.execute(
         f"SELECT person_id, source, record_id FROM entries WHERE person_id {db.dialect.any_of} AND state IN {_HOLDS}",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from . import _counts
 from ._db import Db
 from ._stamp import STAMP_SET
 from ._types import EntryState, state_of
@@ -26,10 +27,12 @@ def _open_batch_of(db: Db, entry_id: int) -> tuple[str, str] | None:
 
 
 def requeue_failed(db: Db, before: float, now: float) -> int:
-    """Failed entries from before `before` that are still their record's newest version."""
+    """Failed entries from before `before` that are still their record's newest version (the partial
+    index entries_rare holds the failed ones)."""
+    where = f"state = 'failed' AND updated_at < ? AND {_NEWEST}"
+    _counts.move_where(db, where, (before,), "pending")
     return db.execute(
-        f"UPDATE entries SET state = 'pending', batch_id = NULL, updated_at = ?, {STAMP_SET} "
-        f"WHERE state = 'failed' AND updated_at < ? AND {_NEWEST}",
+        f"UPDATE entries SET state = 'pending', batch_id = NULL, updated_at = ?, {STAMP_SET} WHERE {where}",
         (now, before),
     ).rowcount
 
@@ -67,14 +70,17 @@ def resolve(db: Db, key: str, action: Literal["requeue", "dismiss"], now: float)
             raise ValueError(f"entry {key} is {entry[1]}: only blocked, failed or unknown entries are resolved by hand")
         where, params = "key = ?", (key,)
     if action == "dismiss":
+        _counts.move_where(db, where, params, "dismissed")
         return db.execute(
             f"UPDATE entries SET state = 'dismissed', batch_id = NULL, updated_at = ?, {STAMP_SET} WHERE {where}",
             (now, *params),
         ).rowcount
+    _counts.move_where(db, f"{where} AND {_NEWEST}", params, "pending")
     requeued = db.execute(
         f"UPDATE entries SET state = 'pending', batch_id = NULL, updated_at = ?, {STAMP_SET} WHERE {where} AND {_NEWEST}",
         (now, *params),
     ).rowcount
+    _counts.move_where(db, f"{where} AND NOT {_NEWEST}", params, "superseded")
     superseded = db.execute(
         f"UPDATE entries SET state = 'superseded', batch_id = NULL, last_error = ?, updated_at = ?, {STAMP_SET} "
         f"WHERE {where} AND NOT {_NEWEST}",

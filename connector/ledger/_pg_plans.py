@@ -1,8 +1,8 @@
 """PostgreSQL's plans for the claim and the settle, kept good while the ledger's statistics lag.
 
 The claim takes the first sendable entries in id order (`_batches._SENDABLE`, `_REOFFER`): the partial
-index entries_to_send walked in id order, each entry checked against older live versions of its record
-through entries_live_record, stopping after one batch. The settle looks up the persons a batch's
+index entries_live walked in id order over its pending part, each entry checked against older live
+versions of its record through the (source, record_id, content_hash) index, stopping after one batch. The settle looks up the persons a batch's
 captures name among the captured entries (`_merges`). The planner picks each plan from its statistics
 of `state`, which autovacuum refreshes only after a tenth of the table changed and up to a minute later.
 Measured on 30,000 entries, with autovacuum off to show what a busy minute does:
@@ -13,7 +13,7 @@ Measured on 30,000 entries, with autovacuum off to show what a busy minute does:
 - analyzed while the table was nearly all pending, and half of it settled since: it walks the primary
   key from the first entry, through every settled one;
 - analyzed while nothing was live (every entry settled, between two passes of a daemon), then a
-  backlog arrives: it expects entries_live_record to be empty and reads all of it for each pending
+  backlog arrives: it expects entries_live to be empty and reads all of it for each pending
   entry it checks, 100 times a claim (0.7 s per claim + settle instead of 20 ms);
 - analyzed before anything was captured: the settle's merge lookup reads every captured entry.
 
@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("capture_sync.ledger")
 
-# The claim's scans in id order must walk entries_to_send, which holds the pending and unknown entries
-# alone and so stops after one batch. Two other plans look cheaper when the statistics lag: a bitmap
+# The claim's scans in id order must walk entries_live, which holds the live entries alone (schema v11;
+# entries_to_send before it) and so stops after one batch. Two other plans look cheaper when the statistics lag: a bitmap
 # scan and a sort of every pending entry (the table believed to hold few), and the primary key walked
 # from its first id, filtering out every settled entry on the way (the table believed to be nearly all
 # pending: the planner does not know the settled ones all come first, and the primary key's rows lie
@@ -62,8 +62,9 @@ ANALYZE_MIN = 1000
 LOCK_TIMEOUT_MS = 100
 # close() waits this long at most for the cancel of an ANALYZE under way to be sent, and for it to end.
 CANCEL_S = 5.0
-# The partial indexes whose size ANALYZE estimates: the live entries, and the settled ones (schema v9).
-_COUNTED = "SELECT relname, reltuples FROM pg_class WHERE oid IN ('entries_live_record'::regclass, 'entries_settled'::regclass)"
+# The partial indexes whose size ANALYZE estimates: the live entries, and the ones a capture named a
+# person for (schema v11: the settled entries have no index of their own).
+_COUNTED = "SELECT relname, reltuples FROM pg_class WHERE oid IN ('entries_live'::regclass, 'entries_person'::regclass)"
 
 
 # The worker's name, for a thread dump (and the tests that look for it after `close`).
@@ -172,4 +173,4 @@ class Statistics:
                 then="the planner keeps the statistics it has; the next write asks again",
             )
             return None
-        return {"live": float(sizes["entries_live_record"]), "settled": float(sizes["entries_settled"])}
+        return {"live": float(sizes["entries_live"]), "settled": float(sizes["entries_person"])}

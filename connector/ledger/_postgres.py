@@ -27,7 +27,7 @@ from . import _lease
 from ._db import Cursor, Dialect
 from ._pg_plans import CLAIM_PLAN, Statistics
 from ._pg_schema import DAEMON, WRITE, lock_key, migrate
-from ._types import LIVE_MARKS
+from ._types import IS_LIVE
 from .schema import LedgerError, LedgerLocked, LedgerUnreachable
 
 if TYPE_CHECKING:
@@ -46,8 +46,18 @@ _WAITING = (
     "SELECT coalesce(sum(pending - CASE WHEN first_state = 'pending' THEN 1 ELSE 0 END), 0)::bigint FROM ("
     "SELECT (array_agg(state ORDER BY id))[1] AS first_state, count(*) AS live, "
     "count(*) FILTER (WHERE state = 'pending') AS pending "
-    f"FROM entries WHERE state IN ({LIVE_MARKS}) GROUP BY source, record_id) w WHERE live > 1"
+    f"FROM entries WHERE {IS_LIVE} GROUP BY source, record_id) w WHERE live > 1"
 )
+
+
+def _row_source(columns: Sequence[tuple[str, str]]) -> str:
+    arrays = ", ".join(f"?::{kind}[]" for _, kind in columns)
+    return f"(SELECT * FROM unnest({arrays}) AS u({', '.join(name for name, _ in columns)}))"
+
+
+def _row_params(rows: Sequence[Sequence[Any]], width: int) -> tuple[Any, ...]:
+    return tuple(list(column) for column in zip(*rows, strict=True)) if rows else ([],) * width
+
 
 DIALECT = Dialect(
     engine="postgresql",
@@ -57,6 +67,8 @@ DIALECT = Dialect(
     next_id_after_copy="SELECT setval(pg_get_serial_sequence('{table}', 'id'), coalesce(max(id), 0) + 1, false) FROM {table}",
     many=list,
     claim_plan=CLAIM_PLAN,
+    row_source=_row_source,
+    row_params=_row_params,
 )
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from ._db import Db
 from ._run_view import RUN_COLS, RUN_COUNTS, RunView, iso, run_view
-from ._types import IS_SETTLED, LIVE_MARKS, state_of
+from ._types import BY_BATCH, LIVE, RARE, any_state, state_of
 
 
 def start(db: Db, kind: str, now: float, note: str | None) -> int:
@@ -126,6 +126,7 @@ def _fold(db: Db, run_id: int) -> int:
         (run_id, run_id, target),
     )
     db.execute("UPDATE entries SET run_id = ? WHERE run_id = ?", (target, run_id))
+    db.execute("UPDATE batches SET run_id = ? WHERE run_id = ?", (target, run_id))
     db.execute("UPDATE state_history SET run_id = ? WHERE run_id = ?", (target, run_id))
     db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
     return target
@@ -165,20 +166,25 @@ class RunEntry:
 def entries(db: Db, run_id: int, state: str | None) -> list[RunEntry]:
     """The entries `run_id` changed last (a later run that changed one again owns it now), oldest first;
     `attempts` counts the requests that carried each entry, in any batch."""
-    # Two parts, each read from a partial index: the settled entries (entries_run), the live ones
-    # (entries_live_record, the live entries alone).
+    # Three parts, each read from an index holding few entries besides the run's (schema v11): the captured
+    # and duplicate ones through the batches the run settled (batches_run, then each member's row,
+    # whose `batch_id` says whether that batch settled it), the other settled states from entries_rare,
+    # the live ones from entries_live.
     only = f" AND {state_of('e')} = ?" if state else ""
-    select = (
+    columns = (
         f"SELECT e.id, e.key, e.source, e.record_id, {state_of('e')}, coalesce(e.last_error, e.notes), "
         "(SELECT count(*) FROM attempts a WHERE a.batch_id IN "
-        "(SELECT m.batch_id FROM batch_members m WHERE m.entry_id = e.id)), e.updated_at, e.payload FROM entries e "
+        "(SELECT m.batch_id FROM batch_members m WHERE m.entry_id = e.id)), e.updated_at, e.payload "
     )
-    params = (run_id, state) if state else (run_id,)
-    rows = db.execute(
-        f"SELECT * FROM ({select} WHERE e.run_id = ? AND {IS_SETTLED}{only} "
-        f"UNION ALL {select} WHERE e.run_id = ? AND e.state IN ({LIVE_MARKS}){only}) AS r ORDER BY 1",
-        params * 2,
-    ).fetchall()
+    parts = (
+        f"{columns} FROM batches b JOIN batch_members bm ON bm.batch_id = b.id JOIN entries e ON e.id = bm.entry_id "
+        f"WHERE b.run_id = ? AND e.batch_id = b.id AND e.run_id = ? AND {any_state(BY_BATCH, 'e.state')}{only}",
+        f"{columns} FROM entries e WHERE e.run_id = ? AND {any_state(RARE, 'e.state')}{only}",
+        f"{columns} FROM entries e WHERE e.run_id = ? AND {any_state(LIVE, 'e.state')}{only}",
+    )
+    each = (state,) if state else ()
+    params = (run_id, run_id, *each, run_id, *each, run_id, *each)
+    rows = db.execute(f"SELECT * FROM ({' UNION ALL '.join(parts)}) AS r ORDER BY 1", params).fetchall()
     return [
         RunEntry(key, source, record_id, state_, reason, attempts, iso(updated), _parsed(payload))
         for _, key, source, record_id, state_, reason, attempts, updated, payload in rows

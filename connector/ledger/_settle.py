@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from . import _batches, _merges
-from ._db import Db
+from . import _batches, _counts, _merges
+from ._db import Db, rows_of
 from ._stamp import STAMP_SET
 from ._types import BatchState, BatchWork, EntryState, Outcome
 
@@ -19,18 +19,34 @@ if TYPE_CHECKING:  # `status` opens a ledger without loading the HTTP client
     from ..api.client import Attempt
 
 
+_OUTCOME_COLUMNS = (("id", "bigint"), ("state", "text"), ("person_id", "text"), ("error", "text"), ("merged", "bigint"))
+
+
 def settle(db: Db, batch: BatchWork, outcomes: Sequence[Outcome], attempts: Sequence[Attempt], now: float) -> int:
     """Each member's outcome; a capture answered with a person id another record holds is marked a
     merge. Returns how many were, so that delivery needs no second read to report them."""
-    merges = _merges.merged(db, outcomes)
-    db.executemany(
-        "UPDATE entries SET state = ?, person_id = coalesce(?, person_id), last_error = ?, "
-        f"merged = ?, batch_id = ?, updated_at = ?, {STAMP_SET} WHERE id = ?",
-        [
-            (o.state, o.person_id, o.error, 1 if o.entry_id in merges else None, batch.id, now, o.entry_id)
-            for o in outcomes
-        ],
+    outcomes = list({o.entry_id: o for o in outcomes}.values())  # one each, the last as before, as counted
+    members = {
+        eid: (source, rid, state)
+        for eid, source, rid, state in db.execute(
+            f"SELECT id, source, record_id, state FROM entries WHERE id {db.dialect.any_of}",
+            (db.dialect.many(o.entry_id for o in outcomes),),
+        )
+    }
+    merges = _merges.merged(db, outcomes, {eid: (source, rid) for eid, (source, rid, _) in members.items()})
+    # One statement for the batch (`rows_of`), where a statement per member cost PostgreSQL a round each.
+    source, params = rows_of(
+        db,
+        _OUTCOME_COLUMNS,
+        [(o.entry_id, o.state, o.person_id, o.error, 1 if o.entry_id in merges else None) for o in outcomes],
     )
+    db.execute(
+        "UPDATE entries SET state = o.state, person_id = coalesce(o.person_id, entries.person_id), "
+        f"last_error = o.error, merged = o.merged, batch_id = ?, updated_at = ?, {STAMP_SET} "
+        f"FROM {source} AS o WHERE entries.id = o.id",
+        (batch.id, now, *params),
+    )
+    _counts.add(db, _counts.moves((members[o.entry_id][0], members[o.entry_id][2], o.state) for o in outcomes))
     close(db, batch, "settled", None, attempts, now)
     return len(merges)
 
@@ -45,10 +61,13 @@ def set_members(
     now: float,
 ) -> None:
     """Every member alike (`entry_state` None: they keep theirs), and the batch closed as `batch_state`."""
-    db.executemany(
+    if entry_state is not None:
+        ids = db.dialect.many(m.entry_id for m in batch.members)
+        _counts.move_where(db, f"id {db.dialect.any_of}", (ids,), entry_state)
+    db.execute(
         "UPDATE entries SET state = coalesce(?, state), last_error = ?, batch_id = ?, updated_at = ?, "
-        f"{STAMP_SET} WHERE id = ?",
-        [(entry_state, error, batch.id, now, m.entry_id) for m in batch.members],
+        f"{STAMP_SET} WHERE id {db.dialect.any_of}",
+        (entry_state, error, batch.id, now, db.dialect.many(m.entry_id for m in batch.members)),
     )
     close(db, batch, batch_state, error, attempts, now)
 
@@ -66,8 +85,11 @@ def split(db: Db, batch: BatchWork, error: str, attempts: Sequence[Attempt], now
 def close(
     db: Db, batch: BatchWork, state: BatchState, error: str | None, attempts: Sequence[Attempt], now: float
 ) -> None:
+    # The run in hand settled it (schema v11): `runs show` finds the run's entries through its batches.
     db.execute(
-        "UPDATE batches SET state = ?, last_error = ?, updated_at = ? WHERE id = ?", (state, error, now, batch.id)
+        "UPDATE batches SET state = ?, last_error = ?, updated_at = ?, run_id = coalesce(capture_run_in_hand(), run_id) "
+        "WHERE id = ?",
+        (state, error, now, batch.id),
     )
     insert_attempts(db, batch, attempts)
 

@@ -9,27 +9,37 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
 from ._db import Dialect
-from ._types import LIVE_MARKS
+from ._types import IS_LIVE
 from .schema import LedgerError, LedgerLocked, connect, describe
 
 # In a record with several live versions every pending one but the oldest live waits; `min(id)`
-# makes SQLite take the bare `state` from that oldest row (one pass over the partial index).
+# makes SQLite take the bare `state` from that oldest row (one pass over the partial index entries_live,
+# which holds each live entry's source and record).
 _WAITING = (
     "SELECT coalesce(sum(pending - (state = 'pending')), 0) FROM ("
     "SELECT min(id), state, count(*) AS live, sum(state = 'pending') AS pending "
-    f"FROM entries INDEXED BY entries_live_record WHERE state IN ({LIVE_MARKS}) GROUP BY source, record_id"
+    f"FROM entries INDEXED BY entries_live WHERE {IS_LIVE} GROUP BY source, record_id"
     ") WHERE live > 1"
 )
 
 
 def _json_list(values: Iterable[Any]) -> str:
     return json.dumps(list(values))
+
+
+def _row_source(columns: Sequence[tuple[str, str]]) -> str:
+    names = ", ".join(f"value ->> {i} AS {name}" for i, (name, _) in enumerate(columns))
+    return f"(SELECT {names} FROM json_each(?))"
+
+
+def _row_params(rows: Sequence[Sequence[Any]], width: int) -> tuple[Any, ...]:
+    return (json.dumps(rows),)
 
 
 DIALECT = Dialect(
@@ -39,7 +49,9 @@ DIALECT = Dialect(
     merged="SELECT count(*) FROM entries INDEXED BY entries_merged WHERE merged = 1",
     next_id_after_copy="",  # an INTEGER PRIMARY KEY continues from the largest id by itself
     many=_json_list,
-    claim_plan="",  # SQLite's planner walks the partial index entries_to_send in id order by itself
+    claim_plan="",  # SQLite's planner walks the partial index entries_live in id order by itself
+    row_source=_row_source,
+    row_params=_row_params,
 )
 
 

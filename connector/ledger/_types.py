@@ -28,12 +28,25 @@ Order = float | str  # a version's place in its source's order: values of one ty
 # waits until it leaves them, so the newest data always lands last (design 2, one live version).
 LIVE: tuple[EntryState, ...] = ("pending", "in_flight", "unknown", "blocked")
 LIVE_MARKS = ",".join(f"'{s}'" for s in LIVE)  # as SQL: `state IN ({LIVE_MARKS})`
-# Every other state: the version left the hot path. As SQL, exactly as the partial indexes
-# entries_settled and entries_run (schema v9) are written: SQLite uses a partial index for
-# `state = 'x'` only when its WHERE is an OR of equalities (not an IN list), and for a wider query only
-# when the query carries the index's WHERE as a term.
+# As SQL, exactly as the partial index entries_live (schema v11) is written: a query that carries it as
+# a term (or names one state with `state = 'x'`) may read that index on SQLite.
+IS_LIVE = "(" + " OR ".join(f"state = '{s}'" for s in LIVE) + ")"  # as `any_state(LIVE)`
+# Every other state: the version left the hot path. Since schema v11 `status` counts them from
+# `settled_counts` (`_counts`), and no index holds them all.
 SETTLED: tuple[EntryState, ...] = tuple(s for s in get_args(EntryState) if s not in LIVE)
 IS_SETTLED = "(" + " OR ".join(f"state = '{s}'" for s in SETTLED) + ")"
+# The settled states an entry reaches outside a settle's common outcomes (a failure, enqueue's
+# rejected and superseded versions, an operator's dismissal), held by the partial index entries_rare
+# (schema v11); captured and duplicate, which most entries reach, are found through their batch.
+RARE: tuple[EntryState, ...] = ("failed", "rejected", "superseded", "dismissed")
+BY_BATCH: tuple[EntryState, ...] = tuple(s for s in SETTLED if s not in RARE)
+
+
+def any_state(states: tuple[EntryState, ...], column: str = "state") -> str:
+    """SQL: `column` is one of `states`, written as an OR of equalities, as the partial indexes are:
+    SQLite reads a partial index for a query that carries its WHERE as a term, or names one state
+    with `state = 'x'`, and never for an IN list."""
+    return "(" + " OR ".join(f"{column} = '{s}'" for s in states) + ")"
 
 
 # The stored states of an entry in flight (schema v10), as SQL: claimed pending, or re-offered unknown.

@@ -12,6 +12,7 @@ mode is never changed (`check` warns when others may read it).
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sqlite3
 from collections.abc import Callable
@@ -19,7 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..secret_files import create_private
-from ._types import in_open_batch
+from . import _counts
+from ._types import IS_LIVE, RARE, any_state, in_open_batch
 
 if TYPE_CHECKING:  # imported by _migrate only: every command opens a ledger, few create one
     import sqlite_utils
@@ -290,7 +292,49 @@ def _v10(db: sqlite_utils.Database) -> None:
     db.execute(V10_IN_FLIGHT)
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10]
+# Both engines' v11 (see `_v11`), written out as they ran.
+V11_INDEXES = (
+    "DROP INDEX entries_to_send",
+    "DROP INDEX entries_live_record",
+    "DROP INDEX entries_settled",
+    "DROP INDEX entries_run",
+    f"CREATE INDEX entries_live ON entries (state, id, source, record_id) WHERE {IS_LIVE}",
+    f"CREATE INDEX entries_rare ON entries (state, id, run_id) WHERE {any_state(RARE)}",
+    "ALTER TABLE batches ADD COLUMN run_id BIGINT",
+    "CREATE INDEX batches_run ON batches (run_id)",
+    # The run that settled each batch, for the batches settled before: its captured and duplicate
+    # members carry it (one transaction stamped them all).
+    "UPDATE batches SET run_id = (SELECT max(e.run_id) FROM batch_members m JOIN entries e ON e.id = m.entry_id "
+    "AND e.batch_id = m.batch_id WHERE m.batch_id = batches.id AND (e.state = 'captured' OR e.state = 'duplicate')) "
+    "WHERE state = 'settled'",
+)
+
+
+def _v11(db: sqlite_utils.Database) -> None:
+    """Fewer B-tree writes per record (issue 24): an entry is written at enqueue and at settle, and
+    each index holding it then was written too. Three indexes become one or none:
+    - `entries_to_send` (the pending and unknown versions) and `entries_live_record` (the live ones,
+      by record) become `entries_live`, the live versions in (state, id) order with their source and
+      record: claim walks its pending part in id order, `status` counts the live states and the
+      waiting versions from it alone; the one-live-version rule looks a record's older versions up by
+      the (source, record_id, content_hash) index every version is in anyway. One index entry in at
+      enqueue and one out at settle, where there were two of each.
+    - `entries_settled` goes: `status` reads the settled states' counts from `settled_counts`, a row
+      per source and state that each write adds its figures to (`_counts`), a constant number of rows
+      per batch.
+    - `entries_run` goes: a batch keeps the run that settled it (`batches.run_id`, a write per batch),
+      and `runs show` finds a run's captured and duplicate entries through its batches.
+    - `entries_rare` holds the settled states a normal settle does not reach (`_types.RARE`): failed
+      (`replay --include-failed`), rejected, superseded and dismissed, by state (`ledger list`) and
+      with their run (`runs show`).
+    Only storage changes: nothing is re-sent, every entry keeps its state, the counts are the entries'."""
+    for statement in V11_INDEXES:
+        db.execute(statement)
+    db.execute(_counts.CREATE + " WITHOUT ROWID")
+    _counts.recount(db)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -334,6 +378,8 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = _checked_version(conn, path)
+        if 0 < version < SCHEMA_VERSION:
+            _no_older_daemon(path)
         db = sqlite_utils.Database(conn)
         for migration in MIGRATIONS[version:]:
             migration(db)
@@ -343,6 +389,29 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _no_older_daemon(path: Path) -> None:
+    """Before a migration: a daemon of an older release runs on the file (it holds the daemon lock
+    beside it; a daemon of this release would have migrated the file already). Since v10 its code
+    would claim again the entries v10 turns pending, and since v11 settle without keeping the settled
+    states' counters (`_counts`): the migration waits until it is stopped. As PostgreSQL's
+    `_pg_schema._no_older_leader`."""
+    lock = path.with_name(path.name + ".lock")
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return  # no daemon ever ran here (or none can have locked what cannot be opened)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise LedgerError(
+            f"ledger {path} needs schema version {SCHEMA_VERSION}, which cannot be brought in while a daemon "
+            "of an older capture-sync runs on it: stop that daemon, then run this command again (the daemon "
+            "of this release migrates the ledger as it starts)"
+        ) from None
+    finally:
+        os.close(fd)
 
 
 def _checked_version(conn: sqlite3.Connection, path: Path) -> int:

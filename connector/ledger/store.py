@@ -19,7 +19,7 @@ from ._db import Db, Store
 from ._lease import Lease
 from ._postgres import PgStore, PgTarget, is_url
 from ._sqlite import SqliteStore
-from ._types import LIVE_MARKS, BatchState, BatchWork, Claim, EnqueueCounts, EntryState, Mapped, Outcome
+from ._types import IS_LIVE, BatchState, BatchWork, Claim, EnqueueCounts, EntryState, Mapped, Outcome
 from .schema import LedgerError
 
 if TYPE_CHECKING:  # `status` opens a ledger without loading the HTTP client
@@ -29,10 +29,10 @@ UNSETTLED = ("pending", "in_flight", "unknown")
 
 
 def _unsettled(db: Db) -> int:
-    """Counted from the live entries alone (the partial index entries_live_record, whose WHERE the
-    query carries so that SQLite may read it): every unsettled state is live."""
+    """Counted from the live entries alone (the partial index entries_live, whose WHERE the query
+    carries so that SQLite may read it): every unsettled state is live."""
     marks = ",".join("?" * len(UNSETTLED))
-    sql = f"SELECT count(*) FROM entries WHERE state IN ({LIVE_MARKS}) AND state IN ({marks})"
+    sql = f"SELECT count(*) FROM entries WHERE {IS_LIVE} AND state IN ({marks})"
     count: int = db.execute(sql, UNSETTLED).fetchone()[0]
     return count
 
@@ -138,7 +138,7 @@ class Ledger:
 
     def backlog(self, after_id: int, limit: int) -> int:
         """Pending entries newer than `after_id`, counted up to `limit` (the partial index
-        entries_to_send answers it without touching the rest of the ledger)."""
+        entries_live answers it without touching the rest of the ledger)."""
         return self._read(
             "SELECT count(*) FROM (SELECT 1 FROM entries WHERE state = 'pending' AND id > ? LIMIT ?) AS backlog",
             (after_id, limit),
@@ -364,8 +364,7 @@ class Ledger:
     def blocked_count(self) -> int:
         """Entries that wait for a person's decision: blocked by a 409, or unknown after being asked alone."""
         with self._reading() as db:
-            attention = views.attention(db)
-        return attention.blocked + attention.unresolved
+            return sum(views.for_a_person(db))
 
     def stalls(self) -> views.Stalls:
         """The stalled batches in one figure: entries, batches, since when, the last answer."""

@@ -6,9 +6,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
+from . import _counts
 from ._db import Db
 from ._run_view import RUN_COLS, RunView, iso, run_view
-from ._types import IN_FLIGHT_AS, IS_SETTLED, LIVE_MARKS, SETTLED, EntryState, in_open_batch, state_of
+from ._types import IN_FLIGHT_AS, IS_LIVE, EntryState, in_open_batch, state_of
 
 STATES: tuple[str, ...] = get_args(EntryState)  # in the order `status` lists them
 
@@ -126,19 +127,16 @@ def _attempt(row: tuple) -> AttemptView:
 
 
 # `status` reads a ledger of a million entries in well under a second because each query walks an index
-# (schema v9), never a subquery per entry, and no index holds an entry in a phase it does not serve:
-# - counts by source and state: the settled states from the partial index entries_settled(state,
-#   source), a seek each, the live ones from the partial index entries_live_record (the live entries only);
-# - the oldest unsettled entry: the first pending id (entries_to_send, one seek) and the first other
-#   live id (entries_live_record: `min(id + 0)`, as a bare `min(id)` would walk the table in id
-#   order past every settled entry) (ids grow with created_at: entries are only ever appended);
-# - waiting versions: one pass over entries_live_record, grouped by record (the engine's `Dialect.waiting`).
-# A query of in-flight or blocked entries carries `state IN (LIVE_MARKS)` (`_IS_LIVE`), the partial
-# index's own WHERE, so that SQLite may read it; pending and unknown ones have a seek of their own
-# (entries_to_send), settled ones too (entries_settled).
+# or a small table (schema v11), never a subquery per entry:
+# - counts by source and state: the settled states from `settled_counts` (a row per source and state,
+#   `_counts`), the live ones from the partial index entries_live (the live entries only);
+# - the oldest unsettled entry: the first pending id and the first other live id (entries_live, a seek
+#   and a walk of its non-pending part) (ids grow with created_at: entries are only ever appended);
+# - waiting versions: one pass over entries_live, grouped by record (the engine's `Dialect.waiting`).
+# A query of live entries carries `IS_LIVE`, the partial index's own WHERE, or names one state with
+# `state = 'x'`, so that SQLite may read it.
 # In flight is derived (schema v10): a pending (or re-offered unknown) entry that is a member of an open
 # or stalled batch, counted from those batches' members (few), and taken from its stored state's count.
-_IS_LIVE = f"state IN ({LIVE_MARKS})"
 _LIVE_ONLY = ("in_flight", "blocked")
 _IN_FLIGHT = (
     "SELECT e.source, e.state, count(*) FROM batches b JOIN batch_members m ON m.batch_id = b.id JOIN entries e "
@@ -150,19 +148,16 @@ _IN_STALLED = (
 )
 _OLDEST_LIVE = (
     "SELECT min(created_at) FROM entries WHERE id IN (SELECT min(id) FROM entries WHERE state = 'pending' "
-    f"UNION ALL SELECT min(id + 0) FROM entries WHERE {_IS_LIVE} AND state <> 'pending')"
+    f"UNION ALL SELECT min(id + 0) FROM entries WHERE {IS_LIVE} AND state <> 'pending')"
 )
-# A seek per settled state (a WHERE with the OR of them all would be tested on every row).
-_BY_SOURCE = " UNION ALL ".join(
-    [f"SELECT source, '{s}', count(*) FROM entries WHERE state = '{s}' GROUP BY source" for s in SETTLED]
-    + [f"SELECT source, state, count(*) FROM entries WHERE {_IS_LIVE} GROUP BY source, state"]
-)
+_LIVE_BY_SOURCE = f"SELECT source, state, count(*) FROM entries WHERE {IS_LIVE} GROUP BY source, state"
 
 
 def status(conn: Db, runs: int = 10) -> StatusReport:
     by_state = dict.fromkeys(STATES, 0)
     by_source: dict[str, dict[str, int]] = {}
-    for source, state, n in sorted(conn.execute(_BY_SOURCE).fetchall(), key=lambda row: (row[0], STATES.index(row[1]))):
+    counted = [*_counts.by_source(conn), *conn.execute(_LIVE_BY_SOURCE).fetchall()]
+    for source, state, n in sorted(counted, key=lambda row: (row[0], STATES.index(row[1]))):
         by_state[state] = by_state.get(state, 0) + n
         by_source.setdefault(source, {})[state] = n
     for source, state, n in conn.execute(_IN_FLIGHT).fetchall():
@@ -223,16 +218,24 @@ def stalls(conn: Db) -> Stalls:
 
 def attention(conn: Db) -> Attention:
     stalled_ = stalled(conn)
+    unresolved, blocked = for_a_person(conn)
+    waiting = conn.execute(conn.dialect.waiting).fetchone()[0]
+    unknown = conn.execute(  # entries_live; those re-offered alone right now are in flight
+        f"SELECT count(*) FROM entries WHERE state = 'unknown' AND NOT {in_open_batch('entries')}"
+    ).fetchone()[0]
+    return Attention(blocked, stalled_, unknown - unresolved, unresolved, waiting)
+
+
+def for_a_person(conn: Db) -> tuple[int, int]:
+    """The entries that wait for a person's decision: (unknown ones a batch of their own could not
+    place either, blocked ones). Apart from `attention`, whose count of waiting versions groups every
+    live entry by record: a pass that reports these two needs no more."""
     unresolved = conn.execute(  # not while its batch alone is open or stalled: then it is in flight
         "SELECT count(*) FROM entries e JOIN batches b ON b.id = e.batch_id "
         f"WHERE e.state = 'unknown' AND b.size = 1 AND NOT {in_open_batch('e')}"
     ).fetchone()[0]
-    waiting = conn.execute(conn.dialect.waiting).fetchone()[0]
-    blocked = conn.execute(f"SELECT count(*) FROM entries WHERE {_IS_LIVE} AND state = 'blocked'").fetchone()[0]
-    unknown = conn.execute(  # entries_to_send; those re-offered alone right now are in flight
-        f"SELECT count(*) FROM entries WHERE state = 'unknown' AND NOT {in_open_batch('entries')}"
-    ).fetchone()[0]
-    return Attention(blocked, stalled_, unknown - unresolved, unresolved, waiting)
+    blocked = conn.execute("SELECT count(*) FROM entries WHERE state = 'blocked'").fetchone()[0]
+    return unresolved, blocked
 
 
 def list_entries(conn: Db, state: str | None, *, source: str | None, limit: int) -> list[EntryView]:
@@ -242,14 +245,14 @@ def list_entries(conn: Db, state: str | None, *, source: str | None, limit: int)
             raise ValueError(f"unknown state {state!r}; one of: {', '.join(STATES)}")
         if state == "in_flight":  # derived, or stored by a ledger from before v10
             clauses.append(
-                f"(state IN ({IN_FLIGHT_AS}) AND {in_open_batch('entries')} OR {_IS_LIVE} AND state = 'in_flight')"
+                f"(state IN ({IN_FLIGHT_AS}) AND {in_open_batch('entries')} OR {IS_LIVE} AND state = 'in_flight')"
             )
         elif state in ("pending", "unknown"):
             clauses.append(f"state = ? AND NOT {in_open_batch('entries')}")
             params.append(state)
         else:
             clauses.append(
-                f"id IN (SELECT id FROM entries WHERE {_IS_LIVE} AND state = ?)" if state in _LIVE_ONLY else "state = ?"
+                f"id IN (SELECT id FROM entries WHERE {IS_LIVE} AND state = ?)" if state in _LIVE_ONLY else "state = ?"
             )
             params.append(state)
     if source:
@@ -310,13 +313,18 @@ def batch_detail(conn: Db, key: str) -> BatchDetail:
 
 
 def settled_between(conn: Db, states: tuple[str, ...], after: float, until: float) -> list[tuple[str, str, int]]:
-    """(source, state, count) of the entries that reached one of `states` (settled ones) in (after, until], and
-    (source, "merged", count) of the merges among them (partial index entries_merged)."""
+    """(source, state, count) of the entries that reached one of `states` (captured, duplicate, failed) in
+    (after, until], and (source, "merged", count) of the merges among them (partial index entries_merged).
+    An entry reaches those states only as its batch closes (`_settle`): the same write gives the entry
+    its `batch_id` and `updated_at`, and the batch the same `updated_at` (a later change of the batch
+    only moves it on), so they are found through the batches changed since `after`, few, and their members."""
     marks = ",".join("?" * len(states))
     rows = conn.execute(
-        f"SELECT source, state, count(*) FROM entries WHERE {IS_SETTLED} AND state IN ({marks}) AND updated_at > ? "
-        "AND updated_at <= ? GROUP BY source, state",
-        (*states, after, until),
+        "SELECT e.source, e.state, count(*) FROM batches b JOIN batch_members m ON m.batch_id = b.id "
+        "JOIN entries e ON e.id = m.entry_id AND e.batch_id = b.id "
+        f"WHERE b.updated_at > ? AND e.state IN ({marks}) AND e.updated_at > ? AND e.updated_at <= ? "
+        "GROUP BY e.source, e.state",
+        (after, *states, after, until),
     ).fetchall()
     merged = conn.execute(
         "SELECT source, 'merged', count(*) FROM entries WHERE merged = 1 AND updated_at > ? AND updated_at <= ? GROUP BY source",
@@ -331,7 +339,7 @@ def blocked_batch_keys(conn: Db) -> list[str]:
         key
         for _, key in conn.execute(
             "SELECT DISTINCT b.id, b.key FROM entries e JOIN batches b ON b.id = e.batch_id "
-            f"WHERE e.{_IS_LIVE} AND e.state = 'blocked' ORDER BY b.id"
+            "WHERE e.state = 'blocked' ORDER BY b.id"
         )
     ]
 

@@ -1,9 +1,9 @@
 """On PostgreSQL the claim walks the partial indexes whatever the planner's statistics say: a table
 that grew and was never analyzed, or half settled since it was analyzed, still claims along
-entries_to_send (no bitmap scan reading every pending entry and a sort, no walk of the primary key
+entries_live (no bitmap scan reading every pending entry and a sort, no walk of the primary key
 through the settled ones), and a backlog arriving on a ledger analyzed while nothing was live is
 analyzed again by the enqueue, so the check for older live versions looks each record up in
-entries_live_record instead of reading the whole index for every entry (`connector/ledger/_pg_plans.py`).
+the (source, record_id, content_hash) index (schema v11) instead of reading a whole index for every entry (`connector/ledger/_pg_plans.py`).
 Autovacuum is off for the table in these tests: it is what would otherwise refresh the statistics
 at a moment of its choosing.
 
@@ -63,7 +63,7 @@ def poll(check: Callable[[], T], what: str, deadline_s: float = 60) -> T:
 
 def live_estimate(conn: psycopg.Connection[Any]) -> float:
     """The live entries the planner believes there are (-1: never analyzed)."""
-    return conn.execute("SELECT reltuples FROM pg_class WHERE relname = 'entries_live_record'").fetchone()[0]  # type: ignore[index]
+    return conn.execute("SELECT reltuples FROM pg_class WHERE relname = 'entries_live'").fetchone()[0]  # type: ignore[index]
 
 
 def analyzed(conn: psycopg.Connection[Any]) -> int:
@@ -127,7 +127,7 @@ def test_the_claim_walks_entries_to_send_whatever_the_statistics_say(postgres_le
         plan = claim_plan(conn)
     # the walk stops after one batch: no sort of every pending entry, no settled entry read on the way
     # (a sort of the open batches' members, the in-flight entries the walk skips, is bounded by them)
-    assert "Index Scan using entries_to_send on entries e (actual rows=100 loops=1)" in plan, plan
+    assert "Index Scan using entries_live on entries e (actual rows=100 loops=1)" in plan, plan
     assert "Bitmap" not in plan and "Sort Key: e." not in plan, plan
     assert "Rows Removed" not in plan.split("entries o")[0], plan
 
@@ -145,7 +145,7 @@ def test_a_backlog_on_a_ledger_analyzed_while_nothing_was_live_is_checked_record
         poll(lambda: live_estimate(conn) > 0, "the enqueue's ANALYZE, on its own thread, counted the backlog")
         plan = claim_plan(conn)
         assert settle_all(ledger) == 3000
-    inner = plan.split("Index Scan using entries_live_record on entries o", 1)[1]
+    inner = plan.split("Index Scan using idx_entries_source_record_id_content_hash on entries o", 1)[1]
     assert "Index Cond: ((source = e.source) AND (record_id = e.record_id))" in inner, plan
     assert "Rows Removed by Join Filter" not in plan, plan
 

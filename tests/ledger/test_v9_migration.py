@@ -1,11 +1,12 @@
-"""Ledgers of schema v8 (the indexes before issue 24) and v9 (in flight stored on each entry) migrate
-to the current schema on both engines without re-sending anything: `status` gives the same answers,
-the batch in flight comes back with its key and body, the stalled one only for `replay`, and the next
-new batch holds only what was pending."""
+"""Ledgers of schema v8 (the indexes before issue 24), v9 (in flight stored on each entry) and v10
+(the settled states counted from an index) migrate to the current schema on both engines without
+re-sending anything: `status` gives the same answers, the batch in flight comes back with its key and
+body, the stalled one only for `replay`, and the next new batch holds only what was pending."""
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Callable
 from contextlib import closing
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from connector.ledger import SCHEMA_VERSION, BatchWork, Claim, Ledger, Mapped, Outcome
-from connector.ledger._types import in_open_batch
+from connector.ledger._types import SETTLED, in_open_batch
 from connector.ledger.schema import V9_INDEXES, LedgerError
 
 # What v9 replaced, as v1, v4 and v5 created it on SQLite and _pg_schema on PostgreSQL.
@@ -26,6 +27,13 @@ V8_CREATE = (
     "CREATE INDEX entries_source_state ON entries (source, state)",
 )
 V9_NAMES = ("entries_to_send", "entries_settled", "entries_run")
+# What v11 replaced: v9's entries_to_send, entries_settled and entries_run, v5's entries_live_record.
+V10_CREATE = (
+    *(s for s in V9_INDEXES if s.startswith("CREATE")),
+    "CREATE INDEX entries_live_record ON entries (source, record_id, state) "
+    "WHERE state IN ('pending','in_flight','unknown','blocked')",
+)
+V11_NAMES = ("entries_live", "entries_rare", "batches_run")
 
 
 def person(i: int) -> Mapped:
@@ -44,6 +52,13 @@ def undo_v9(execute: Callable[[str], Any]) -> None:
         execute(statement)
 
 
+def undo_v11(execute: Callable[[str], Any]) -> None:
+    """v10's indexes in place of v11's, no counters of the settled states, no run on a batch."""
+    drop = ["DROP TABLE settled_counts", "ALTER TABLE batches DROP COLUMN run_id"]
+    for statement in [f"DROP INDEX {name}" for name in V11_NAMES] + drop + list(V10_CREATE):
+        execute(statement)
+
+
 def undo_v10(execute: Callable[[str], Any]) -> None:
     """In flight stored on each entry, as claim wrote it before v10: the members of open and stalled batches."""
     execute(
@@ -54,7 +69,7 @@ def undo_v10(execute: Callable[[str], Any]) -> None:
 
 def as_version(target: str | Path, version: int, *extra: str) -> None:
     """The ledger as the release of `version` left it (then the `extra` statements), and saying so."""
-    undo = [undo_v10] + ([undo_v9] if version < 9 else [])
+    undo = [undo_v11] + ([undo_v10] if version < 10 else []) + ([undo_v9] if version < 9 else [])
     if isinstance(target, Path):
         conn = sqlite3.connect(target, isolation_level=None)
         for step in undo:
@@ -119,7 +134,7 @@ def test_a_version_8_ledger_migrates_without_resending_anything(ledger_target: s
     assert not set(V9_NAMES) & indexes(ledger_target)
 
     with Ledger(ledger_target) as ledger:
-        assert set(V9_NAMES) <= indexes(ledger_target) and "entries_source_state" not in indexes(ledger_target)
+        assert set(V11_NAMES) <= indexes(ledger_target) and "entries_source_state" not in indexes(ledger_target)
         after = ledger.status()
         assert (after.by_state, after.by_source, after.attention) == (
             before.by_state,
@@ -191,3 +206,108 @@ def test_a_version_9_postgresql_ledger_is_not_migrated_while_an_older_daemon_lea
     with Ledger(postgres_ledger_url) as ledger:
         assert ledger.status().by_state["in_flight"] == 1
     assert stored_states(postgres_ledger_url) == {"pending": 1}
+
+
+def person_at(i: int, company: str = "A") -> Mapped:
+    return Mapped(str(i), payload=json.dumps({"name": f"Person {i}", "email": f"p{i}@example.com", "company": company}))
+
+
+def rejected(i: int) -> Mapped:
+    return Mapped(str(i), raw={"id": str(i)}, reasons=("no email",))
+
+
+def settled_counts(ledger: Ledger) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], int]]:
+    """The settled states' counts `status` shows (v11: from their counters), and the entries' own."""
+    marks = ",".join(f"'{s}'" for s in SETTLED)
+    rows = ledger._read(f"SELECT source, state, count(*) FROM entries WHERE state IN ({marks}) GROUP BY source, state")
+    shown = {
+        (src, s): n for src, counts in ledger.status().by_source.items() for s, n in counts.items() if s in SETTLED
+    }
+    return shown, {(src, s): n for src, s, n in rows}
+
+
+def test_a_version_10_ledger_migrates_with_the_same_counts_and_sends_nothing_again(ledger_target: str | Path) -> None:
+    """Entries in every state, on both engines: the same status, lists and stored states after v11,
+    and only what was never settled is sent again."""
+    with Ledger(ledger_target) as ledger:
+        run = ledger.start_run("sync")
+        ledger.enqueue("crm", "m", [person_at(i) for i in range(1, 13)] + [rejected(20)], None)
+        ledger.enqueue("crm", "m", [person_at(1, "B")], None)  # supersedes version 1, never sent
+        settled = claimed(ledger, 3)
+        states = ["captured", "duplicate", "captured"]
+        ledger.settle(settled, [Outcome(m.entry_id, s) for m, s in zip(settled.members, states, strict=True)], [])  # type: ignore[arg-type]
+        ledger.fail(claimed(ledger, 2), "HTTP 422", [])
+        ledger.block(claimed(ledger, 1), "HTTP 409", [])
+        ledger.stall(stalled := claimed(ledger, 1), "HTTP 500", [])
+        alone = claimed(ledger, 1)  # unknown in a batch of its own: left for an operator
+        ledger.settle(alone, [Outcome(alone.members[0].entry_id, "unknown", error="no evidence")], [])
+        ledger.keep_open(open_ := claimed(ledger, 2), "HTTP 503", [])
+        ledger.resolve(ledger.list_entries("failed", limit=1)[0].key, "dismiss")
+        before = ledger.status()
+        listed = {s: [e.key for e in ledger.list_entries(s, limit=50)] for s in before.by_state}
+        reported = ledger.run_entries(run)
+    stored = stored_states(ledger_target)
+    assert set(stored) == {*SETTLED, "pending", "unknown", "blocked"}
+    as_version(ledger_target, 10)
+
+    with Ledger(ledger_target) as ledger:
+        after = ledger.status()
+        assert (after.by_state, after.by_source, after.attention) == (
+            before.by_state,
+            before.by_source,
+            before.attention,
+        )
+        assert after.by_state["in_flight"] == 3 and after.attention.unresolved == 1
+        assert {s: [e.key for e in ledger.list_entries(s, limit=50)] for s in after.by_state} == listed
+        assert stored_states(ledger_target) == stored
+        assert ledger.run_entries(run) == reported and len(reported) == 14
+        # The open batch again under its key and bytes; then only the pending entries never sent; the
+        # stalled batch only for replay: nothing settled, blocked, unknown or rejected goes out again.
+        again = ledger.claim(Claim(10))
+        assert again is not None and (again.key, again.body) == (open_.key, open_.body)
+        ledger.settle(again, [Outcome(m.entry_id, "captured") for m in again.members], [])
+        fresh = ledger.claim(Claim(10))
+        assert fresh is not None
+        assert [json.loads(m.payload)["name"] for m in fresh.members] == ["Person 12", "Person 1"]
+        replayed = ledger.claim(Claim(10, skip=frozenset({fresh.id}), include_stalled=True))
+        assert replayed is not None and (replayed.key, replayed.body) == (stalled.key, stalled.body)
+        shown, defined = settled_counts(ledger)
+        assert shown == defined
+
+
+def test_a_version_10_postgresql_ledger_is_not_migrated_while_an_older_daemon_leads_it(
+    postgres_ledger_url: str,
+) -> None:
+    """Its code would settle entries without adding them to the counters `status` reads."""
+    with Ledger(postgres_ledger_url) as ledger:
+        ledger.enqueue("crm", "m", [person_at(1), rejected(2)], None)
+        assert ledger.lease("old-host:41", 60).take() is not None
+    as_version(postgres_ledger_url, 10)
+    with pytest.raises(LedgerError, match="while old-host:41, a daemon of an older capture-sync, leads"):
+        Ledger(postgres_ledger_url)
+    import psycopg
+
+    with psycopg.connect(postgres_ledger_url, autocommit=True) as pg:
+        assert pg.execute("SELECT to_regclass('settled_counts')").fetchone() == (None,)  # nothing changed
+        pg.execute("UPDATE capture_sync_ha.leases SET expires_at = now()")  # the old daemon stopped
+    with Ledger(postgres_ledger_url) as ledger:
+        assert settled_counts(ledger) == ({("crm", "rejected"): 1},) * 2
+
+
+def test_a_version_10_sqlite_ledger_is_not_migrated_while_an_older_daemon_runs_on_it(tmp_path: Path) -> None:
+    """Its code would settle entries without adding them to the counters `status` reads."""
+    import fcntl
+
+    path = tmp_path / "ledger.sqlite3"
+    with Ledger(path) as ledger:
+        ledger.enqueue("crm", "m", [person_at(1), rejected(2)], None)
+    as_version(path, 10)
+    fd = os.open(tmp_path / "ledger.sqlite3.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # the older daemon, in another process: a lock of its own
+    try:
+        with pytest.raises(LedgerError, match="while a daemon of an older capture-sync runs on it: stop that daemon"):
+            Ledger(path)
+    finally:
+        os.close(fd)  # the older daemon stopped
+    with Ledger(path) as ledger:
+        assert settled_counts(ledger) == ({("crm", "rejected"): 1},) * 2
