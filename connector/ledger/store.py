@@ -19,7 +19,7 @@ from ._db import Db, Store
 from ._lease import Lease
 from ._postgres import PgStore, PgTarget, is_url
 from ._sqlite import SqliteStore
-from ._types import IS_LIVE, BatchState, BatchWork, Claim, EnqueueCounts, EntryState, Mapped, Outcome
+from ._types import IS_LIVE, BatchState, BatchWork, Claim, EnqueueCounts, EntryState, Mapped, Outcome, in_open_batch
 from .schema import LedgerError
 
 if TYPE_CHECKING:  # `status` opens a ledger without loading the HTTP client
@@ -137,10 +137,12 @@ class Ledger:
         return self._read("SELECT coalesce(max(id), 0) FROM entries")[0][0]
 
     def backlog(self, after_id: int, limit: int) -> int:
-        """Pending entries newer than `after_id`, counted up to `limit` (the partial index
+        """Pending entries newer than `after_id` and in no open or stalled batch (what is still to
+        send, not what is in hand or waits for `replay`), counted up to `limit` (the partial index
         entries_live answers it without touching the rest of the ledger)."""
         return self._read(
-            "SELECT count(*) FROM (SELECT 1 FROM entries WHERE state = 'pending' AND id > ? LIMIT ?) AS backlog",
+            "SELECT count(*) FROM (SELECT 1 FROM entries e WHERE e.state = 'pending' AND e.id > ? "
+            f"AND NOT {in_open_batch('e')} LIMIT ?) AS backlog",
             (after_id, limit),
         )[0][0]
 
