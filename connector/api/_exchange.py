@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import ssl
-from collections.abc import Generator
 from typing import Protocol
 
 import httpx
@@ -34,10 +33,9 @@ class CredentialPair(Protocol):
     def origins(self) -> str: ...
 
 
-class Credentials(httpx.Auth):
-    """Both credential headers, for requests to the API's origin only (and to no other: the client
-    follows no redirect, and a request elsewhere through its httpx client goes without them); its
-    repr never shows the secret."""
+class Credentials:
+    """Both credential headers, for requests to the API's origin only: `Exchange` sends requests to
+    no other and follows no redirect. Its repr never shows the secret."""
 
     def __init__(self, api_key: str, api_secret: SecretStr, origin: Origin) -> None:
         self._api_key = api_key
@@ -52,11 +50,6 @@ class Credentials(httpx.Auth):
 
     def headers(self) -> list[tuple[str, str]]:
         return [("X-API-Key", self._api_key), ("X-API-Secret", self._api_secret.get_secret_value())]
-
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        if origin_of(request.url) == self.origin:
-            request.headers.update(self.headers())
-        yield request
 
     def __repr__(self) -> str:
         return f"Credentials(api_key={self._api_key!r}, api_secret='**********')"
@@ -83,7 +76,6 @@ class Exchange:
     ) -> None:
         self.http = httpx.AsyncClient(
             base_url=base_url,
-            auth=credentials,
             timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
             headers={"Accept": "application/json", "User-Agent": "capture-sync"},
@@ -113,6 +105,8 @@ class Exchange:
     ) -> httpx.Response:
         """One request, its response read whole. Raises httpx's errors: `httpx.TransportError` and
         the like when the exchange failed, with or without the request having reached the API."""
+        if self.http.is_closed:  # as httpx's own check: its pool would open a socket nobody closes
+            raise RuntimeError("Cannot send a request, as the client has been closed.")
         headers = [*self._fixed, *credentials.headers()]
         if body is not None:
             headers.append(("Content-Type", "application/json"))

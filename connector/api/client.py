@@ -156,7 +156,6 @@ class CaptureClient:
             max_connections=max_connections,
             transport=transport,
         )
-        self._http = self._exchange.http  # for requests elsewhere, which go without the credentials
 
     def __repr__(self) -> str:
         return f"CaptureClient(base_url={str(self.base_url)!r})"

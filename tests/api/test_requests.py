@@ -187,7 +187,7 @@ async def test_base_path_is_kept_for_every_operation(router: respx.MockRouter, m
 
 async def test_connections_are_reused(all_ok: respx.MockRouter, client: CaptureClient) -> None:
     """Keep-alive: the pool is configured so keep-alive connections equal the connection limit."""
-    transport = client._http._transport
+    transport = client._exchange.http._transport
     assert isinstance(transport, httpx.AsyncHTTPTransport)
     pool = transport._pool
     assert pool._max_keepalive_connections == pool._max_connections == 10
@@ -196,5 +196,16 @@ async def test_connections_are_reused(all_ok: respx.MockRouter, client: CaptureC
 async def test_tls_certificates_and_hostnames_are_verified(client: CaptureClient) -> None:
     import ssl
 
-    context = client._http._transport._pool._ssl_context
+    context = client._exchange.http._transport._pool._ssl_context
     assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname is True
+
+
+async def test_a_closed_client_sends_nothing_and_says_it_is_closed(
+    all_ok: respx.MockRouter, client: CaptureClient
+) -> None:
+    """Requests go past httpx's client to its transport, so the closed check is the client's own."""
+    await client.info()
+    await client.aclose()
+    with pytest.raises(RuntimeError, match="client has been closed"):
+        await client.info(retry=False)
+    assert len(all_ok.calls) == 1

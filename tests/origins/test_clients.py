@@ -67,10 +67,8 @@ async def test_the_api_client_follows_no_redirect_and_names_it_redacted(home: Up
     async with CaptureClient(home.base, "key-1", SECRET, retry_policy=None) as client:
         with pytest.raises(UnexpectedStatus) as refused:
             await client.info(retry=False)
-        # An absolute URL elsewhere (never built by the client, but possible through its httpx client).
-        await client._http.get(away.base + "/info")
     assert str(refused.value).startswith(f"HTTP 302: a redirect to {away.base}/info?key=***, not followed")
-    assert home.got(SECRET) and len(away.seen) == 1 and not away.got(SECRET) and not away.got("key-1")
+    assert home.got(SECRET) and not away.seen
 
 
 async def test_the_api_client_goes_through_the_proxy_the_environment_names(
