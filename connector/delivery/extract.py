@@ -168,7 +168,8 @@ def extract(
     if job.from_start:  # the cursor it replaces stays in the state history, to be put back if wanted
         ledger.change_source_state(job.name, None, "full-refresh")
     snapshot = _snapshot_state(job)
-    if snapshot is not None and ledger.source_state(job.name) == snapshot:
+    started_at = ledger.source_state(job.name)  # an idle poll ends where it started: nothing to commit
+    if snapshot is not None and started_at == snapshot:
         log.debug("source.snapshot_unchanged", source=job.name)  # nothing to read: the last pass read this very data
         return True
 
@@ -184,7 +185,7 @@ def extract(
         report.unchanged += skipped
         progress.advance("read", len(chunk))
         chunk.clear()
-        if not mapped and not (final and held):
+        if not mapped and not (final and held and last_state != started_at):
             return
         counts = ledger.enqueue(job.name, job.mapping.version, mapped, last_state)
         if rejects is not None:  # after the commit: the feed never names a reject the ledger lost
