@@ -109,8 +109,8 @@ Gate = Callable[[], None]  # a check before a run reads or sends anything; raise
 
 _YOUNG_THRESHOLD = 10_000  # allocations between two collections of the youngest generation (Python's default: 700)
 _tuning = threading.Lock()
-_runs = 0  # runs going on in this process, and the thresholds from before the first
-_before = gc.get_threshold()
+_runs = 0  # runs going on in this process
+_restore: tuple[tuple[int, int, int], tuple[int, int, int]] | None = None  # (set by the runs, the host's own)
 
 
 @contextmanager
@@ -118,20 +118,25 @@ def _fewer_collections() -> Iterator[None]:
     """A run makes and drops dozens of short-lived objects per record (rows, dicts, responses), and
     reference counting frees nearly all of them; at the default threshold the cyclic collector still
     walked the young ones some 500 times in a 30,000-record sync, 11-13 us of CPU per record (3 at
-    this threshold; docs/performance.md). The process's own thresholds are back once no run goes on."""
-    global _runs, _before
+    this threshold; docs/performance.md). The setting is process-wide: the host's own is back once no
+    run goes on, unless it changed it meanwhile; a host that switched automatic collection off
+    (threshold 0) or set a higher one keeps it."""
+    global _runs, _restore
     with _tuning:
         if _runs == 0:
-            _before = gc.get_threshold()
-            gc.set_threshold(max(_before[0], _YOUNG_THRESHOLD), *_before[1:])
+            own = gc.get_threshold()
+            _restore = None
+            if 0 < own[0] < _YOUNG_THRESHOLD:
+                _restore = ((_YOUNG_THRESHOLD, own[1], own[2]), own)
+                gc.set_threshold(*_restore[0])
         _runs += 1
     try:
         yield
     finally:
         with _tuning:
             _runs -= 1
-            if _runs == 0:
-                gc.set_threshold(*_before)
+            if _runs == 0 and _restore is not None and gc.get_threshold() == _restore[0]:
+                gc.set_threshold(*_restore[1])
 
 
 @contextmanager

@@ -153,19 +153,28 @@ class ThresholdWatcher(Source):
             yield Record(id=str(row["id"]), data=row, state={"exported": True})
 
 
-async def test_a_run_collects_cycles_less_often_and_gives_the_process_its_thresholds_back(setup):
+@pytest.mark.parametrize(
+    ("host", "during", "after"),
+    [
+        ((500, 7, 9), (10_000, 7, 9), (500, 7, 9)),  # raised for the run, the host's own back after
+        ((0, 7, 9), (0, 7, 9), (0, 7, 9)),  # automatic collection switched off: left off
+        ((50_000, 7, 9), (50_000, 7, 9), (50_000, 7, 9)),  # already higher: left as it is
+    ],
+)
+async def test_a_run_collects_cycles_less_often_and_gives_the_process_its_thresholds_back(setup, host, during, after):
     ledger, connect, _ = setup
     mapping = Mapping.from_config({"name": "Name", "email": "Email"}, where="sources.crm.mapping")
     rows = [{"id": i, "Name": f"Person {i}", "Email": f"p{i}@example.com"} for i in range(3)]
     before = gc.get_threshold()
-    gc.set_threshold(500, 7, 9)
+    gc.set_threshold(*host)
+    ThresholdWatcher.seen.clear()
     try:
         async with connect() as client:
             source = ThresholdWatcher("crm", ThresholdWatcher.Options(rows=rows))
             report = await sync(ledger, client, [SourceJob("crm", source, mapping)], SETTINGS)
-        after = gc.get_threshold()
+        left = gc.get_threshold()
     finally:
         gc.set_threshold(*before)
     assert report.captured == 3
-    assert ThresholdWatcher.seen == [(10_000, 7, 9)]
-    assert after == (500, 7, 9)
+    assert ThresholdWatcher.seen == [during]
+    assert left == after
