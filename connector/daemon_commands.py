@@ -34,7 +34,9 @@ class OperatorCommands(Leading):
     settings: DeliverySettings
     health: DaemonHealth
 
-    async def sync_source(self, job: SourceJob) -> None: ...
+    async def sync_source(self, job: SourceJob) -> None:
+        raise NotImplementedError  # the daemon's (scheduler.Daemon)
+
     async def _pass(
         self,
         name: str,
@@ -42,7 +44,8 @@ class OperatorCommands(Leading):
         *,
         operator: bool = False,
         sources: Sequence[str] = (),
-    ) -> RunReport | None: ...
+    ) -> RunReport | None:
+        raise NotImplementedError  # the daemon's (scheduler.Daemon)
 
     def _held(self, name: str) -> bool:
         """A scheduled pass is held by a pause of its source, or of all (which holds the sweeps too)."""

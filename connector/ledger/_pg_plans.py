@@ -160,10 +160,11 @@ class Statistics:
                 finally:
                     with self._lock:
                         self._running = None
+                return {"live": float(sizes["entries_live"]), "settled": float(sizes["entries_person"])}
         except psycopg.errors.LockNotAvailable:
             log.debug("ledger.analyze_skipped", reason="another ANALYZE of entries is under way")
             return None
-        except psycopg.Error as exc:  # unreachable, the pool's timeout, close's cancel
+        except Exception as exc:  # unreachable, the pool's timeout, close's cancel; no error ends the worker
             with self._lock:  # try again after the next write
                 self._since = {k: max(v, ANALYZE_MIN) for k, v in self._since.items()}
                 closing = self._closed
@@ -173,4 +174,3 @@ class Statistics:
                 then="the planner keeps the statistics it has; the next write asks again",
             )
             return None
-        return {"live": float(sizes["entries_live"]), "settled": float(sizes["entries_person"])}

@@ -203,6 +203,23 @@ def test_a_failed_analyze_is_logged_and_fails_no_write(
     assert "terminating connection" in failed["reason"], failed
 
 
+def test_an_unexpected_error_in_the_analyze_is_logged_and_the_next_write_still_analyzes(
+    postgres_ledger_url: str, watch: psycopg.Connection[Any], debug_logs: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not only the database's errors: whatever the worker meets is logged and leaves it working."""
+    counted = _pg_plans._COUNTED
+    monkeypatch.setattr(_pg_plans, "_COUNTED", "SELECT 'no such index', 0.0")  # a KeyError after ANALYZE
+    with Ledger(postgres_ledger_url) as ledger:
+        ledger.enqueue("crm", "m", versions(ANALYZE_MIN, "a"), None)
+        [failed] = poll(lambda: events(debug_logs, "ledger.analyze_failed"), "the failure is logged")
+        assert failed["level"] == "warning" and "entries_live" in failed["reason"], failed
+        monkeypatch.setattr(_pg_plans, "_COUNTED", counted)
+        ran = analyzed(watch)
+        ledger.enqueue("b", "m", versions(ANALYZE_MIN, "a"), None)  # the worker is still there for it
+        poll(lambda: analyzed(watch) > ran, "the next write's ANALYZE ran")
+        assert any(t.name == THREAD for t in threading.enumerate())
+
+
 def test_an_analyze_that_finds_another_one_under_way_gives_way(
     postgres_ledger_url: str, watch: psycopg.Connection[Any], debug_logs: io.StringIO, monkeypatch: pytest.MonkeyPatch
 ) -> None:
