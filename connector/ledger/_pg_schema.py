@@ -146,11 +146,12 @@ def migrate(conn: Any, name: str, schema: str) -> None:
 
 
 def _no_older_leader(conn: Any, name: str, schema: str) -> None:
-    """Before a migration: a daemon of an older release that leads the integration still runs (its
-    lease is live; this process holds none yet). v10 turns the entries it holds in flight pending,
-    which its code would claim again while their batch may still be sent: the same keys in two
-    requests. v11 counts the settled states in `settled_counts`, which its code would not keep: the
-    counts `status` shows would drift from the entries."""
+    """Before a migration: a process of an older release still works on the integration, a daemon
+    that leads it (its lease is live; this process holds none yet) or a one-shot sync or replay (it
+    holds the integration's daemon lock, which this process takes only after migrating). v10 turns
+    the entries it holds in flight pending, which its code would claim again while their batch may
+    still be sent: the same keys in two requests. v11 counts the settled states in `settled_counts`,
+    which its code would not keep: the counts `status` shows would drift from the entries."""
     leader = _lease.live_holder(conn, schema)
     if leader is not None:
         raise LedgerError(
@@ -158,6 +159,13 @@ def _no_older_leader(conn: Any, name: str, schema: str) -> None:
             f"a daemon of an older capture-sync, leads integration {schema}: stop every daemon of that "
             "integration (or wait until its lease expires if it was killed), upgrade capture-sync on each "
             "host, then start them again"
+        )
+    if not conn.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", lock_key(DAEMON, schema)).fetchone()[0]:
+        raise LedgerError(
+            f"ledger {name} needs schema version {SCHEMA_VERSION}, which cannot be brought in while a "
+            f"capture-sync process of an older release (a daemon, or a sync or replay) works on integration "
+            f"{schema}: stop that daemon or let the command finish, upgrade capture-sync on each host, then "
+            "run this command again"
         )
 
 

@@ -392,8 +392,9 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
 
 
 def _no_older_daemon(path: Path) -> None:
-    """Before a migration: a daemon of an older release runs on the file (it holds the daemon lock
-    beside it; a daemon of this release would have migrated the file already). Since v10 its code
+    """Before a migration: a process of an older release runs on the file (a daemon, or a one-shot
+    sync or replay: each holds the daemon lock beside it; one of this release would have migrated the
+    file already). Since v10 its code
     would claim again the entries v10 turns pending, and since v11 settle without keeping the settled
     states' counters (`_counts`): the migration waits until it is stopped. As PostgreSQL's
     `_pg_schema._no_older_leader`."""
@@ -406,9 +407,10 @@ def _no_older_daemon(path: Path) -> None:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
         raise LedgerError(
-            f"ledger {path} needs schema version {SCHEMA_VERSION}, which cannot be brought in while a daemon "
-            "of an older capture-sync runs on it: stop that daemon, then run this command again (the daemon "
-            "of this release migrates the ledger as it starts)"
+            f"ledger {path} needs schema version {SCHEMA_VERSION}, which cannot be brought in while a "
+            "capture-sync process of an older release (a daemon, or a sync or replay) runs on it: stop that "
+            "daemon or let the command finish, then run this command again (this release migrates the "
+            "ledger as it opens it)"
         ) from None
     finally:
         os.close(fd)

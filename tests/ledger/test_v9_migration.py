@@ -294,6 +294,26 @@ def test_a_version_10_postgresql_ledger_is_not_migrated_while_an_older_daemon_le
         assert settled_counts(ledger) == ({("crm", "rejected"): 1},) * 2
 
 
+def test_a_version_10_postgresql_ledger_is_not_migrated_while_an_older_one_shot_sync_writes_it(
+    postgres_ledger_url: str,
+) -> None:
+    """A sync or replay takes no lease, only the integration's daemon lock: the migration waits for it too."""
+    import psycopg
+
+    from connector.ledger._pg_schema import DAEMON, lock_key
+
+    with Ledger(postgres_ledger_url) as ledger:
+        ledger.enqueue("crm", "m", [person_at(1), rejected(2)], None)
+    as_version(postgres_ledger_url, 10)
+    with psycopg.connect(postgres_ledger_url, autocommit=True) as old_sync:  # the older release's one-shot sync
+        old_sync.execute("SELECT pg_advisory_lock(%s, %s)", lock_key(DAEMON, "public"))
+        with pytest.raises(LedgerError, match=r"while a capture-sync process of an older release .* let the command"):
+            Ledger(postgres_ledger_url)
+        assert old_sync.execute("SELECT to_regclass('settled_counts')").fetchone() == (None,)  # nothing changed
+    with Ledger(postgres_ledger_url) as ledger:  # it finished: the lock went with its session
+        assert settled_counts(ledger) == ({("crm", "rejected"): 1},) * 2
+
+
 def test_a_version_10_sqlite_ledger_is_not_migrated_while_an_older_daemon_runs_on_it(tmp_path: Path) -> None:
     """Its code would settle entries without adding them to the counters `status` reads."""
     import fcntl
@@ -305,7 +325,10 @@ def test_a_version_10_sqlite_ledger_is_not_migrated_while_an_older_daemon_runs_o
     fd = os.open(tmp_path / "ledger.sqlite3.lock", os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX)  # the older daemon, in another process: a lock of its own
     try:
-        with pytest.raises(LedgerError, match="while a daemon of an older capture-sync runs on it: stop that daemon"):
+        with pytest.raises(
+            LedgerError,
+            match=r"while a capture-sync process of an older release \(a daemon, or a sync or replay\) runs on it",
+        ):
             Ledger(path)
     finally:
         os.close(fd)  # the older daemon stopped
