@@ -42,6 +42,13 @@ class Dialect:
     row_params: Callable[[Sequence[Sequence[Any]], int], tuple[Any, ...]]
 
 
+def storable(text: str | None) -> str | None:
+    """Text an answer brought, as both engines keep it whole: PostgreSQL refuses a NUL in text (the
+    settle would fail, and the batch with it, on every replay) and SQLite's JSON functions end the
+    text there. A NUL becomes U+FFFD, as a decoder shows a byte it cannot read."""
+    return text.replace("\x00", "\ufffd") if text is not None and "\x00" in text else text
+
+
 def rows_of(db: Db, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]) -> tuple[str, tuple[Any, ...]]:
     """`rows` as a subquery with `columns` (name, SQL type), and its parameters: `FROM {sql} AS o`
     makes a batch's per-member writes one statement on both engines."""

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from . import _batches, _counts, _merges
-from ._db import Db, rows_of
+from ._db import Db, rows_of, storable
 from ._stamp import STAMP_SET
 from ._types import BatchState, BatchWork, EntryState, Outcome
 
@@ -38,7 +38,10 @@ def settle(db: Db, batch: BatchWork, outcomes: Sequence[Outcome], attempts: Sequ
     source, params = rows_of(
         db,
         _OUTCOME_COLUMNS,
-        [(o.entry_id, o.state, o.person_id, o.error, 1 if o.entry_id in merges else None) for o in outcomes],
+        [
+            (o.entry_id, o.state, storable(o.person_id), storable(o.error), 1 if o.entry_id in merges else None)
+            for o in outcomes
+        ],
     )
     db.execute(
         "UPDATE entries SET state = o.state, person_id = coalesce(o.person_id, entries.person_id), "
@@ -67,7 +70,7 @@ def set_members(
     db.execute(
         "UPDATE entries SET state = coalesce(?, state), last_error = ?, batch_id = ?, updated_at = ?, "
         f"{STAMP_SET} WHERE id {db.dialect.any_of}",
-        (entry_state, error, batch.id, now, db.dialect.many(m.entry_id for m in batch.members)),
+        (entry_state, storable(error), batch.id, now, db.dialect.many(m.entry_id for m in batch.members)),
     )
     close(db, batch, batch_state, error, attempts, now)
 
@@ -89,7 +92,7 @@ def close(
     db.execute(
         "UPDATE batches SET state = ?, last_error = ?, updated_at = ?, run_id = coalesce(capture_run_in_hand(), run_id) "
         "WHERE id = ?",
-        (state, error, now, batch.id),
+        (state, storable(error), now, batch.id),
     )
     insert_attempts(db, batch, attempts)
 
@@ -106,8 +109,8 @@ def insert_attempts(db: Db, batch: BatchWork, attempts: Sequence[Attempt]) -> No
                 a.started_at,
                 round(a.latency_s * 1000, 3),
                 a.status_code,
-                a.error.name if a.error else None,
-                a.error.code if a.error else None,
+                storable(a.error.name) if a.error else None,
+                storable(a.error.code) if a.error else None,
                 None if a.error is None or a.error.retryable is None else int(a.error.retryable),
                 type(a.error).__name__ if a.error else "ok",
             )

@@ -11,7 +11,7 @@ import pytest
 
 from connector.ledger import Claim, Ledger, Mapped, Outcome
 
-AWKWARD = ('say "hi" \\ it\'s 100% ?', "ünïcødé ✓ 名前", "", "line\nbreak\ttab", "[1, 2]", "null")
+AWKWARD = ('say "hi" \\ it\'s 100% ?', "ünïcødé ✓ 名前", "", "line\nbreak\ttab", "[1, 2]", "null", "a\x00b")
 
 
 @pytest.fixture
@@ -31,6 +31,7 @@ def test_each_member_gets_its_own_outcome_with_any_text(ledger: Ledger) -> None:
     ]
     ledger.settle(batch, [*outcomes, outcomes[-1]], [])  # an outcome given twice counts once
     shown = [ledger.show(m.key).entry for m in batch.members]  # type: ignore[union-attr]
-    assert [(e.state, e.last_error, e.person_id) for e in shown] == [(o.state, o.error, o.person_id) for o in outcomes]
-    assert ledger.status().by_state["failed"] == len(AWKWARD) and ledger.status().by_state["captured"] == 2
+    kept = [(o.state, o.error and o.error.replace("\x00", "\ufffd"), o.person_id) for o in outcomes]
+    assert [(e.state, e.last_error, e.person_id) for e in shown] == kept  # a NUL shown as U+FFFD, the rest whole
+    assert ledger.status().by_state["failed"] == len(AWKWARD) and ledger.status().by_state["captured"] == 8 - len(AWKWARD)
     assert [e.key for e in ledger.list_entries("failed")] == [m.key for m in batch.members[: len(AWKWARD)]]
