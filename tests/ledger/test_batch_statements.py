@@ -33,5 +33,7 @@ def test_each_member_gets_its_own_outcome_with_any_text(ledger: Ledger) -> None:
     shown = [ledger.show(m.key).entry for m in batch.members]  # type: ignore[union-attr]
     kept = [(o.state, o.error and o.error.replace("\x00", "\ufffd"), o.person_id) for o in outcomes]
     assert [(e.state, e.last_error, e.person_id) for e in shown] == kept  # a NUL shown as U+FFFD, the rest whole
-    assert ledger.status().by_state["failed"] == len(AWKWARD) and ledger.status().by_state["captured"] == 8 - len(AWKWARD)
+    assert ledger.status().by_state["failed"] == len(AWKWARD) and ledger.status().by_state["captured"] == 8 - len(
+        AWKWARD
+    )
     assert [e.key for e in ledger.list_entries("failed")] == [m.key for m in batch.members[: len(AWKWARD)]]
