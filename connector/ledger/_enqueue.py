@@ -15,9 +15,11 @@ a restored ledger, an append-only log that holds a record more than once):
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from ..keys import content_hash, person_key
@@ -77,7 +79,17 @@ def _decode(text: str | None) -> Order | None:
 
 
 def _encode(order: Order | None) -> str | None:
-    return None if order is None else json.dumps(order)
+    """The text `json.dumps` writes for a place in the order (`source_order`), without its encoder's
+    set-up per call (a microsecond a record, twice): a finite number is its repr, a text its escaped
+    ASCII string; anything else (inf, nan, a bool) goes through `json.dumps` itself."""
+    if order is None:
+        return None
+    kind = type(order)
+    if kind is str:
+        return encode_basestring_ascii(order)  # type: ignore[arg-type]
+    if kind is int or (kind is float and math.isfinite(order)):  # type: ignore[arg-type]
+        return kind.__repr__(order)
+    return json.dumps(order)
 
 
 def _load(db: Db, source: str, record_ids: list[str]) -> tuple[dict[str, _Known], Counter[tuple[str, str]]]:
@@ -164,21 +176,26 @@ def enqueue_chunk(
     ones a record-by-record enqueue makes in order, duplicates within the chunk included (the
     chunk's own new versions are tracked in memory). New entries get their ids here (the chunk holds
     the write lock), so a later record of the chunk can supersede an earlier one. Entries carry the
-    run in hand as they are written (`capture_run_in_hand()`), so no trigger has anything to do."""
+    run in hand as they are written (`capture_run_in_hand()`), so no trigger has anything to do.
+    On the hot path: per record one digest, one key and one row tuple; its place in the order is
+    encoded once, for the entry and the `records` pointer alike."""
     if not items:
         return
     known, seen = _load(db, source, list(dict.fromkeys(str(item.record_id) for item in items)))
     next_id = db.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0]
     rows: list[tuple[Any, ...]] = []
+    settled: list[str] = []  # the settled state of each row written settled (rejected, older)
     superseded: list[int] = []
-    pointers: dict[
-        str, tuple[int, Order | None, str | None]
-    ] = {}  # record id -> (newest entry, highest order, raw digest)
+    # record id -> (newest entry, highest order as stored, raw digest)
+    pointers: dict[str, tuple[int, str | None, str | None]] = {}
 
-    def add(item: Mapped, digest: str, body: str, state: str, last_error: str | None, notes: str | None) -> int:
+    def add(
+        item: Mapped, digest: str, body: str, state: str, last_error: str | None, notes: str | None, place: str | None
+    ) -> int:
         nonlocal next_id
-        revision = seen[(item.record_id, digest)]
-        seen[(item.record_id, digest)] += 1
+        content = (item.record_id, digest)
+        revision = seen[content]
+        seen[content] = revision + 1
         next_id += 1
         rows.append(
             (
@@ -193,66 +210,64 @@ def enqueue_chunk(
                 revision,
                 last_error,
                 notes,
-                _encode(item.order),
+                place,
                 now,
                 now,
             )
         )
+        if state != "pending":
+            settled.append(state)
         return next_id
 
     for item in items:
         rid, body = item.record_id, stored_text(item)
         digest = content_hash(body.encode("utf-8"))
+        place = _encode(item.order)
         k = known.get(rid)
-        if k is not None and is_older(item.order, k.order):
-            counts.older += 1
-            if not seen[(rid, digest)]:  # kept once, for audit: the same older row read again adds nothing
-                add(item, digest, body, "superseded", OLDER, None)
-            continue
-        order = item.order if k is None else _highest(item.order, k.order)
-        if k is not None and k.digest == digest:
-            counts.unchanged += 1
-            if order != k.order or (item.raw_digest is not None and item.raw_digest != k.raw_digest):
-                # The same content further on in the source's order (a touched row), or from another spelling.
-                k.order, k.raw_digest = order, item.raw_digest
-                pointers[rid] = (k.entry_id, order, item.raw_digest)
-            continue
-        if k is not None and k.state == "pending" and not k.batched:
-            # Never written into a batch, so never seen by the server: the newer version replaces it.
-            # One that was (a requeued entry) stays pending, and the newer one waits for it to settle.
-            superseded.append(k.entry_id)
-            counts.superseded += 1
-        if k is not None and k.received is not None and k.received[2] == digest:
-            # What the CRM holds already (a revert past a rejected or superseded version): no new key.
-            counts.unchanged += 1
-            eid, state, _ = k.received
-            known[rid] = _Known(eid, state, digest, True, order, k.received, item.raw_digest)
-            pointers[rid] = (eid, order, item.raw_digest)
-            continue
-        valid = item.payload is not None
-        counts.enqueued += valid
-        counts.rejected += not valid
-        reasons = "; ".join(item.reasons)
-        eid = add(
-            item,
-            digest,
-            body,
-            "pending" if valid else "rejected",
-            None if valid else reasons,
-            (reasons or None) if valid else None,
-        )
-        if not valid:
+        if k is None:
+            order: Order | None = item.order
+        else:
+            if is_older(item.order, k.order):
+                counts.older += 1
+                if not seen[(rid, digest)]:  # kept once, for audit: the same older row read again adds nothing
+                    add(item, digest, body, "superseded", OLDER, None, place)
+                continue
+            order = _highest(item.order, k.order)
+            if order is not item.order:
+                place = _encode(order)
+            if k.digest == digest:
+                counts.unchanged += 1
+                if order != k.order or (item.raw_digest is not None and item.raw_digest != k.raw_digest):
+                    # The same content further on in the source's order (a touched row), or from another spelling.
+                    k.order, k.raw_digest = order, item.raw_digest
+                    pointers[rid] = (k.entry_id, place, item.raw_digest)
+                continue
+            if k.state == "pending" and not k.batched:
+                # Never written into a batch, so never seen by the server: the newer version replaces it.
+                # One that was (a requeued entry) stays pending, and the newer one waits for it to settle.
+                superseded.append(k.entry_id)
+                counts.superseded += 1
+            if k.received is not None and k.received[2] == digest:
+                # What the CRM holds already (a revert past a rejected or superseded version): no new key.
+                counts.unchanged += 1
+                eid, state, _ = k.received
+                known[rid] = _Known(eid, state, digest, True, order, k.received, item.raw_digest)
+                pointers[rid] = (eid, place, item.raw_digest)
+                continue
+        if item.payload is not None:
+            counts.enqueued += 1
+            eid = add(item, digest, body, "pending", None, "; ".join(item.reasons) or None, place)
+            known[rid] = _Known(
+                eid, "pending", digest, False, order, None if k is None else k.received, item.raw_digest
+            )
+        else:
+            counts.rejected += 1
+            eid = add(item, digest, body, "rejected", "; ".join(item.reasons), None, place)
             counts.rejects.append((rows[-1][1], item))
-        known[rid] = _Known(
-            eid,
-            "pending" if valid else "rejected",
-            digest,
-            False,
-            order,
-            None if k is None else k.received,
-            item.raw_digest,
-        )
-        pointers[rid] = (eid, order, item.raw_digest)
+            known[rid] = _Known(
+                eid, "rejected", digest, False, order, None if k is None else k.received, item.raw_digest
+            )
+        pointers[rid] = (eid, place, item.raw_digest)
     if rows:
         db.executemany(
             "INSERT INTO entries (id, key, source, record_id, state, payload, content_hash, mapping_version, "
@@ -270,7 +285,7 @@ def enqueue_chunk(
     _counts.add(
         db,
         _counts.moves(
-            [(source, None, row[4]) for row in rows] + [(source, "pending", "superseded") for _ in set(superseded)]
+            [(source, None, state) for state in settled] + [(source, "pending", "superseded") for _ in set(superseded)]
         ),
     )
     if pointers:
@@ -278,5 +293,5 @@ def enqueue_chunk(
             "INSERT INTO records (source, record_id, entry_id, source_order, raw_digest) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT(source, record_id) DO UPDATE SET entry_id = excluded.entry_id, "
             "source_order = excluded.source_order, raw_digest = excluded.raw_digest",
-            [(source, rid, eid, _encode(order), raw) for rid, (eid, order, raw) in pointers.items()],
+            [(source, rid, eid, place, raw) for rid, (eid, place, raw) in pointers.items()],
         )
