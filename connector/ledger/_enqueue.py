@@ -181,7 +181,10 @@ def enqueue_chunk(
     encoded once, for the entry and the `records` pointer alike."""
     if not items:
         return
-    known, seen = _load(db, source, list(dict.fromkeys(str(item.record_id) for item in items)))
+    record_ids = list(dict.fromkeys(str(item.record_id) for item in items))
+    known, seen = _load(db, source, record_ids)
+    # A record that comes once in the chunk is decided once: what it leaves is tracked only when one comes again.
+    again = len(record_ids) < len(items)
     next_id = db.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0]
     rows: list[tuple[Any, ...]] = []
     settled: list[str] = []  # the settled state of each row written settled (rejected, older)
@@ -256,17 +259,15 @@ def enqueue_chunk(
                 continue
         if item.payload is not None:
             counts.enqueued += 1
-            eid = add(item, digest, body, "pending", None, "; ".join(item.reasons) or None, place)
-            known[rid] = _Known(
-                eid, "pending", digest, False, order, None if k is None else k.received, item.raw_digest
-            )
+            state = "pending"
+            eid = add(item, digest, body, state, None, "; ".join(item.reasons) or None, place)
         else:
             counts.rejected += 1
-            eid = add(item, digest, body, "rejected", "; ".join(item.reasons), None, place)
+            state = "rejected"
+            eid = add(item, digest, body, state, "; ".join(item.reasons), None, place)
             counts.rejects.append((rows[-1][1], item))
-            known[rid] = _Known(
-                eid, "rejected", digest, False, order, None if k is None else k.received, item.raw_digest
-            )
+        if again:
+            known[rid] = _Known(eid, state, digest, False, order, None if k is None else k.received, item.raw_digest)
         pointers[rid] = (eid, place, item.raw_digest)
     if rows:
         db.executemany(
