@@ -32,15 +32,15 @@ RECOUNT = (
 
 def moves(changes: Iterable[tuple[str, str | None, str]], n: int = 1) -> Moves:
     """The counts' changes for entries moved, `n` for each (source, old state or None for a new entry,
-    new state)."""
+    new state). The moves are tallied first (a batch's members mostly move alike), then weighed once per kind."""
     moved: Moves = Counter()
-    for source, old, new in changes:
+    for (source, old, new), times in Counter(changes).items():
         if old == new:
             continue
         if old in SETTLED:
-            moved[(source, old)] -= n
+            moved[(source, old)] -= n * times
         if new in SETTLED:
-            moved[(source, new)] += n
+            moved[(source, new)] += n * times
     return moved
 
 

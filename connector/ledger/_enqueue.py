@@ -15,14 +15,16 @@ a restored ledger, an append-only log that holds a record more than once):
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from ..keys import content_hash, person_key
 from . import _counts
-from ._db import Db
+from ._db import Db, rows_of
 from ._types import EnqueueCounts, Mapped, Order
 
 SUPERSEDED = "superseded by a newer version of the record before it was sent"
@@ -77,12 +79,27 @@ def _decode(text: str | None) -> Order | None:
 
 
 def _encode(order: Order | None) -> str | None:
-    return None if order is None else json.dumps(order)
+    """The text `json.dumps` writes for a place in the order (`source_order`), without its encoder's
+    set-up per call (a microsecond a record, twice): a finite number is its repr, a text its escaped
+    ASCII string; anything else (inf, nan, a bool) goes through `json.dumps` itself."""
+    if order is None:
+        return None
+    kind = type(order)
+    if kind is str:
+        return encode_basestring_ascii(order)  # type: ignore[arg-type]
+    if kind is int or (kind is float and math.isfinite(order)):  # type: ignore[arg-type]
+        return kind.__repr__(order)
+    return json.dumps(order)
 
 
-def _load(db: Db, source: str, record_ids: list[str]) -> tuple[dict[str, _Known], Counter[tuple[str, str]]]:
-    """The records' newest versions and what the CRM may hold of them, and how often each content
-    came before (its revision): a handful of reads whatever the chunk's size."""
+def _load(
+    db: Db, source: str, record_ids: list[str], contents: Iterable[tuple[str, str]] = ()
+) -> tuple[dict[str, _Known], Counter[tuple[str, str]]]:
+    """The records' newest versions and what the CRM may hold of them, and how often each of
+    `contents` (record id, content digest) came before (its revision): a handful of reads whatever
+    the chunk's size. Only the chunk's own contents are counted, each by one seek of the (source,
+    record_id, content_hash) index, where counting every version of each record cost 5 us per
+    record with three versions each, most of it rows nobody asked about."""
     known = {
         rid: _Known(eid, state, digest, False, _decode(order), raw_digest=raw)
         for rid, eid, state, digest, order, raw in db.execute(
@@ -105,12 +122,16 @@ def _load(db: Db, source: str, record_ids: list[str]) -> tuple[dict[str, _Known]
         }
         for k in known.values():
             k.batched = k.entry_id in batched
-    for rid, digest, n in db.execute(
-        "SELECT record_id, content_hash, count(*) FROM entries WHERE source = ? "
-        f"AND record_id {db.dialect.any_of} GROUP BY record_id, content_hash",
-        (source, db.dialect.many(known)),
-    ):
-        seen[(rid, digest)] = n
+    asked = sorted({pair for pair in contents if pair[0] in known})  # a record the ledger lacks has no versions
+    if asked:
+        pairs, params = rows_of(db, (("record_id", "text"), ("content_hash", "text")), asked)
+        for rid, digest, n in db.execute(
+            # CROSS JOIN: SQLite walks the pairs and seeks each in the index (PostgreSQL plans it as any join).
+            f"SELECT c.record_id, c.content_hash, count(*) FROM {pairs} AS p CROSS JOIN entries c WHERE c.source = ? "
+            "AND c.record_id = p.record_id AND c.content_hash = p.content_hash GROUP BY c.record_id, c.content_hash",
+            (*params, source),
+        ):
+            seen[(rid, digest)] = n
     for k in known.values():
         if k.may_be_received():
             k.received = (k.entry_id, k.state, k.digest)
@@ -164,21 +185,33 @@ def enqueue_chunk(
     ones a record-by-record enqueue makes in order, duplicates within the chunk included (the
     chunk's own new versions are tracked in memory). New entries get their ids here (the chunk holds
     the write lock), so a later record of the chunk can supersede an earlier one. Entries carry the
-    run in hand as they are written (`capture_run_in_hand()`), so no trigger has anything to do."""
+    run in hand as they are written (`capture_run_in_hand()`), so no trigger has anything to do.
+    On the hot path: per record one digest, one key and one row tuple; its place in the order is
+    encoded once, for the entry and the `records` pointer alike."""
     if not items:
         return
-    known, seen = _load(db, source, list(dict.fromkeys(str(item.record_id) for item in items)))
+    bodies = [stored_text(item) for item in items]
+    digests = [content_hash(body.encode("utf-8")) for body in bodies]
+    record_ids = list(dict.fromkeys(str(item.record_id) for item in items))
+    known, seen = _load(
+        db, source, record_ids, ((item.record_id, digest) for item, digest in zip(items, digests, strict=True))
+    )
+    # A record that comes once in the chunk is decided once: what it leaves is tracked only when one comes again.
+    again = len(record_ids) < len(items)
     next_id = db.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0]
     rows: list[tuple[Any, ...]] = []
+    settled: list[str] = []  # the settled state of each row written settled (rejected, older)
     superseded: list[int] = []
-    pointers: dict[
-        str, tuple[int, Order | None, str | None]
-    ] = {}  # record id -> (newest entry, highest order, raw digest)
+    # record id -> (newest entry, highest order as stored, raw digest)
+    pointers: dict[str, tuple[int, str | None, str | None]] = {}
 
-    def add(item: Mapped, digest: str, body: str, state: str, last_error: str | None, notes: str | None) -> int:
+    def add(
+        item: Mapped, digest: str, body: str, state: str, last_error: str | None, notes: str | None, place: str | None
+    ) -> int:
         nonlocal next_id
-        revision = seen[(item.record_id, digest)]
-        seen[(item.record_id, digest)] += 1
+        content = (item.record_id, digest)
+        revision = seen[content]
+        seen[content] = revision + 1
         next_id += 1
         rows.append(
             (
@@ -193,66 +226,61 @@ def enqueue_chunk(
                 revision,
                 last_error,
                 notes,
-                _encode(item.order),
+                place,
                 now,
                 now,
             )
         )
+        if state != "pending":
+            settled.append(state)
         return next_id
 
-    for item in items:
-        rid, body = item.record_id, stored_text(item)
-        digest = content_hash(body.encode("utf-8"))
+    for item, body, digest in zip(items, bodies, digests, strict=True):
+        rid = item.record_id
+        place = _encode(item.order)
         k = known.get(rid)
-        if k is not None and is_older(item.order, k.order):
-            counts.older += 1
-            if not seen[(rid, digest)]:  # kept once, for audit: the same older row read again adds nothing
-                add(item, digest, body, "superseded", OLDER, None)
-            continue
-        order = item.order if k is None else _highest(item.order, k.order)
-        if k is not None and k.digest == digest:
-            counts.unchanged += 1
-            if order != k.order or (item.raw_digest is not None and item.raw_digest != k.raw_digest):
-                # The same content further on in the source's order (a touched row), or from another spelling.
-                k.order, k.raw_digest = order, item.raw_digest
-                pointers[rid] = (k.entry_id, order, item.raw_digest)
-            continue
-        if k is not None and k.state == "pending" and not k.batched:
-            # Never written into a batch, so never seen by the server: the newer version replaces it.
-            # One that was (a requeued entry) stays pending, and the newer one waits for it to settle.
-            superseded.append(k.entry_id)
-            counts.superseded += 1
-        if k is not None and k.received is not None and k.received[2] == digest:
-            # What the CRM holds already (a revert past a rejected or superseded version): no new key.
-            counts.unchanged += 1
-            eid, state, _ = k.received
-            known[rid] = _Known(eid, state, digest, True, order, k.received, item.raw_digest)
-            pointers[rid] = (eid, order, item.raw_digest)
-            continue
-        valid = item.payload is not None
-        counts.enqueued += valid
-        counts.rejected += not valid
-        reasons = "; ".join(item.reasons)
-        eid = add(
-            item,
-            digest,
-            body,
-            "pending" if valid else "rejected",
-            None if valid else reasons,
-            (reasons or None) if valid else None,
-        )
-        if not valid:
+        if k is None:
+            order: Order | None = item.order
+        else:
+            if is_older(item.order, k.order):
+                counts.older += 1
+                if not seen[(rid, digest)]:  # kept once, for audit: the same older row read again adds nothing
+                    add(item, digest, body, "superseded", OLDER, None, place)
+                continue
+            order = _highest(item.order, k.order)
+            if order is not item.order:
+                place = _encode(order)
+            if k.digest == digest:
+                counts.unchanged += 1
+                if order != k.order or (item.raw_digest is not None and item.raw_digest != k.raw_digest):
+                    # The same content further on in the source's order (a touched row), or from another spelling.
+                    k.order, k.raw_digest = order, item.raw_digest
+                    pointers[rid] = (k.entry_id, place, item.raw_digest)
+                continue
+            if k.state == "pending" and not k.batched:
+                # Never written into a batch, so never seen by the server: the newer version replaces it.
+                # One that was (a requeued entry) stays pending, and the newer one waits for it to settle.
+                superseded.append(k.entry_id)
+                counts.superseded += 1
+            if k.received is not None and k.received[2] == digest:
+                # What the CRM holds already (a revert past a rejected or superseded version): no new key.
+                counts.unchanged += 1
+                eid, state, _ = k.received
+                known[rid] = _Known(eid, state, digest, True, order, k.received, item.raw_digest)
+                pointers[rid] = (eid, place, item.raw_digest)
+                continue
+        if item.payload is not None:
+            counts.enqueued += 1
+            state = "pending"
+            eid = add(item, digest, body, state, None, "; ".join(item.reasons) or None, place)
+        else:
+            counts.rejected += 1
+            state = "rejected"
+            eid = add(item, digest, body, state, "; ".join(item.reasons), None, place)
             counts.rejects.append((rows[-1][1], item))
-        known[rid] = _Known(
-            eid,
-            "pending" if valid else "rejected",
-            digest,
-            False,
-            order,
-            None if k is None else k.received,
-            item.raw_digest,
-        )
-        pointers[rid] = (eid, order, item.raw_digest)
+        if again:
+            known[rid] = _Known(eid, state, digest, False, order, None if k is None else k.received, item.raw_digest)
+        pointers[rid] = (eid, place, item.raw_digest)
     if rows:
         db.executemany(
             "INSERT INTO entries (id, key, source, record_id, state, payload, content_hash, mapping_version, "
@@ -270,7 +298,7 @@ def enqueue_chunk(
     _counts.add(
         db,
         _counts.moves(
-            [(source, None, row[4]) for row in rows] + [(source, "pending", "superseded") for _ in set(superseded)]
+            [(source, None, state) for state in settled] + [(source, "pending", "superseded") for _ in set(superseded)]
         ),
     )
     if pointers:
@@ -278,5 +306,5 @@ def enqueue_chunk(
             "INSERT INTO records (source, record_id, entry_id, source_order, raw_digest) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT(source, record_id) DO UPDATE SET entry_id = excluded.entry_id, "
             "source_order = excluded.source_order, raw_digest = excluded.raw_digest",
-            [(source, rid, eid, _encode(order), raw) for rid, (eid, order, raw) in pointers.items()],
+            [(source, rid, eid, place, raw) for rid, (eid, place, raw) in pointers.items()],
         )
