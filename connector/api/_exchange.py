@@ -18,7 +18,7 @@ from typing import Protocol
 import httpx
 from pydantic import SecretStr
 
-from ..outbound import Origin, origin_of
+from ..outbound import origin_of
 
 
 class CredentialPair(Protocol):
@@ -37,10 +37,9 @@ class Credentials:
     """Both credential headers, for requests to the API's origin only: `Exchange` sends requests to
     no other and follows no redirect. Its repr never shows the secret."""
 
-    def __init__(self, api_key: str, api_secret: SecretStr, origin: Origin) -> None:
+    def __init__(self, api_key: str, api_secret: SecretStr) -> None:
         self._api_key = api_key
         self._api_secret = api_secret
-        self.origin = origin
 
     def holds(self, pair: CredentialPair) -> bool:
         return (self._api_key, self._api_secret) == (pair.api_key, pair.api_secret)
@@ -67,7 +66,6 @@ class Exchange:
     def __init__(
         self,
         base_url: httpx.URL,
-        credentials: Credentials,
         *,
         timeout_s: float,
         connect_timeout_s: float,
@@ -83,7 +81,7 @@ class Exchange:
             transport=transport,
             follow_redirects=False,  # the credentials are bound to base_url's origin: see Credentials
         )
-        self._origin = credentials.origin
+        self._origin = origin_of(base_url)
         # httpx's own choice of transport for the origin (a proxy's, when the environment names one).
         self._transport = self.http._transport_for_url(base_url)
         self._fixed = list(self.http.headers.multi_items())  # Accept, Accept-Encoding, Connection, User-Agent

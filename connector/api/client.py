@@ -28,7 +28,6 @@ from pydantic import BaseModel, SecretStr
 
 from .. import tracing
 from ..logs import register_secret
-from ..outbound import origin_of
 from ._exchange import CredentialPair, Credentials, Exchange
 from ._wire import check_base_url, check_idempotency_key, parse_response, parse_retry_after
 from .errors import CaptureError, OutcomeUnknown, RateLimited, Unauthorized
@@ -141,7 +140,7 @@ class CaptureClient:
         self.send_gate: Callable[[], None] | None = None
         self.credentials_from = credentials_from
         self.reload_credentials = reload_credentials
-        self._auth = Credentials(api_key, secret, origin_of(self.base_url))
+        self._auth = Credentials(api_key, secret)
         self._generation = 0  # bumped each time another pair is put in use
         self._renewing = asyncio.Lock()
         self._refused: CredentialPair | None = None  # the last re-read pair GET /info refused
@@ -150,7 +149,6 @@ class CaptureClient:
         self._last_401_at: float | None = None
         self._exchange = Exchange(
             self.base_url,
-            self._auth,
             timeout_s=timeout_s,
             connect_timeout_s=connect_timeout_s,
             max_connections=max_connections,
@@ -226,7 +224,7 @@ class CaptureClient:
     async def use_credentials(self, pair: CredentialPair) -> ClientInfo:
         """Verify `pair` with GET /info and put it in use for every request from now on; raises
         Unauthorized (the pair in use stays) when the API refuses it."""
-        candidate = Credentials(pair.api_key, pair.api_secret, origin_of(self.base_url))
+        candidate = Credentials(pair.api_key, pair.api_secret)
         register_secret(pair.api_secret.get_secret_value())
         info = await self._retrying(_Request("GET", "/info", None, None, "info"), ClientInfo, auth=candidate)
         if not self._auth.holds(pair):
