@@ -129,27 +129,17 @@ class Mapping:
         """The person or the rejection, and the notes on fields dropped by `on_error = "drop"`
         (kept beside the payload). Never raises: a problem with any field becomes a reason naming
         that field; a rejection's reasons include the drops, and its notes are empty."""
-        clean, problems = self._cleaned(data)
-        if isinstance(clean, Rejection):
-            return clean, ()
-        valid = _validated(clean, problems)
-        if valid is None or problems.reasons:
-            return problems.rejection(), ()
-        return valid, tuple(problems.notes)
+        return _judged(*self._cleaned(data))
 
     def payload_noting(self, data: dict[str, Any]) -> tuple[dict[str, Any] | Rejection, tuple[str, ...]]:
         """`map_noting` with the person as its payload's fields (`PersonInput.to_json_dict()`), what a
         sync stores: a record of the common shape is not made a model first (`plain_person`, proven
         to give the same fields); any other is judged by `map_noting`'s own steps."""
         clean, problems = self._cleaned(data)
-        if isinstance(clean, Rejection):
-            return clean, ()
-        if not problems.reasons and (plain := plain_person(clean)) is not None:
+        if not isinstance(clean, Rejection) and not problems.reasons and (plain := plain_person(clean)) is not None:
             return plain, tuple(problems.notes)
-        valid = _validated(clean, problems)
-        if valid is None or problems.reasons:
-            return problems.rejection(), ()
-        return valid.to_json_dict(), tuple(problems.notes)
+        result, notes = _judged(clean, problems)
+        return (result.to_json_dict() if isinstance(result, PersonInput) else result), notes
 
     def _cleaned(self, data: dict[str, Any]) -> tuple[dict[str, Any] | Rejection, _Problems]:
         """The rules and the hook applied and the values coerced (`_clean`), with the problems so far;
@@ -177,6 +167,16 @@ class Mapping:
                     f"hook {ref} returned {type(person).__name__}, not a dict of person fields"
                 ), problems
         return _clean(person, problems), problems
+
+
+def _judged(clean: dict[str, Any] | Rejection, problems: _Problems) -> tuple[PersonInput | Rejection, tuple[str, ...]]:
+    """The person the model makes of `clean`, or the rejection with every reason so far."""
+    if isinstance(clean, Rejection):
+        return clean, ()
+    valid = _validated(clean, problems)
+    if valid is None or problems.reasons:
+        return problems.rejection(), ()
+    return valid, tuple(problems.notes)
 
 
 class _Problems:
