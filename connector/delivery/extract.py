@@ -160,7 +160,7 @@ def extract(
     record is a rejected entry and the cursor moves past it; a source that raises keeps the
     records before it, its cursor at the last of them. After each chunk `between_chunks()` may hold
     the reading back (a streaming sync waits there while enough work is queued); False ends it
-    early. `rejects` gets each chunk's rejected records once the chunk is committed. Returns whether
+    early. `rejects` catches up with the ledger after each chunk that rejected something is committed. Returns whether
     the source was read to its end."""
     chunk: list[Record | BadRecord] = []
     last_state: Any = None
@@ -188,8 +188,8 @@ def extract(
         if not mapped and not (final and held and last_state != started_at):
             return
         counts = ledger.enqueue(job.name, job.mapping.version, mapped, last_state)
-        if rejects is not None:  # after the commit: the feed never names a reject the ledger lost
-            rejects.append(job.name, counts.rejects, report.run_id, job.mapping.columns())
+        if rejects is not None and counts.rejected:  # after the commit: the feed never names a reject the ledger lost
+            rejects.catch_up(ledger)
         held = False
         report.enqueued += counts.enqueued
         report.unchanged += counts.unchanged

@@ -2,7 +2,7 @@
 
 from ._lease import Lease, LedgerFenced
 from ._run_view import RUN_COUNTS, RunView
-from ._runs import RunEntry
+from ._runs import RejectedEntry, RunEntry
 from ._states import SourceState, StateChange
 from ._types import BatchWork, Claim, EnqueueCounts, EntryState, Mapped, Member, Outcome
 from .schema import SCHEMA_VERSION, LedgerError, LedgerLocked, LedgerUnreachable
@@ -41,6 +41,7 @@ __all__ = [
     "Mapped",
     "Member",
     "Outcome",
+    "RejectedEntry",
     "RunEntry",
     "RunView",
     "SourceState",

@@ -191,6 +191,34 @@ def entries(db: Db, run_id: int, state: str | None) -> list[RunEntry]:
     ]
 
 
+@dataclass(frozen=True)
+class RejectedEntry:
+    """A rejected entry as the rejects feed writes it (`delivery/rejects.py`): `entry_id` orders them,
+    and `raw` is the record as read (None when the source gave none)."""
+
+    entry_id: int
+    key: str
+    source: str
+    record_id: str
+    run_id: int | None
+    created_at: float
+    reason: str | None
+    raw: dict[str, Any] | None
+
+
+def rejected_after(db: Db, after_id: int, limit: int) -> list[RejectedEntry]:
+    """Up to `limit` rejected entries newer than `after_id`, oldest first (read from entries_rare)."""
+    rows = db.execute(
+        "SELECT id, key, source, record_id, run_id, created_at, last_error, payload FROM entries "
+        "WHERE state = 'rejected' AND id > ? ORDER BY id LIMIT ?",
+        (after_id, limit),
+    ).fetchall()
+    return [
+        RejectedEntry(eid, key, source, record_id, run_id, created, reason, (_parsed(payload) or {}).get("record"))
+        for eid, key, source, record_id, run_id, created, reason, payload in rows
+    ]
+
+
 def _parsed(payload: str | None) -> dict[str, Any] | None:
     try:
         value = json.loads(payload) if payload else None

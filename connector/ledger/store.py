@@ -337,6 +337,12 @@ class Ledger:
         with self._reading() as db:
             return _runs.entries(db, run_id, state)
 
+    def rejected_after(self, after_id: int, limit: int) -> list[_runs.RejectedEntry]:
+        """The rejected entries newer than `after_id`, oldest first: what the rejects feed has not
+        written yet."""
+        with self._reading() as db:
+            return _runs.rejected_after(db, after_id, limit)
+
     # --- cursor control ----------------------------------------------------------------------
 
     def change_source_state(self, source: str, state: Any, action: str) -> Any:

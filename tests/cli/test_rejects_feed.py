@@ -7,6 +7,7 @@ ledger's own rejected entries (`ledger list --state rejected --json`) and the ru
 from __future__ import annotations
 
 import json
+import signal
 import stat
 from pathlib import Path
 
@@ -78,10 +79,10 @@ def test_the_feed_rotates_by_size_and_keeps_three(kit, sandbox, tmp_path: Path) 
     rotated = [feed.with_name(f"rejects.jsonl.{n}") for n in (1, 2, 3)]
     assert all(p.exists() and stat.S_IMODE(p.stat().st_mode) == 0o600 for p in rotated)
     assert not feed.with_name("rejects.jsonl.4").exists()
-    assert all(p.stat().st_size <= 4096 for p in rotated)
-    newest = [x["record_id"] for x in _lines(feed)]
-    assert newest == [f"R{500 + n}" for n in range(10)]  # the last sync's rejects, in the file itself
-    assert [x["record_id"] for x in _lines(rotated[0])][-1] == "R409"
+    assert all(p.stat().st_size <= 4096 for p in (feed, *rotated))  # rotated line by line
+    kept = [x["record_id"] for p in (*reversed(rotated), feed) for x in _lines(p)]
+    every = [f"R{n}" for n in range(2, 12)] + [f"R{100 * r + n}" for r in range(1, 6) for n in range(10)]
+    assert kept == every[-len(kept) :] and len(kept) > 30  # the newest, in order, none twice
 
 
 @pytest.mark.parametrize("planted", ["link", "dangling link"])
@@ -97,3 +98,44 @@ def test_a_link_in_place_of_the_feed_is_not_followed_and_the_sync_goes_on(
     assert synced.code == 0, synced.stderr
     assert "rejects.unwritable" in synced.stderr and "symbolic link" in synced.stderr
     assert (target.read_text() if target.exists() else None) == ("untouched\n" if planted == "link" else None)
+
+
+def _rejected(kit, config: str) -> list[dict]:
+    listed = kit.run("ledger", "list", "-c", config, "--state", "rejected", "--json").stdout.splitlines()
+    return [json.loads(x) for x in listed]
+
+
+@pytest.mark.parametrize("point", ["before-rejects-write", "after-rejects-write"])
+def test_a_kill_between_the_commit_and_the_feed_leaves_every_reject_in_it_exactly_once(
+    kit, sandbox, tmp_path: Path, point: str
+) -> None:
+    """SIGKILL at the failpoint: after the ledger committed the chunk's rejects and before the feed
+    holds them (or holds them but not its position). The next sync writes what is missing, once."""
+    config, contacts = _setup(kit, sandbox, tmp_path, 'rejects_file = "rejects.jsonl"', rows=3)
+    killed = kit.run("sync", "-c", config, env=kit.env(CAPTURE_SYNC_FAILPOINTS=f"{point}=1"))
+    assert killed.code == -signal.SIGKILL, killed.stderr
+    feed = tmp_path / "rejects.jsonl"
+    assert len(_rejected(kit, config)) == 3  # committed before the kill
+    assert len(_lines(feed) if feed.exists() else []) == (0 if point == "before-rejects-write" else 3)
+
+    kit.contacts(contacts, [kit.contact(9, **BAD)], header=False)  # one more reject for the next run
+    assert kit.run("sync", "-c", config).code == 0
+    lines = _lines(feed)
+    assert [x["key"] for x in lines] == [e["key"] for e in _rejected(kit, config)]
+    assert [x["entry"] for x in lines] == sorted({x["entry"] for x in lines})  # each once, in order
+    assert [x["record_id"] for x in lines] == ["R2", "R3", "R4", "R9"]
+
+
+def test_a_truncated_feed_gets_only_new_rejects_and_a_new_feed_not_the_history(kit, sandbox, tmp_path: Path) -> None:
+    config, contacts = _setup(kit, sandbox, tmp_path, "", rows=2)
+    assert kit.run("sync", "-c", config).code == 0  # two rejects before the feed is turned on
+    Path(config).write_text(Path(config).read_text() + 'rejects_file = "rejects.jsonl"\n')
+    feed = tmp_path / "rejects.jsonl"
+    kit.contacts(contacts, [kit.contact(5, **BAD)], header=False)
+    assert kit.run("sync", "-c", config).code == 0
+    assert [x["record_id"] for x in _lines(feed)] == ["R5"]
+
+    feed.write_text("")  # a script mailed the lines and emptied the file
+    kit.contacts(contacts, [kit.contact(6, **BAD)], header=False)
+    assert kit.run("sync", "-c", config).code == 0
+    assert [x["record_id"] for x in _lines(feed)] == ["R6"]
