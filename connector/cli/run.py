@@ -49,8 +49,9 @@ def run(
     the -c files (a folder without one is a config error, exit 2). --http serves them all: /metrics
     carries every integration (its `integration` label), /readyz is ready when every one is (each
     reason prefixed by its integration), and the status page lists them, each with its own page.
-    With the daemon table's control_token_file in the first config, POST /integrations/NAME/control/COMMAND
-    steers each (reaching the daemon that leads it on a shared PostgreSQL ledger); every log line of
+    POST /integrations/NAME/control/COMMAND steers each with the token of its own config's
+    control_token_file, in the daemon table (reaching the daemon that leads it on a shared PostgreSQL
+    ledger; another integration's token is refused); every log line of
     an integration's work carries integration=NAME.
 
     Example: capture-sync run -c capture-sync.toml --http 127.0.0.1:9464

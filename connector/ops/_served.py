@@ -27,12 +27,14 @@ MAX_SNAPSHOT_AGE_S = 5.0
 
 class Served:
     """`control`: the daemon running this integration, for the page's paused sources and the HTTP
-    control (`POST /integrations/<name>/control/<command>`)."""
+    control (`POST /integrations/<name>/control/<command>`), which takes a command for it only with
+    `token`, its own config's `[daemon] control_token_file` (None: no command over HTTP)."""
 
     def __init__(
         self, config: Config, health: DaemonHealth, client: CaptureClient, control: Steered | None = None
     ) -> None:
         self.config, self.health, self.client, self.control = config, health, client, control
+        self.token = config.control_token() if control is not None else None  # ConfigProblem when unusable
         self.name = config.integration_name
         self.sources = [PageSource(s.name, s.schedule) for s in config.sources]
         self.reader = LedgerReader(config.ledger_target, config.ledger_password_file, config.integration_name)

@@ -14,8 +14,11 @@ the CLI use) once `Authorization: Bearer <token>` matches, compared in constant 
 wrong token is 401 and nothing is done. Without the file every POST is 405, as before.
 
 A process running several integrations is steered one integration at a time, at the address of its
-status page: `POST /integrations/<name>/control/<command>`. There the bare `/control/<command>` is
-409 naming the integrations: no command silently picks one (a `sync` answers one run report, a
+status page: `POST /integrations/<name>/control/<command>`, with that integration's own token (each
+config's `[daemon] control_token_file`): whoever holds one integration's token steers that one, not
+its neighbours (403, naming the file to read; an integration whose config sets none takes no command
+over HTTP). A token of none of them is 401 whatever the request names. The bare `/control/<command>`
+is 409 naming the integrations: no command silently picks one (a `sync` answers one run report, a
 `pause` of a source names a source of one config). Where the process stands by for the integration
 (another daemon leads it over a shared PostgreSQL ledger), the command goes to that daemon through
 the ledger (`control.steer`), as the CLI's does from another host.
@@ -84,12 +87,12 @@ class OpsServer:
         control: Steered | None = None,
         more: Sequence[Served] = (),
     ) -> None:
-        """The first integration's config sets the address's limits and the control token (which
-        steers every integration of the process); `more`: the other integrations the process runs."""
+        """The first integration's config sets the address's limits; each integration's own config
+        its control token; `more`: the other integrations the process runs."""
         self.address, self.config, self.health, self.control = address, config, health, control
-        self.token = config.control_token() if control is not None else None  # ConfigProblem when unusable
-        self.first = Served(config, health, client, control)
+        self.first = Served(config, health, client, control)  # reads the token: ConfigProblem when unusable
         self.served = [self.first, *more]
+        self.steerable = any(each.token is not None for each in self.served)
         self.metrics = self.first.metrics
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(MergedMetrics(self.served))
@@ -141,8 +144,9 @@ class OpsServer:
                 "/healthz",
                 "/readyz",
                 "/",
-                *([f"POST {self._control_route()}"] if self.token else []),
+                *([f"POST {self._control_route()}"] if self.steerable else []),
             ],
+            steered=[each.name for each in self.served if each.token is not None],
             max_connections=limits.max_connections,
             header_timeout_s=limits.header_timeout_s,
         )
@@ -206,7 +210,7 @@ class OpsServer:
                 b"text/plain; charset=utf-8",
             )
         path = scope["path"]
-        if scope["method"] == "POST" and self.token is not None and (route := self._control_path(path)) is not None:
+        if scope["method"] == "POST" and self.steerable and (route := self._control_path(path)) is not None:
             return await self._control(scope, receive, send, *route)
         if scope["method"] not in ("GET", "HEAD"):
             return await _reply(send, 405, b"only GET\n", b"text/plain; charset=utf-8", [(b"allow", b"GET, HEAD")])
@@ -289,14 +293,17 @@ class OpsServer:
     async def _control(
         self, scope: Scope, receive: Callable[[], Awaitable[Any]], send: Send, integration: str | None, name: str
     ) -> None:
-        """POST [/integrations/<name>]/control/<command>: the token first (401, nothing read or done),
-        then which integration (404, 409), then the body."""
+        """POST [/integrations/<name>]/control/<command>: a token of one of the integrations first (401,
+        nothing read or done), then which integration (404, 409) and whether it is that one's (403),
+        then the body."""
         from ..control import COMMANDS, BadRequest, check_request, steer
 
-        assert self.token is not None
         given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
         scheme, _, token = given.partition(b" ")
-        if scheme.lower() != b"bearer" or not hmac.compare_digest(token.strip(), self.token.encode()):
+        bearer = token.strip() if scheme.lower() == b"bearer" else b""
+        # every token compared, in constant time each: how many compare equal is all the answer tells
+        holds = [each for each in self.served if each.token is not None and _same(bearer, each.token)]
+        if not holds:
             log.warning("control.unauthorized", command=name, token="missing" if not given else "wrong")
             return await _json(
                 send,
@@ -309,6 +316,9 @@ class OpsServer:
             status = 409 if integration is None else 404
             listed = [each.name for each in self.served]
             return await _json(send, status, {"ok": False, "error": why, "integrations": listed, "exit_code": 2})
+        if served not in holds:
+            log.warning("control.forbidden", command=name, integration=served.name, token="another integration's")
+            return await _json(send, 403, {"ok": False, "error": _not_its_token(served), "exit_code": 2})
         body = await _body(receive)
         try:
             if body is None:
@@ -322,6 +332,24 @@ class OpsServer:
             log.info("control.request", command=name, args=args, via="http")
             answer = await steer(served.control, name, args)
         await _json(send, 200, answer)
+
+
+def _same(given: bytes, token: str) -> bool:
+    return hmac.compare_digest(given, token.encode())
+
+
+def _not_its_token(served: Served) -> str:
+    """Why a token of another integration does not steer `served`, and what to do."""
+    config = served.config.path
+    if served.token is None:
+        return (
+            f"integration {served.name!r} takes no commands over HTTP: its config {config} sets no "
+            "[daemon] control_token_file (add one, or steer it with the CLI on its host)"
+        )
+    return (
+        f"this token is not integration {served.name!r}'s: each integration is steered with the token in "
+        f"the [daemon] control_token_file of its own config ({config})"
+    )
 
 
 async def _body(receive: Callable[[], Awaitable[Any]]) -> bytes | None:

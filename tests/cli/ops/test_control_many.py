@@ -5,8 +5,9 @@ On a shared PostgreSQL ledger, a command for an integration this process stands 
 daemon that leads it, in another process, through the ledger; a request whose NOTIFY was lost is
 still taken, on the leader's slow poll.
 
-Every daemon is a real `capture-sync run --http 127.0.0.1:0`; the token is `[daemon] control_token_file`
-of the first config, as with one integration."""
+Each integration is steered with its own config's `[daemon] control_token_file` only: another
+integration's token is refused (403), and an integration whose config sets none takes no command over
+HTTP. Every daemon is a real `capture-sync run --http 127.0.0.1:0`."""
 
 from __future__ import annotations
 
@@ -19,12 +20,22 @@ import psycopg
 from connector.control import daemon_state
 
 TOKEN = "many-integrations-control-token"
+OWN = "the token of the integration asked"  # `_post`'s default
+
+
+def token_of(name: str) -> str:
+    """The control token of integration `name` (each its own)."""
+    return f"{name}-{TOKEN}"
+
+
 YEARLY = "0 0 1 1 *"  # a cron tick the test never meets: nothing runs but what the test asks for
 
 
-def _integrations(kit, sandbox, tmp_path: Path, names: tuple[str, ...], ledger_url: str | None = None) -> list[Path]:
+def _integrations(
+    kit, sandbox, tmp_path: Path, names: tuple[str, ...], ledger_url: str | None = None, steered: int | None = None
+) -> list[Path]:
     """One config per name, each in its folder with its own API client, csv of 2 rows and ledger (or
-    the shared PostgreSQL `ledger_url`); the first holds the control token."""
+    the shared PostgreSQL `ledger_url`); the first `steered` (all by default) hold their control token."""
     configs = []
     for i, name in enumerate(names):
         written = kit.integration(
@@ -34,8 +45,8 @@ def _integrations(kit, sandbox, tmp_path: Path, names: tuple[str, ...], ledger_u
         if ledger_url is not None:
             text = text.replace('[ledger]\npath = "ledger.sqlite3"', f"[ledger]\nurl = {json.dumps(ledger_url)}")
         daemon = "lease_s = 3\n" if ledger_url is not None else ""
-        if i == 0:
-            (folder / "control_token").write_text(TOKEN + "\n")
+        if steered is None or i < steered:
+            (folder / "control_token").write_text(token_of(name) + "\n")
             (folder / "control_token").chmod(0o600)
             daemon += 'control_token_file = "control_token"\n'
         config = folder / f"{name}.toml"
@@ -44,7 +55,10 @@ def _integrations(kit, sandbox, tmp_path: Path, names: tuple[str, ...], ledger_u
     return configs
 
 
-def _post(url: str, path: str, body: dict | None = None, token: str | None = TOKEN) -> httpx.Response:
+def _post(url: str, path: str, body: dict | None = None, token: str | None = OWN) -> httpx.Response:
+    """POST with `token`; by default the token of the integration the path names (crm-eu's for a bare path)."""
+    if token is OWN:
+        token = token_of(path.split("/")[2] if path.startswith("/integrations/") else "crm-eu")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     return httpx.post(url + path, json=body or {}, headers=headers, timeout=60)
 
@@ -67,7 +81,7 @@ def test_each_integration_is_steered_at_its_own_address_and_a_bare_command_is_re
     assert "/integrations/<name>/control/<command>" in bare.json()["error"]
     assert _post(daemon.url, "/integrations/crm-us/control/pause", token=None).status_code == 401
     assert _post(daemon.url, "/integrations/crm-us/control/pause", token="wrong").status_code == 401
-    unknown = _post(daemon.url, "/integrations/nobody/control/pause")
+    unknown = _post(daemon.url, "/integrations/nobody/control/pause", token=token_of("crm-eu"))
     assert unknown.status_code == 404 and "crm-eu, crm-us" in unknown.json()["error"], unknown.text
     assert _post(daemon.url, "/integrations/crm-us/control/nope").status_code == 404
     for ledger in (eu.parent / "ledger.sqlite3", us.parent / "ledger.sqlite3"):
@@ -90,6 +104,28 @@ def test_each_integration_is_steered_at_its_own_address_and_a_bare_command_is_re
         ("resume", "http", "crm-us"),
     ]
     assert ("state", "socket", "crm-us") in _requests(daemon.log)  # `daemon_state` above, over crm-us's socket
+    assert daemon.stop() == 0, daemon.log.read_text()
+
+
+def test_an_integration_takes_commands_with_its_own_token_only(kit, sandbox, start_daemon, tmp_path: Path) -> None:
+    eu, us, apac = _integrations(kit, sandbox, tmp_path, ("crm-eu", "crm-us", "crm-apac"), steered=2)
+    daemon = start_daemon(eu, "-c", str(us), "-c", str(apac))
+    ledgers = {name: tmp_path / name / "ledger.sqlite3" for name in ("crm-eu", "crm-us", "crm-apac")}
+
+    crossed = _post(daemon.url, "/integrations/crm-us/control/pause", {"source": "signups"}, token=token_of("crm-eu"))
+    assert crossed.status_code == 403, crossed.text
+    assert "crm-us" in crossed.json()["error"] and "control_token_file" in crossed.json()["error"]
+    unsteered = _post(
+        daemon.url, "/integrations/crm-apac/control/pause", {"source": "signups"}, token=token_of("crm-eu")
+    )
+    assert unsteered.status_code == 403, unsteered.text
+    assert "control_token_file" in unsteered.json()["error"] and str(apac) in unsteered.json()["error"]
+    assert _post(daemon.url, "/integrations/crm-apac/control/pause", token=None).status_code == 401
+    assert all(daemon_state(ledger)["paused"] == {} for ledger in ledgers.values())  # nothing done
+
+    own = _post(daemon.url, "/integrations/crm-us/control/pause", {"source": "signups"})
+    assert own.status_code == 200 and own.json()["paused"].keys() == {"signups"}, own.text
+    assert [name for name, ledger in ledgers.items() if daemon_state(ledger)["paused"]] == ["crm-us"]
     assert daemon.stop() == 0, daemon.log.read_text()
 
 
@@ -121,7 +157,7 @@ def test_a_command_for_an_integration_this_process_stands_by_for_reaches_its_lea
     synced = _post(first.url, f"/integrations/{led}/control/sync")  # the other way round
     assert synced.status_code == 200 and synced.json()["exit_code"] == 0, synced.text
     assert ("sync", "ledger", led) in _requests(second.log)
-    assert _post(second.url, "/control/state").status_code == 409
+    assert _post(second.url, "/control/state", token=token_of("alpha")).status_code == 409
 
     with psycopg.connect(postgres_ledger_url, autocommit=True) as conn:  # asked without a NOTIFY (lost)
         request = conn.execute(
