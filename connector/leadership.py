@@ -159,21 +159,30 @@ class Leadership:
         async with self._round_in_hand:
             if self.leads:
                 self.deadline = 0.0
-                await self._release()
+                if await self._release():
+                    log.info(
+                        "lease.released",
+                        integration=self.lease.integration,
+                        holder=self.holder,
+                        reason="the daemon stops",
+                    )
             with contextlib.suppress(LedgerError):  # unreachable: its heartbeat expires by itself
                 await self._db(self.lease.forget)
-        self._lose("the daemon stops")
+        self._stand_down("the daemon stops", lost=False)
         self._thread.shutdown(wait=False)
 
     async def _db(self, call: Callable[[], T]) -> T:
         """A lease statement, on the lease's own thread."""
         return await asyncio.get_running_loop().run_in_executor(self._thread, call)
 
-    async def _release(self) -> None:
+    async def _release(self) -> bool:
+        """End the lease in the database; False when it cannot be reached (the lease expires by itself)."""
         try:
             await self._db(self.lease.release)
-        except LedgerError as exc:  # the database is gone: the lease expires by itself
+        except LedgerError as exc:
             log.warning("lease.release_failed", integration=self.lease.integration, reason=str(exc))
+            return False
+        return True
 
     async def _round(self) -> None:
         async with self._round_in_hand:
@@ -250,7 +259,7 @@ class Leadership:
             fewest=fewest,
             reason="another live daemon leads fewer integrations",
         )
-        self._lose("handed back to balance the integrations over the live daemons")
+        self._stand_down("handed back to balance the integrations over the live daemons", lost=False)
         return True
 
     def _extend(self, deadline: float) -> None:
@@ -272,6 +281,12 @@ class Leadership:
             self._lose(why)
 
     def _lose(self, why: str) -> None:
+        self._stand_down(why, lost=True)
+
+    def _stand_down(self, why: str, lost: bool) -> None:
+        """Stop leading: the passes halt, the daemon hears of it (`on_loss`). `lost`: the lease passed
+        while this daemon led, which `lease.lost` warns of; a hand-off or a clean stop is the daemon's
+        own choice, logged where it is made (`lease.handed_back`, `lease.released`)."""
         self.deadline = 0.0
         self.lease.drop()
         self.halt.set()
@@ -279,14 +294,15 @@ class Leadership:
             self._timer.cancel()
             self._timer = None
         if self.leads:
-            log.warning(
-                "lease.lost",
-                integration=self.lease.integration,
-                holder=self.holder,
-                token=self.role.token,
-                reason=why,
-                then="stops this integration's passes and stands by",
-            )
+            if lost:
+                log.warning(
+                    "lease.lost",
+                    integration=self.lease.integration,
+                    holder=self.holder,
+                    token=self.role.token,
+                    reason=why,
+                    then="stops this integration's passes and stands by",
+                )
             self.role = Role(why=f"standing by: {why}")
             self.on_loss(why)
         else:

@@ -189,10 +189,18 @@ def share(conn: Any, holder: str, integration: str, lease_s: float) -> tuple[int
     return int(mine), int(fair), int(mine if fewest is None else fewest)
 
 
-def forget(conn: Any, holder: str) -> None:
-    """A clean stop: `holder` is no longer a live daemon (the others' shares count without it now)."""
-    conn.execute(f"DELETE FROM {SCHEMA}.daemons WHERE holder = %s", (holder,))
-    conn.execute(f"DELETE FROM {SCHEMA}.runners WHERE holder = %s", (holder,))
+def forget(conn: Any, holder: str, integration: str) -> None:
+    """A clean stop of `integration` in `holder`: it no longer runs it, and once it runs no other
+    integration (a process runs several, each closing on its own) it is no longer a live daemon: the
+    others' shares count without it now. While one of its integrations still runs, its heartbeat
+    stays: its leases are not dead. Autocommit statements: of integrations closing at once, whichever
+    looks last, after every one's runner row is gone, ends the heartbeat."""
+    conn.execute(f"DELETE FROM {SCHEMA}.runners WHERE integration = %s AND holder = %s", (integration, holder))
+    conn.execute(
+        f"DELETE FROM {SCHEMA}.daemons d WHERE d.holder = %s AND NOT EXISTS "
+        f"(SELECT 1 FROM {SCHEMA}.runners r WHERE r.holder = d.holder AND r.expires_at > now())",
+        (holder,),
+    )
 
 
 def live_holder(conn: Any, integration: str) -> str | None:
@@ -258,9 +266,9 @@ class Lease:
             return share(conn, self.holder, self.integration, self.lease_s)
 
     def forget(self) -> None:
-        """This daemon stops: off the live daemons at once."""
+        """This daemon stops running the integration: off the live daemons at once when it was its last."""
         with self.store.connection() as conn:
-            forget(conn, self.holder)
+            forget(conn, self.holder, self.integration)
 
     def requests(self) -> list[tuple[int, str, dict[str, Any]]]:
         """Operator commands asked through the database for this integration, now taken by this daemon."""

@@ -165,3 +165,56 @@ async def test_a_leader_past_its_local_deadline_sends_nothing_and_stands_by(post
             leadership.gate()
         with pytest.raises(LedgerFenced):
             ledger.enqueue("signups", "m", [person(1)], None)
+
+
+def test_one_integration_closing_leaves_the_process_live_for_its_others(postgres_ledger_url: str) -> None:
+    """daemon-a runs crm-a and crm-b in one process; crm-b closes (its config removed, or it failed)
+    while crm-a runs on. daemon-a is still a live daemon running crm-a: daemon-b, which runs crm-a
+    too, must count it (else daemon-a's leases look dead and the fair share is counted without it)."""
+    with (
+        Ledger(postgres_ledger_url, integration="crm-a") as a_ledger,
+        Ledger(postgres_ledger_url, integration="crm-b") as b_ledger,
+    ):
+        a, also_a = a_ledger.lease("daemon-a", 30), b_ledger.lease("daemon-a", 30)
+        standby = a_ledger.lease("daemon-b", 30)
+        assert a.take() == 1 and also_a.take() == 1
+        a.share(), also_a.share()  # daemon-a's heartbeats, for both
+        assert standby.share() == (0, 1, 2)  # 2 integrations over 2 daemons; daemon-a leads 2 and runs crm-a
+        also_a.release()
+        also_a.forget()  # crm-b closes; crm-a's lease in daemon-a stays live
+        assert standby.share() == (0, 1, 1)  # daemon-a still live, leading crm-a
+        a.release()
+        a.forget()  # the process's last integration: now daemon-a is off the live ones
+        assert standby.share() == (0, 2, 0)
+
+
+async def test_a_planned_hand_off_and_a_clean_stop_log_no_lost_lease(postgres_ledger_url: str) -> None:
+    """`lease.lost` is the warning an operator is paged on: a lease that passed while the daemon led.
+    Handing a lease back for balance (`lease.handed_back`) and giving it up on a clean stop are the
+    daemon's own choice, and must not raise it."""
+    from structlog.testing import capture_logs
+
+    from connector.leadership import BALANCER, Leadership
+
+    with (
+        Ledger(postgres_ledger_url, integration="crm-a") as a_ledger,
+        Ledger(postgres_ledger_url, integration="crm-b") as b_ledger,
+        Ledger(postgres_ledger_url, integration="crm-a") as other_ledger,
+    ):
+        first, second = Leadership(a_ledger.lease("daemon-a", 30), 30), Leadership(b_ledger.lease("daemon-a", 30), 30)
+        lost: list[str] = []
+        first.on_loss = second.on_loss = lost.append
+        with capture_logs() as logs:
+            await first._round()
+            await second._round()
+            assert first.leads and second.leads
+            other_ledger.lease("daemon-b", 30).share()  # a live daemon running crm-a, leading nothing
+            BALANCER.next_release = 0.0
+            await first._round()  # renews, then hands crm-a back: 2 leases against 0
+            assert not first.leads and lost == ["handed back to balance the integrations over the live daemons"]
+            await second.close()
+            await first.close()
+        events = [e["event"] for e in logs]
+        assert events.count("lease.taken") == 2 and "lease.handed_back" in events and "lease.released" in events
+        assert "lease.lost" not in events, logs
+        assert len(lost) == 2 and not second.leads  # the daemon heard of both, to stand by
