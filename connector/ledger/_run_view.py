@@ -69,6 +69,10 @@ RUN_COLS = (
     "id, kind, started_at, duration_s, exit_code, sources, note, coalesce(passes, 1), finished_at, reason, "
     f"{', '.join(RUN_COUNTS)}"
 )
+# The row of a pass folded into an earlier entry while it was the newest run (`_runs._fold`): kept, so
+# that SQLite never hands its id out again (a deleted newest rowid is reused), until the next run starts.
+FOLDED = "folded"
+LISTED = f"kind IS DISTINCT FROM '{FOLDED}'"  # as SQL: a runs row that is a run entry of its own
 
 
 def run_view(row: tuple[Any, ...]) -> RunView:

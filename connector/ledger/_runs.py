@@ -20,14 +20,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._db import Db
-from ._run_view import RUN_COLS, RUN_COUNTS, RunView, iso, run_view
+from ._run_view import FOLDED, LISTED, RUN_COLS, RUN_COUNTS, RunView, iso, run_view
 from ._types import BY_BATCH, LIVE, RARE, any_state, state_of
 
 
 def start(db: Db, kind: str, now: float, note: str | None) -> int:
+    """A new run row, its id above every id handed out before (a folded pass's row kept as the newest,
+    `_fold`, goes now that it is not)."""
     run_id: int = db.execute(
         "INSERT INTO runs (kind, started_at, note) VALUES (?, ?, ?) RETURNING id", (kind, now, note)
     ).fetchone()[0]
+    db.execute("DELETE FROM runs WHERE id = (SELECT max(id) FROM runs WHERE id < ?) AND kind = ?", (run_id, FOLDED))
     return run_id
 
 
@@ -101,7 +104,9 @@ def _fold(db: Db, run_id: int) -> int:
     """Fold run `run_id` into the newest entry of its kind and sources when `folds` says so and every
     entry written after that one is idle too (passes of other sources or the sweep, interleaved): the
     entry counts one more pass and ends when this one did; this row goes, and whatever it stamped
-    (nothing, for an idle pass, but a claim stamps its entries) moves to the entry it joined."""
+    (nothing, for an idle pass, but a claim stamps its entries) moves to the entry it joined. The row
+    of the newest run stays, marked FOLDED and listed nowhere, until the next run starts: SQLite hands
+    the id of a deleted newest row out again, and this pass's id was in its log lines."""
     this = _ending(db.execute(f"SELECT {_ENDING_COLS} FROM runs WHERE id = ?", (run_id,)).fetchone())
     if not this.idle:
         return run_id
@@ -128,21 +133,25 @@ def _fold(db: Db, run_id: int) -> int:
     db.execute("UPDATE entries SET run_id = ? WHERE run_id = ?", (target, run_id))
     db.execute("UPDATE batches SET run_id = ? WHERE run_id = ?", (target, run_id))
     db.execute("UPDATE state_history SET run_id = ? WHERE run_id = ?", (target, run_id))
-    db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+    db.execute(
+        "DELETE FROM runs WHERE id = ? AND id < (SELECT max(id) FROM runs)", (run_id,)
+    )  # the newest row stays (see above): marked, below
+    db.execute("UPDATE runs SET kind = ? WHERE id = ?", (FOLDED, run_id))
     return target
 
 
 def recent(db: Db, limit: int) -> list[RunView]:
     """The newest runs first."""
-    return [run_view(r) for r in db.execute(f"SELECT {RUN_COLS} FROM runs ORDER BY id DESC LIMIT ?", (limit,))]
+    rows = db.execute(f"SELECT {RUN_COLS} FROM runs WHERE {LISTED} ORDER BY id DESC LIMIT ?", (limit,))
+    return [run_view(r) for r in rows]
 
 
 def find(db: Db, ref: str) -> RunView | None:
     """A run by its id, or `last` for the newest one."""
     if ref == "last":
-        row = db.execute(f"SELECT {RUN_COLS} FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+        row = db.execute(f"SELECT {RUN_COLS} FROM runs WHERE {LISTED} ORDER BY id DESC LIMIT 1").fetchone()
     elif ref.isdigit():
-        row = db.execute(f"SELECT {RUN_COLS} FROM runs WHERE id = ?", (int(ref),)).fetchone()
+        row = db.execute(f"SELECT {RUN_COLS} FROM runs WHERE id = ? AND {LISTED}", (int(ref),)).fetchone()
     else:
         row = None
     return None if row is None else run_view(row)

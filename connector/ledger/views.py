@@ -8,7 +8,7 @@ from typing import Any, get_args
 
 from . import _counts
 from ._db import Db
-from ._run_view import RUN_COLS, RunView, iso, run_view
+from ._run_view import LISTED, RUN_COLS, RunView, iso, run_view
 from ._types import IN_FLIGHT_AS, IS_LIVE, EntryState, in_open_batch, state_of
 
 STATES: tuple[str, ...] = get_args(EntryState)  # in the order `status` lists them
@@ -168,7 +168,7 @@ def status(conn: Db, runs: int = 10) -> StatusReport:
         by_state["in_flight"] += n
         by_source[source] = {k: counts[k] for k in STATES if counts.get(k)}
     oldest = conn.execute(_OLDEST_LIVE).fetchone()[0]
-    run_rows = conn.execute(f"SELECT {RUN_COLS} FROM runs ORDER BY id DESC LIMIT ?", (runs,)).fetchall()
+    run_rows = conn.execute(f"SELECT {RUN_COLS} FROM runs WHERE {LISTED} ORDER BY id DESC LIMIT ?", (runs,)).fetchall()
     batches = dict(conn.execute("SELECT state, count(*) FROM batches GROUP BY state").fetchall())
     return StatusReport(
         by_state=by_state,

@@ -139,3 +139,18 @@ def test_without_a_person_id_in_the_answer_nothing_is_a_merge(ledger_target: str
         assert _settle_all(ledger, answered, named=False) == 0
         assert ledger.status().merged == 0
         assert ledger.status().by_state["captured"] == 2
+
+
+def test_the_id_of_a_folded_pass_is_never_handed_out_again(ledger_target: str | Path) -> None:
+    """The pass that folded was the newest run: its id was in the log line that started it (and in
+    whatever the operator saw of it while it ran). A later run must not get that id again."""
+    with Ledger(ledger_target) as ledger:
+        first = _pass(ledger)
+        run = ledger.start_run("sync")
+        assert ledger.finish_run(run, {}, 0.5, 4, ["crm"], DOWN) == first  # folded: its own row is gone
+        assert [(r.id, r.passes) for r in ledger.runs()] == [(first, 2)] and ledger.find_run(str(run)) is None
+        assert ledger.find_run("last").id == first and ledger.status().runs[0].id == first
+        later = ledger.start_run("sync")
+        assert later > run
+        ledger.finish_run(later, {"read": 1}, 0.5, 0, ["crm"])
+        assert [r.id for r in ledger.runs()] == [later, first]
