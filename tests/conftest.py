@@ -168,12 +168,26 @@ def sandbox_process(tmp_path: Path) -> Iterator[Callable[..., SandboxProcess]]:
         handle.stop()
 
 
+@pytest.fixture(autouse=True)
+def _structlog_as_found() -> Iterator[None]:
+    """Each test leaves structlog as it found it, unconfigured included. `structlog.configure(**saved)`
+    would not do: it marks structlog configured even with the defaults, and the Python API hands its
+    events to `logging` only while nothing has configured structlog (`logs.hand_to_stdlib`), so a later
+    API test would find the default printer writing every event on stdout."""
+    configured, saved = structlog.is_configured(), structlog.get_config()
+    yield
+    if configured:
+        structlog.configure(**saved)
+    else:
+        structlog.reset_defaults()
+
+
 @pytest.fixture
 def debug_logs() -> Iterator[io.StringIO]:
     """connector.logs as `-v` sets it (DEBUG, every library included), as JSON into a StringIO; the
-    root logger and structlog are put back afterwards."""
+    root logger is put back afterwards (and structlog, by `_structlog_as_found`)."""
     root, httpx_log = logging.getLogger(), logging.getLogger("httpx")
-    saved_level, saved_handlers, saved_config = root.level, list(root.handlers), structlog.get_config()
+    saved_level, saved_handlers = root.level, list(root.handlers)
     saved_httpx = httpx_log.level  # a CLI run in-process quiets httpx (without -v): -v leaves it at DEBUG
     stream = io.StringIO()
     logs.configure(level="DEBUG", json=True, stream=stream)
@@ -184,7 +198,6 @@ def debug_logs() -> Iterator[io.StringIO]:
             root.removeHandler(handler)
     root.setLevel(saved_level)
     httpx_log.setLevel(saved_httpx)
-    structlog.configure(**saved_config)
 
 
 # --- a real PostgreSQL server the tests start themselves (the SQL source's tests, the ledger's second engine) ---

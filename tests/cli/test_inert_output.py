@@ -50,12 +50,8 @@ def test_console_log_lines_are_inert(monkeypatch) -> None:
     root = logging.getLogger()
     monkeypatch.setattr(root, "handlers", [])  # configure() adds one to the root; pytest's come back after
     monkeypatch.setattr(root, "level", root.level)
-    saved = structlog.get_config()
-    try:
-        logs.configure("INFO", json=False, stream=stream)
-        structlog.get_logger("capture_sync.test").warning("api.refused", reason=HOSTILE_NAME)
-    finally:
-        structlog.configure(**saved)
+    logs.configure("INFO", json=False, stream=stream)  # structlog: put back by a fixture of conftest
+    structlog.get_logger("capture_sync.test").warning("api.refused", reason=HOSTILE_NAME)
     text = re.sub(r"\x1b\[[0-9;]*m", "", stream.getvalue())
     assert "\\u001b]0;pwned" in text and _inert(text)
 
