@@ -204,7 +204,10 @@ class Config(LedgerLocation):
         if daemon.rejects_file is None:
             return None
         return RejectsFeed(
-            beside(self.path.parent, daemon.rejects_file), daemon.rejects_max_bytes, daemon.rejects_contact_data
+            beside(self.path.parent, daemon.rejects_file),
+            daemon.rejects_max_bytes,
+            daemon.rejects_contact_data,
+            {s.name: s.job.mapping.columns() for s in self.sources},
         )
 
     def api(self) -> tuple[str, Credentials]:

@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 
 import structlog
 
@@ -87,10 +86,8 @@ def _read_all(
     """Read every source in turn (on a thread). With `delivery`, each committed chunk is handed to
     it and the read waits while enough is pending; a stop ends it after the chunk in hand."""
     last_id = ledger.last_entry_id()
-    rejects = settings.rejects
-    if rejects is not None:  # what a crash after a commit kept out of the feed goes in first
-        rejects = replace(rejects, columns={job.name: job.mapping.columns() for job in jobs})
-        rejects.catch_up(ledger)
+    if settings.rejects is not None:  # what a crash after a commit kept out of the feed goes in first
+        settings.rejects.catch_up(ledger)
 
     def between_chunks() -> bool:
         go_on = True if delivery is None else delivery.room_to_read(lambda high: ledger.backlog(last_id, high))
@@ -104,7 +101,7 @@ def _read_all(
             report.stopped = True
             return
         with tracing.source_read(job.name, report):
-            done = extract(ledger, job, settings.chunk_size, report, progress, between_chunks, rejects)
+            done = extract(ledger, job, settings.chunk_size, report, progress, between_chunks, settings.rejects)
         if not done:
             return
 

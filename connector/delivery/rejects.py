@@ -22,6 +22,7 @@ import contextlib
 import errno
 import json
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -39,6 +40,7 @@ KEEP = 3  # rotated files kept: FILE.1 .. FILE.3
 REJECTS_MAX_BYTES = 10_000_000
 PAGE = 1000  # rejected entries read from the ledger and written at a time
 TAIL_BYTES = 65536  # what is read from the feed's end to find its newest entry
+_CATCHING_UP = threading.Lock()
 _MASKS = {
     "email": mask_email,
     "phone": mask_phone,
@@ -51,8 +53,8 @@ _MASKS = {
 @dataclass(frozen=True)
 class RejectsFeed:
     """Where the feed goes and how: `contact_data` writes names, emails and phones in full. `columns`
-    is each source's mapping (person field -> source fields), what tells a record's email, phone and
-    name fields (a source it does not name has every field masked as free text)."""
+    is each configured source's mapping (person field -> source fields), what tells a record's email,
+    phone and name fields (a source it does not name has every field masked as a name)."""
 
     path: Path
     max_bytes: int = REJECTS_MAX_BYTES
@@ -69,6 +71,10 @@ class RejectsFeed:
         rotating first when the file would outgrow `max_bytes`. A file that cannot be written is
         logged, never raised: the ledger holds every reject, the next call writes what this one could
         not, and a sync must not stop for its copy."""
+        with _CATCHING_UP:  # two passes of one daemon at once would both write what neither had written
+            self._catch_up(ledger)
+
+    def _catch_up(self, ledger: Ledger) -> None:
         try:
             after = self._written()
             if after is None:  # a new feed: from here on, not the ledger's history
@@ -137,9 +143,12 @@ class RejectsFeed:
         record_id = entry.record_id
         data = entry.raw
         if not self.contact_data:  # a record id may be the contact's email (primary_key = "Email") or phone
-            masks = {c: _MASKS[t] for t, cs in self.columns.get(entry.source, {}).items() if t in _MASKS for c in cs}
+            columns = self.columns.get(entry.source)
+            # A source no longer configured (its rejects left out by a crash): any field may be a name.
+            other = mask_text if columns is not None else mask_name
+            masks = {c: _MASKS[t] for t, cs in (columns or {}).items() if t in _MASKS for c in cs}
             reason, record_id = mask_text(reason), mask_text(record_id)
-            data = None if data is None else {k: masks.get(k, mask_text)(v) for k, v in data.items()}
+            data = None if data is None else {k: masks.get(k, other)(v) for k, v in data.items()}
         line = {
             "time": datetime.fromtimestamp(entry.created_at, UTC).isoformat(timespec="seconds"),
             "run": entry.run_id,

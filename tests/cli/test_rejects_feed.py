@@ -139,3 +139,22 @@ def test_a_truncated_feed_gets_only_new_rejects_and_a_new_feed_not_the_history(k
     kit.contacts(contacts, [kit.contact(6, **BAD)], header=False)
     assert kit.run("sync", "-c", config).code == 0
     assert [x["record_id"] for x in _lines(feed)] == ["R6"]
+
+
+def test_a_reject_of_a_source_no_longer_configured_has_every_field_masked_as_a_name(tmp_path: Path) -> None:
+    """A crash left a source's rejects out of the feed, and the source left the config before the next
+    pass: nothing tells which of its fields hold names any more, so every one is masked as one."""
+    from connector.delivery import RejectsFeed
+    from connector.ledger import Ledger, Mapped
+
+    feed = RejectsFeed(tmp_path / "rejects.jsonl", columns={"signups": {"first_name": ("First",)}})
+    with Ledger(tmp_path / "ledger.sqlite3") as ledger:
+        feed.catch_up(ledger)  # a new feed: it starts here
+        raw = {"First": "Grace", "Nick": "Amazing Grace", "Email": "grace@example.org"}
+        for source in ("signups", "gone"):
+            ledger.enqueue(source, "m", [Mapped("R1", raw=raw, reasons=("`email` is not valid",))], None)
+        feed.catch_up(ledger)
+    known, gone = _lines(feed.path)
+    assert known["data"] == {"First": "G***", "Nick": "Amazing Grace", "Email": "g***@example.org"}
+    assert gone["data"] == {"First": "G***", "Nick": "A*** G***", "Email": "g***"}
+    assert (known["entry"], gone["entry"]) == (1, 2) and stat.S_IMODE(feed.position_file.stat().st_mode) == 0o600
