@@ -96,26 +96,34 @@ class RejectsFeed:
             )
 
     def _written(self) -> int | None:
-        """The newest entry id the feed holds: its position file, or its last line when the write got
-        there and the position did not (a crash in between); None for a feed never written."""
+        """The newest entry id the feed holds: its position file, or the last line of the feed (or of
+        FILE.1, when a crash came between a rotation and the write after it) when the write got there
+        and the position did not; None for a feed never written."""
         try:
             position: int | None = int(self._read(self.position_file, 64))
         except FileNotFoundError:
             position = None
-        except ValueError:  # not a number (the file is replaced whole, so a person wrote it): the last line tells
+        except ValueError:  # not a number (the file is replaced whole, so a person wrote it): the lines tell
             position = None
+        for path in (self.path, self.path.with_name(f"{self.path.name}.1")):
+            last = self._last_entry(path)
+            if last is not None:
+                return max(last, position or 0)
+        return position
+
+    def _last_entry(self, path: Path) -> int | None:
         try:
-            tail = self._read(self.path, TAIL_BYTES)
+            tail = self._read(path, TAIL_BYTES)
         except FileNotFoundError:
-            return position
+            return None
         for line in reversed(tail.splitlines()):
             try:
                 entry = json.loads(line).get("entry")
             except (ValueError, AttributeError):
                 continue  # a line from before lines named their entry, or the torn head of the tail
             if isinstance(entry, int):
-                return max(entry, position or 0)
-        return position
+                return entry
+        return None
 
     @staticmethod
     def _read(path: Path, most: int) -> bytes:
@@ -172,6 +180,7 @@ class RejectsFeed:
             if size and size + len(line) > self.max_bytes:
                 self._append(b"".join(lines[start:n]))
                 self._rotate()
+                failpoints.hit("after-rejects-rotate")
                 start, size = n, 0
             size += len(line)
         self._append(b"".join(lines[start:]))

@@ -133,9 +133,8 @@ def _fold(db: Db, run_id: int) -> int:
     db.execute("UPDATE entries SET run_id = ? WHERE run_id = ?", (target, run_id))
     db.execute("UPDATE batches SET run_id = ? WHERE run_id = ?", (target, run_id))
     db.execute("UPDATE state_history SET run_id = ? WHERE run_id = ?", (target, run_id))
-    db.execute(
-        "DELETE FROM runs WHERE id = ? AND id < (SELECT max(id) FROM runs)", (run_id,)
-    )  # the newest row stays (see above): marked, below
+    # This row goes, unless it is the newest: that one stays, marked (see above).
+    db.execute("DELETE FROM runs WHERE id = ? AND id < (SELECT max(id) FROM runs)", (run_id,))
     db.execute("UPDATE runs SET kind = ? WHERE id = ?", (FOLDED, run_id))
     return target
 

@@ -105,25 +105,29 @@ def _rejected(kit, config: str) -> list[dict]:
     return [json.loads(x) for x in listed]
 
 
-@pytest.mark.parametrize("point", ["before-rejects-write", "after-rejects-write"])
+@pytest.mark.parametrize("point", ["before-rejects-write", "after-rejects-rotate", "after-rejects-write"])
 def test_a_kill_between_the_commit_and_the_feed_leaves_every_reject_in_it_exactly_once(
     kit, sandbox, tmp_path: Path, point: str
 ) -> None:
-    """SIGKILL at the failpoint: after the ledger committed the chunk's rejects and before the feed
-    holds them (or holds them but not its position). The next sync writes what is missing, once."""
-    config, contacts = _setup(kit, sandbox, tmp_path, 'rejects_file = "rejects.jsonl"', rows=3)
+    """SIGKILL at the failpoint, after the ledger committed the chunk's rejects: before the feed holds
+    any of them, between a rotation and the lines after it, or after the lines and before the feed's
+    position. The next sync writes what is missing, once."""
+    config, contacts = _setup(
+        kit, sandbox, tmp_path, 'rejects_file = "rejects.jsonl"\nrejects_max_bytes = 4096', rows=10
+    )  # ten lines outgrow 4096 bytes: the chunk's write rotates once
     killed = kit.run("sync", "-c", config, env=kit.env(CAPTURE_SYNC_FAILPOINTS=f"{point}=1"))
     assert killed.code == -signal.SIGKILL, killed.stderr
-    feed = tmp_path / "rejects.jsonl"
-    assert len(_rejected(kit, config)) == 3  # committed before the kill
-    assert len(_lines(feed) if feed.exists() else []) == (0 if point == "before-rejects-write" else 3)
+    files = [tmp_path / f"rejects.jsonl{n}" for n in (".3", ".2", ".1", "")]  # oldest first
+    assert len(_rejected(kit, config)) == 10  # committed before the kill
+    if point == "before-rejects-write":
+        assert not any(p.exists() for p in files)
 
-    kit.contacts(contacts, [kit.contact(9, **BAD)], header=False)  # one more reject for the next run
+    kit.contacts(contacts, [kit.contact(99, **BAD)], header=False)  # one more reject for the next run
     assert kit.run("sync", "-c", config).code == 0
-    lines = _lines(feed)
+    lines = [x for p in files if p.exists() for x in _lines(p)]
     assert [x["key"] for x in lines] == [e["key"] for e in _rejected(kit, config)]
+    assert [x["record_id"] for x in lines] == [f"R{n}" for n in range(2, 12)] + ["R99"]
     assert [x["entry"] for x in lines] == sorted({x["entry"] for x in lines})  # each once, in order
-    assert [x["record_id"] for x in lines] == ["R2", "R3", "R4", "R9"]
 
 
 def test_a_truncated_feed_gets_only_new_rejects_and_a_new_feed_not_the_history(kit, sandbox, tmp_path: Path) -> None:
