@@ -24,8 +24,8 @@ from typing import Any
 
 from ..keys import content_hash, person_key
 from . import _counts
-from ._db import Db, rows_of
-from ._types import EnqueueCounts, Mapped, Order
+from ._db import Db, members_of, rows_of
+from ._types import EnqueueCounts, Mapped, Order, in_open_batch
 
 SUPERSEDED = "superseded by a newer version of the record before it was sent"
 OLDER = "read again below the record's newest version in the source's order: never sent"
@@ -34,7 +34,8 @@ OLDER = "read again below the record's newest version in the source's order: nev
 # written into a batch: a requeued entry); failed, rejected, superseded and dismissed ones have not.
 RECEIVED = ("captured", "duplicate", "in_flight", "unknown", "blocked")
 # Once written into a batch, a version in one of these may have reached the CRM too; whether it did
-# is known for a pending one (requeued: its content will be sent again), not for the others.
+# is known for a pending one (requeued: its content will be sent again), not for the others. Since
+# schema v12 such a version names its batch (`batch_id`), or is a member of an open or stalled one.
 _SENT_THEN_SET_ASIDE = "'pending','superseded','dismissed'"
 
 
@@ -101,9 +102,9 @@ def _load(
     record_id, content_hash) index, where counting every version of each record cost 5 us per
     record with three versions each, most of it rows nobody asked about."""
     known = {
-        rid: _Known(eid, state, digest, False, _decode(order), raw_digest=raw)
-        for rid, eid, state, digest, order, raw in db.execute(
-            "SELECT r.record_id, e.id, e.state, e.content_hash, r.source_order, r.raw_digest FROM records r "
+        rid: _Known(eid, state, digest, batch is not None, _decode(order), raw_digest=raw)
+        for rid, eid, state, digest, batch, order, raw in db.execute(
+            "SELECT r.record_id, e.id, e.state, e.content_hash, e.batch_id, r.source_order, r.raw_digest FROM records r "
             f"JOIN entries e ON e.id = r.entry_id WHERE r.source = ? AND r.record_id {db.dialect.any_of}",
             (source, db.dialect.many(record_ids)),
         )
@@ -111,17 +112,20 @@ def _load(
     seen: Counter[tuple[str, str]] = Counter()
     if not known:
         return known, seen
-    pending = [k.entry_id for k in known.values() if k.state == "pending"]
-    if pending:
+    # A pending entry was written into a batch if it names one (every ending of a batch writes it into
+    # its members, and a requeue keeps it: schema v12) or is a member of an open or stalled batch (few).
+    unnamed = [k.entry_id for k in known.values() if k.state == "pending" and not k.batched]
+    if unnamed:
         batched = {
             row[0]
             for row in db.execute(
-                f"SELECT DISTINCT entry_id FROM batch_members WHERE entry_id {db.dialect.any_of}",
-                (db.dialect.many(pending),),
+                f"SELECT m.value FROM batches b CROSS JOIN {members_of(db.dialect)} WHERE b.state IN ('open','stalled') "
+                f"AND m.value {db.dialect.any_of}",
+                (db.dialect.many(unnamed),),
             )
         }
         for k in known.values():
-            k.batched = k.entry_id in batched
+            k.batched = k.batched or k.entry_id in batched
     asked = sorted({pair for pair in contents if pair[0] in known})  # a record the ledger lacks has no versions
     if asked:
         pairs, params = rows_of(db, (("record_id", "text"), ("content_hash", "text")), asked)
@@ -141,8 +145,8 @@ def _load(
         for rid, eid, state, digest in db.execute(
             "SELECT e.record_id, e.id, e.state, e.content_hash FROM entries e WHERE e.id IN ("
             f"SELECT max(c.id) FROM entries c WHERE c.source = ? AND c.record_id {db.dialect.any_of} "
-            f"AND (c.state IN ({marks}) OR (c.state IN ({_SENT_THEN_SET_ASIDE}) AND EXISTS "
-            "(SELECT 1 FROM batch_members m WHERE m.entry_id = c.id))) GROUP BY c.record_id)",
+            f"AND (c.state IN ({marks}) OR (c.state IN ({_SENT_THEN_SET_ASIDE}) AND (c.batch_id IS NOT NULL "
+            f"OR {in_open_batch(db.dialect, 'c')}))) GROUP BY c.record_id)",
             (source, db.dialect.many(behind)),
         ):
             # A version sent and then set aside by an operator (resolved while blocked or unknown) may
