@@ -18,7 +18,7 @@ import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
@@ -93,25 +93,71 @@ def _encode(order: Order | None) -> str | None:
     return json.dumps(order)
 
 
+Pointer = tuple[int, str | None, str | None]  # (entry id, place in the order as stored, raw digest)
+
+
+@dataclass(slots=True)
+class _Pointers:
+    """Each record's pointer (its newest version, the highest place read, the raw digest) as stored:
+    since schema v12 the record's newest row itself (`top`, the highest id: its `source_order` and
+    `raw_digest`), unless a `records` row says otherwise (`overridden`), as it does where the pointer
+    differs from that row: a version read again unchanged further on in the order or from another
+    spelling, a version read below the record's place (written, never the pointer), a revert to what
+    the CRM holds. A new record, and a new version of a known one, write no `records` row."""
+
+    stored: dict[str, Pointer] = field(default_factory=dict)
+    top: dict[str, Pointer] = field(default_factory=dict)
+    overridden: set[str] = field(default_factory=set)
+
+    def changes(self, source: str, now: dict[str, Pointer]) -> tuple[list[tuple[Any, ...]], list[tuple[str, str]]]:
+        """The `records` rows to write (source, record id, entry id, place, raw digest) and to delete
+        (source, record id) so that `now` (the pointers this chunk moved) reads as stored."""
+        upserts: list[tuple[Any, ...]] = []
+        deletes: list[tuple[str, str]] = []
+        for rid in now.keys() | self.top.keys():
+            pointer = now.get(rid) or self.stored[rid]
+            if pointer == self.top[rid]:
+                if rid in self.overridden:
+                    deletes.append((source, rid))
+            elif rid not in self.overridden or pointer != self.stored[rid]:
+                upserts.append((source, rid, *pointer))
+        return upserts, deletes
+
+
 def _load(
     db: Db, source: str, record_ids: list[str], contents: Iterable[tuple[str, str]] = ()
-) -> tuple[dict[str, _Known], Counter[tuple[str, str]]]:
+) -> tuple[dict[str, _Known], Counter[tuple[str, str]], _Pointers]:
     """The records' newest versions and what the CRM may hold of them, and how often each of
     `contents` (record id, content digest) came before (its revision): a handful of reads whatever
     the chunk's size. Only the chunk's own contents are counted, each by one seek of the (source,
     record_id, content_hash) index, where counting every version of each record cost 5 us per
     record with three versions each, most of it rows nobody asked about."""
-    known = {
-        rid: _Known(eid, state, digest, batch is not None, _decode(order), raw_digest=raw)
-        for rid, eid, state, digest, batch, order, raw in db.execute(
+    pointers = _Pointers()
+    rows = [
+        *db.execute(  # each record's highest id, from the (source, record_id, content_hash) index
+            "SELECT e.record_id, e.id, e.state, e.content_hash, e.batch_id, e.source_order, e.raw_digest FROM entries e "
+            f"WHERE e.id IN (SELECT max(c.id) FROM entries c WHERE c.source = ? AND c.record_id {db.dialect.any_of} "
+            "GROUP BY c.record_id)",
+            (source, db.dialect.many(record_ids)),
+        ),
+    ]
+    for rid, eid, _, _, _, order, raw in rows:
+        pointers.top[rid] = (eid, order, raw)
+    if rows:
+        overrides = db.execute(
             "SELECT r.record_id, e.id, e.state, e.content_hash, e.batch_id, r.source_order, r.raw_digest FROM records r "
             f"JOIN entries e ON e.id = r.entry_id WHERE r.source = ? AND r.record_id {db.dialect.any_of}",
             (source, db.dialect.many(record_ids)),
-        )
-    }
+        ).fetchall()
+        pointers.overridden.update(row[0] for row in overrides)
+        rows += overrides  # after the newest rows: a record's exception wins
+    known = {}
+    for rid, eid, state, digest, batch, order, raw in rows:
+        known[rid] = _Known(eid, state, digest, batch is not None, _decode(order), raw_digest=raw)
+        pointers.stored[rid] = (eid, order, raw)
     seen: Counter[tuple[str, str]] = Counter()
     if not known:
-        return known, seen
+        return known, seen, pointers
     # A pending entry was written into a batch if it names one (every ending of a batch writes it into
     # its members, and a requeue keeps it: schema v12) or is a member of an open or stalled batch (few).
     unnamed = [k.entry_id for k in known.values() if k.state == "pending" and not k.batched]
@@ -152,23 +198,18 @@ def _load(
             # A version sent and then set aside by an operator (resolved while blocked or unknown) may
             # be what the CRM holds, or not: its content is not known to be held, so none is.
             known[rid].received = (eid, state, "" if state in ("superseded", "dismissed") else digest)
-    return known, seen
+    return known, seen, pointers
 
 
 def raw_digests(db: Db, source: str, record_ids: list[str]) -> dict[str, str]:
-    """Record id -> the digest of the source record its newest version was mapped from."""
-    return dict(
-        db.execute(
-            "SELECT record_id, raw_digest FROM records WHERE source = ? AND raw_digest IS NOT NULL "
-            f"AND record_id {db.dialect.any_of}",
-            (source, db.dialect.many(record_ids)),
-        ).fetchall()
-    )
+    """Record id -> the digest of the source record its newest version was mapped from (see `_Pointers`)."""
+    _, _, pointers = _load(db, source, record_ids)
+    return {rid: raw for rid, (_, _, raw) in pointers.stored.items() if raw is not None}
 
 
 def is_unchanged(db: Db, source: str, item: Mapped) -> bool:
     """Whether enqueueing `item` now would send nothing (unchanged or older), for --dry-run."""
-    known, _ = _load(db, source, [item.record_id])
+    known, _, _ = _load(db, source, [item.record_id])
     k = known.get(item.record_id)
     if k is None:
         return False
@@ -197,7 +238,7 @@ def enqueue_chunk(
     bodies = [stored_text(item) for item in items]
     digests = [content_hash(body.encode("utf-8")) for body in bodies]
     record_ids = list(dict.fromkeys(str(item.record_id) for item in items))
-    known, seen = _load(
+    known, seen, stored = _load(
         db, source, record_ids, ((item.record_id, digest) for item, digest in zip(items, digests, strict=True))
     )
     # A record that comes once in the chunk is decided once: what it leaves is tracked only when one comes again.
@@ -206,8 +247,8 @@ def enqueue_chunk(
     rows: list[tuple[Any, ...]] = []
     settled: list[str] = []  # the settled state of each row written settled (rejected, older)
     superseded: list[int] = []
-    # record id -> (newest entry, highest order as stored, raw digest)
-    pointers: dict[str, tuple[int, str | None, str | None]] = {}
+    # record id -> (newest entry, highest order as stored, raw digest), where this chunk moved it
+    pointers: dict[str, Pointer] = {}
 
     def add(
         item: Mapped, digest: str, body: str, state: str, last_error: str | None, notes: str | None, place: str | None
@@ -231,10 +272,12 @@ def enqueue_chunk(
                 last_error,
                 notes,
                 place,
+                item.raw_digest,
                 now,
                 now,
             )
         )
+        stored.top[item.record_id] = (next_id, place, item.raw_digest)
         if state != "pending":
             settled.append(state)
         return next_id
@@ -288,8 +331,8 @@ def enqueue_chunk(
     if rows:
         db.executemany(
             "INSERT INTO entries (id, key, source, record_id, state, payload, content_hash, mapping_version, "
-            "revision, last_error, notes, source_order, created_at, updated_at, run_id) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, capture_run_in_hand())",
+            "revision, last_error, notes, source_order, raw_digest, created_at, updated_at, run_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, capture_run_in_hand())",
             rows,
         )
     if superseded:
@@ -305,10 +348,13 @@ def enqueue_chunk(
             [(source, None, state) for state in settled] + [(source, "pending", "superseded") for _ in set(superseded)]
         ),
     )
-    if pointers:
+    upserts, deletes = stored.changes(source, pointers)
+    if upserts:
         db.executemany(
             "INSERT INTO records (source, record_id, entry_id, source_order, raw_digest) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT(source, record_id) DO UPDATE SET entry_id = excluded.entry_id, "
             "source_order = excluded.source_order, raw_digest = excluded.raw_digest",
-            [(source, rid, eid, place, raw) for rid, (eid, place, raw) in pointers.items()],
+            upserts,
         )
+    if deletes:
+        db.executemany("DELETE FROM records WHERE source = ? AND record_id = ?", deletes)

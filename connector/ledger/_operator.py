@@ -13,7 +13,11 @@ from ._db import Db, members_of
 from ._stamp import STAMP_SET
 from ._types import EntryState, state_of
 
-_NEWEST = "id = (SELECT r.entry_id FROM records r WHERE r.source = entries.source AND r.record_id = entries.record_id)"
+# The record's newest version (schema v12): its `records` row where it has one, else its highest id.
+_NEWEST = (
+    "id = coalesce((SELECT r.entry_id FROM records r WHERE r.source = entries.source AND r.record_id = entries.record_id), "
+    "(SELECT max(n.id) FROM entries n WHERE n.source = entries.source AND n.record_id = entries.record_id))"
+)
 # `in_flight` as a ledger from before v10 may still hold it; since, a batch's in-flight members are pending.
 RESOLVABLE: tuple[EntryState, ...] = ("blocked", "failed", "unknown", "in_flight")
 

@@ -15,8 +15,8 @@ from .schema import (
     V9_INDEXES,
     V10_IN_FLIGHT,
     V11_INDEXES,
+    V12_COMMON,
     V12_MEMBERS_POSTGRESQL,
-    V12_SENT,
     LedgerError,
 )
 
@@ -46,7 +46,7 @@ CREATE = [
     "CREATE TABLE entries (id bigint PRIMARY KEY, key text NOT NULL, source text NOT NULL, record_id text NOT NULL, "
     "state text NOT NULL, payload text, content_hash text NOT NULL, mapping_version text NOT NULL, revision bigint NOT NULL, "
     "person_id text, last_error text, batch_id bigint, created_at double precision, updated_at double precision, "
-    "notes text, run_id bigint, source_order text, merged bigint)",
+    "notes text, run_id bigint, source_order text, merged bigint, raw_digest text)",
     "CREATE UNIQUE INDEX idx_entries_key ON entries (key)",
     "CREATE INDEX idx_entries_source_record_id_content_hash ON entries (source, record_id, content_hash)",
     *(statement for statement in V11_INDEXES if statement.startswith("CREATE INDEX entries_")),
@@ -104,7 +104,7 @@ def _v11(conn: Any) -> None:
 
 def _v12(conn: Any) -> None:
     """As SQLite's `schema._v12`: a batch's members as a bigint[] on its row, `batch_members` dropped."""
-    for statement in (*V12_MEMBERS_POSTGRESQL, *V12_SENT):
+    for statement in (*V12_MEMBERS_POSTGRESQL, *V12_COMMON):
         conn.execute(statement)
 
 

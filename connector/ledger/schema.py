@@ -349,7 +349,9 @@ V12_MEMBERS_POSTGRESQL = (
     "UPDATE batches SET members = m.members FROM (SELECT batch_id, array_agg(entry_id ORDER BY position) AS members "
     "FROM batch_members GROUP BY batch_id) AS m WHERE m.batch_id = batches.id",
 )
-V12_SENT = (
+V12_COMMON = (
+    # A record's pointer is its newest row unless `records` says otherwise: every row it holds now says so.
+    "ALTER TABLE entries ADD COLUMN raw_digest TEXT",
     # Every entry a batch ever held names its last one, as v12's resolve and requeue keep it (v11 cleared it).
     "UPDATE entries SET batch_id = m.batch_id FROM (SELECT entry_id, max(batch_id) AS batch_id FROM batch_members "
     "GROUP BY entry_id) AS m WHERE m.entry_id = entries.id AND entries.batch_id IS NULL",
@@ -365,9 +367,14 @@ def _v12(db: sqlite_utils.Database) -> None:
     without it: whether an entry is in flight from the open and stalled batches' arrays (few), whether
     it was ever sent from its `batch_id`, which every ending of a batch writes into its members and
     which a requeue or dismissal now keeps (this migration gives it to every entry a batch held and
-    that lost it); operator commands (`ledger show`, `runs show`) read the batches' arrays. Nothing
-    is re-sent: every batch keeps its members in their order, so it rebuilds byte for byte."""
-    for statement in (*V12_MEMBERS_SQLITE, *V12_SENT):
+    that lost it); operator commands (`ledger show`, `runs show`) read the batches' arrays.
+    A new version writes no `records` row (its heap row and primary key on PostgreSQL, two more
+    writes per record): a record's pointer (newest version, highest place read, raw digest) is its
+    newest entry's own row (`entries.source_order`, and `entries.raw_digest`, new), and `records`
+    keeps only the records whose pointer differs from that row (`_enqueue._Pointers`); the rows it
+    holds at the migration stay, each saying what it said. Nothing is re-sent: every batch keeps its
+    members in their order, so it rebuilds byte for byte, and every record its pointer."""
+    for statement in (*V12_MEMBERS_SQLITE, *V12_COMMON):
         db.execute(statement)
 
 

@@ -160,7 +160,7 @@ class Ledger:
             held = {
                 row[0]
                 for row in db.execute(
-                    f"SELECT record_id FROM records WHERE source = ? AND record_id {db.dialect.any_of}",
+                    f"SELECT DISTINCT record_id FROM entries WHERE source = ? AND record_id {db.dialect.any_of}",
                     (source, db.dialect.many(record_ids)),
                 )
             }

@@ -69,8 +69,8 @@ def undo_v10(execute: Callable[[str], Any]) -> None:
 
 
 def undo_v12(execute: Callable[[str], Any], engine: str) -> None:
-    """A row per member in batch_members in place of the batches' arrays; a requeued or dismissed
-    entry names no batch (v11 cleared `batch_id` there: the pending, superseded and dismissed entries
+    """A row per member in batch_members in place of the batches' arrays, a `records` row per record;
+    a requeued or dismissed entry names no batch (v11 cleared `batch_id` there: the pending, superseded and dismissed entries
     a batch held are those, as claim writes no entry)."""
     if engine == "sqlite":
         rows = "SELECT b.id, m.key, m.value FROM batches b CROSS JOIN json_each(b.members) AS m"
@@ -88,6 +88,12 @@ def undo_v12(execute: Callable[[str], Any], engine: str) -> None:
         "CREATE INDEX idx_batch_members_entry_id ON batch_members (entry_id)",
         "ALTER TABLE batches DROP COLUMN members",
         "UPDATE entries SET batch_id = NULL WHERE state IN ('pending', 'superseded', 'dismissed')",
+        # every record's pointer in `records`, where v12 keeps only those that differ from its newest row
+        "INSERT INTO records (source, record_id, entry_id, source_order, raw_digest) "
+        "SELECT e.source, e.record_id, e.id, e.source_order, e.raw_digest FROM entries e "
+        "WHERE e.id IN (SELECT max(id) FROM entries GROUP BY source, record_id) "
+        "AND NOT EXISTS (SELECT 1 FROM records r WHERE r.source = e.source AND r.record_id = e.record_id)",
+        "ALTER TABLE entries DROP COLUMN raw_digest",
     ):
         execute(statement)
 
