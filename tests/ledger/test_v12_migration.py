@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from connector.api.client import Attempt
-from connector.ledger import BatchWork, Claim, Ledger, Outcome
+from connector.ledger import BatchWork, Claim, Ledger, Mapped, Outcome
 from connector.ledger._types import SETTLED, SettledState
 from connector.ledger.schema import LedgerError
 
@@ -152,3 +153,57 @@ def test_a_version_11_sqlite_ledger_is_not_migrated_while_an_older_daemon_runs_o
         os.close(fd)
     with Ledger(path) as ledger:
         assert ledger.status().by_state["in_flight"] == 1
+
+
+def ordered(i: int, order: int, company: str = "A", raw: str | None = None) -> Mapped:
+    """A version at `order` in the source's order, mapped from a source record of digest `raw`."""
+    return replace(person_at(i, company), order=order, raw_digest=raw or f"raw-{i}-{company}")
+
+
+def test_records_pointers_read_the_same_after_v12_as_before(ledger_target: str | Path, tmp_path: Path) -> None:
+    """v11 kept every record's pointer (newest version, highest place read, raw digest) in `records`;
+    v12 keeps only those that differ from the record's newest row. A migrated ledger and one that was
+    never migrated decide the same of every later read: unchanged, older, a new version, a revert."""
+    history = [
+        [ordered(1, 10), ordered(2, 10), ordered(3, 10), ordered(4, 10)],
+        # 1 read again further on, 2 read below its place, 3 rejected
+        [ordered(1, 20), ordered(2, 5, "B"), replace(rejected(3), order=20, raw_digest="raw-3-bad")],
+        [ordered(3, 30, "A", raw="raw-3-A")],  # 3 back to what the CRM holds: no new key
+    ]
+    later = [
+        ordered(1, 15, "B"),  # below 1's place (20): older
+        ordered(1, 25),  # unchanged, further on
+        ordered(2, 11, "B"),  # a new version (2's place is 10)
+        ordered(3, 31, "A", raw="raw-3-A"),  # unchanged (as the revert left it)
+        ordered(4, 10, "A", raw="another-spelling"),  # unchanged, another raw digest
+    ]
+
+    def play(target: str | Path, migrate: bool) -> tuple[object, ...]:
+        with Ledger(target) as ledger:
+            for chunk in history:
+                ledger.enqueue("crm", "m", chunk, None)
+                work = ledger.claim(Claim(10))
+                if work is not None:
+                    ledger.settle(work, [Outcome(m.entry_id, "captured") for m in work.members], [])
+            if not migrate:  # the exceptions alone: 1 read further on, 2 read below its place, 3 reverted
+                assert ledger._read("SELECT record_id FROM records ORDER BY 1") == [("1",), ("2",), ("3",)]
+        if migrate:
+            as_version(target, 11)
+        with Ledger(target) as ledger:
+            ids = [str(i) for i in range(1, 6)]
+            before = (ledger.raw_digests("crm", ids), ledger.unseen_records("crm", ids))
+            unchanged = [ledger.is_unchanged("crm", item) for item in later]
+            counts = ledger.enqueue("crm", "m", later, None)
+            work = ledger.claim(Claim(10))
+            sent = [] if work is None else [json.loads(m.payload) for m in work.members]
+            return (
+                before,
+                unchanged,
+                (counts.enqueued, counts.unchanged, counts.older),
+                sent,
+                ledger.raw_digests("crm", ids),
+            )
+
+    control = play(tmp_path / "never-migrated.sqlite3", migrate=False)
+    assert play(ledger_target, migrate=True) == control
+    assert control[2] == (1, 3, 1)
