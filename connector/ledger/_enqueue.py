@@ -226,7 +226,7 @@ def enqueue_chunk(
     counts: EnqueueCounts,
 ) -> None:
     """Enqueue a chunk with a handful of statements, whatever its size: `_load`'s reads, then one
-    executemany each for the new entries, the superseded ones and `records`. The decisions are the
+    executemany each for the new entries, the superseded ones and `records` (its exceptions). The decisions are the
     ones a record-by-record enqueue makes in order, duplicates within the chunk included (the
     chunk's own new versions are tracked in memory). New entries get their ids here (the chunk holds
     the write lock), so a later record of the chunk can supersede an earlier one. Entries carry the
