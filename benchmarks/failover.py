@@ -27,6 +27,7 @@ import pg_server
 import psycopg
 from csv_read import generate
 
+from connector.ledger._postgres import DIALECT
 from connector.ledger._types import state_of
 
 
@@ -85,7 +86,9 @@ def run(kills: int = 8, lease_s: float = 3.0) -> dict[str, Any]:
                     rows += 300
                     _poll(
                         lambda: (
-                            _query(url, f"SELECT count(*) FROM entries WHERE {state_of('entries')} = 'in_flight'")
+                            _query(
+                                url, f"SELECT count(*) FROM entries WHERE {state_of(DIALECT, 'entries')} = 'in_flight'"
+                            )
                             or [0]
                         )[0],
                         "a batch in flight",

@@ -27,7 +27,6 @@ from harness import CLI, Api, write_config
 
 from connector.ledger import Ledger
 from connector.ledger._counts import recount
-from connector.ledger.schema import V10_IN_FLIGHT
 
 HELP_TARGET_S = 0.3
 STATUS_TARGET_S = 0.5
@@ -67,29 +66,30 @@ def build_ledger(path: Path, entries: int) -> float:
             "printf('%016x', id), 'v1', 1, NULL, 1.7e9 + id / 100.0, 1.7e9 + id / 100.0 FROM n",
             (entries, newer, newer, newer),
         )
-        # Entries that were sent sit in batches (per block of 100 ids, one for each of the three states):
+        # Entries that were sent sit in batches (per block of 100 ids, one for each of four kinds):
         # the in-flight ones in open batches, about every 7th stalled; the blocked ones in blocked
-        # batches, the unknown ones in settled batches.
-        batch = "(id / 100) * 3 + CASE state WHEN 'in_flight' THEN 0 WHEN 'unknown' THEN 1 ELSE 2 END"
+        # batches, the unknown ones in settled batches, the captured, duplicate and failed ones in
+        # settled batches of their own. Members are an array on the batch row (schema v12).
+        sent = "('in_flight', 'unknown', 'blocked', 'captured', 'duplicate', 'failed')"
+        batch = (
+            "(id / 100) * 4 + CASE state WHEN 'in_flight' THEN 0 WHEN 'unknown' THEN 1 WHEN 'blocked' THEN 2 ELSE 3 END"
+        )
         db.execute(
-            "INSERT INTO batches (id, key, operation, state, body_hash, size, created_at, updated_at) "
+            "INSERT INTO batches (id, key, operation, state, body_hash, size, created_at, updated_at, members) "
             f"SELECT {batch}, printf('b%031x', {batch}), 'bulk', "
-            "CASE WHEN max(state = 'blocked') THEN 'blocked' WHEN max(state = 'unknown') THEN 'settled' "
+            "CASE WHEN max(state = 'blocked') THEN 'blocked' WHEN max(state = 'in_flight') = 0 THEN 'settled' "
             "WHEN (id / 100) % 7 = 0 THEN 'stalled' ELSE 'open' END, "
-            "'h', 100, min(created_at), max(updated_at) "
-            f"FROM entries WHERE state IN ('in_flight', 'unknown', 'blocked') GROUP BY {batch}"
+            "'h', count(*), min(created_at), max(updated_at), json_group_array(id) "
+            f"FROM (SELECT * FROM entries WHERE state IN {sent} ORDER BY id) GROUP BY {batch}"
         )
-        db.execute(f"UPDATE entries SET batch_id = {batch} WHERE state IN ('in_flight', 'unknown', 'blocked')")
+        db.execute(f"UPDATE entries SET batch_id = {batch} WHERE state IN {sent}")
+        # in flight as schema v10 keeps it: pending members of open or stalled batches
         db.execute(
-            "INSERT INTO batch_members (batch_id, position, entry_id) "
-            "SELECT batch_id, id % 100, id FROM entries WHERE batch_id IS NOT NULL"
+            "UPDATE entries SET state = 'pending', batch_id = NULL WHERE state = 'in_flight' "
+            "AND batch_id IN (SELECT id FROM batches WHERE state IN ('open', 'stalled'))"
         )
-        db.execute(V10_IN_FLIGHT)  # in flight as schema v10 keeps it: pending members of open or stalled batches
         recount(db)  # the settled states' counters (schema v11), as the ledger's own writes keep them
-        db.execute(
-            "INSERT OR REPLACE INTO records (source, record_id, entry_id) "
-            "SELECT source, record_id, max(id) FROM entries GROUP BY source, record_id"
-        )
+        # each record's newest version is its highest id: no `records` row (schema v12)
         db.executemany(
             "INSERT INTO runs (kind, started_at, finished_at, duration_s, read, enqueued, captured, exit_code) "
             "VALUES ('sync', ?, ?, 60.0, 100000, 100000, 90000, 0)",

@@ -10,11 +10,12 @@ same request key (after a 409 and a requeue, the server then answers with its ea
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 
 from ..keys import batch_key, content_hash
-from ._db import Db, rows_of
+from ._db import Db, Dialect, members_of
 from ._types import LIVE_MARKS, BatchWork, Claim, Member, Operation, in_open_batch
 from .schema import LedgerError
 
@@ -26,19 +27,27 @@ OLDER_LIVE = (
     "EXISTS (SELECT 1 FROM entries o WHERE o.source = e.source AND o.record_id = e.record_id "
     f"AND o.id < e.id AND o.state IN ({LIVE_MARKS}))"
 )
-# A pending entry in an open or stalled batch is in flight (schema v10: claim does not write the entry).
-_SENDABLE = (
-    f"SELECT e.id, e.key, e.payload FROM entries e WHERE e.state = 'pending' AND NOT {in_open_batch('e')} "
-    f"AND NOT {OLDER_LIVE} ORDER BY e.id LIMIT ?"
-)
 
-# An unknown entry is re-offered alone once; one that a batch of its own could not place either is
-# left for an operator (re-asking the same way cannot give a safer answer).
-# (One being re-offered is in flight in its open batch: not again.)
-_REOFFER = (
-    "SELECT e.id, e.key, e.payload FROM entries e WHERE e.state = 'unknown' AND NOT EXISTS ("
-    f"SELECT 1 FROM batches b WHERE b.id = e.batch_id AND b.size = 1) AND NOT {in_open_batch('e')} ORDER BY e.id LIMIT 1"
-)
+
+@functools.cache
+def _sendable(dialect: Dialect) -> str:
+    """A pending entry in an open or stalled batch is in flight (schema v10: claim does not write the entry)."""
+    return (
+        f"SELECT e.id, e.key, e.payload FROM entries e WHERE e.state = 'pending' AND NOT {in_open_batch(dialect, 'e')} "
+        f"AND NOT {OLDER_LIVE} ORDER BY e.id LIMIT ?"
+    )
+
+
+@functools.cache
+def _reoffer(dialect: Dialect) -> str:
+    """An unknown entry is re-offered alone once; one that a batch of its own could not place either is
+    left for an operator (re-asking the same way cannot give a safer answer). One being re-offered is
+    in flight in its open batch: not again."""
+    return (
+        "SELECT e.id, e.key, e.payload FROM entries e WHERE e.state = 'unknown' AND NOT EXISTS ("
+        f"SELECT 1 FROM batches b WHERE b.id = e.batch_id AND b.size = 1) AND NOT {in_open_batch(dialect, 'e')} "
+        "ORDER BY e.id LIMIT 1"
+    )
 
 
 def build_body(operation: Operation, members: Sequence[Member]) -> bytes:
@@ -61,10 +70,10 @@ def claim(db: Db, want: Claim) -> BatchWork | None:
     for (batch_id,) in db.execute(f"SELECT id FROM batches WHERE state IN ({marks}) ORDER BY id", states).fetchall():
         if batch_id not in want.skip:
             return load_batch(db, batch_id)
-    unknown = db.execute(_REOFFER).fetchone()
+    unknown = db.execute(_reoffer(db.dialect)).fetchone()
     if unknown is not None:
         return new_batch(db, "bulk", [Member(*unknown)])
-    rows = db.execute(_SENDABLE, (want.batch_size,)).fetchall()
+    rows = db.execute(_sendable(db.dialect), (want.batch_size,)).fetchall()
     if not rows:
         return None
     members = [Member(*r) for r in rows]
@@ -76,14 +85,15 @@ def claim(db: Db, want: Claim) -> BatchWork | None:
 
 
 def _offered(db: Db, entry_ids: Sequence[int]) -> dict[int, Operation]:
-    """The operation each entry was first offered in, for those offered before (requeued ones)."""
-    marks = ",".join("?" * len(entry_ids))
+    """The operation each entry was offered in, for those offered before (requeued ones). Every batch
+    that carries an entry has the operation of its first (`claim`, `split` and the re-offer keep it),
+    and a sendable entry offered before names its last batch (schema v12: every ending of a batch
+    writes `batch_id` into its members, and a requeue keeps it)."""
     rows = db.execute(
-        f"SELECT m.entry_id, b.operation FROM batch_members m JOIN batches b ON b.id = m.batch_id "
-        f"WHERE m.entry_id IN ({marks}) ORDER BY b.id DESC",
-        entry_ids,
+        f"SELECT e.id, b.operation FROM entries e JOIN batches b ON b.id = e.batch_id WHERE e.id {db.dialect.any_of}",
+        (db.dialect.many(entry_ids),),
     ).fetchall()
-    return dict(rows)  # ordered newest first, so each entry keeps its oldest batch's operation
+    return dict(rows)
 
 
 def _person_batch(db: Db, member: Member) -> BatchWork:
@@ -96,23 +106,17 @@ def _person_batch(db: Db, member: Member) -> BatchWork:
 
 
 def new_batch(db: Db, operation: Operation, members: Sequence[Member], key: str | None = None) -> BatchWork:
-    """The batch row and a row per member, and nothing else: its pending members are in flight
-    because the batch is open (`in_open_batch`), so claiming writes no entry (schema v10)."""
+    """The batch row with its members (entry ids in position order), and nothing else: one row
+    written per batch (schema v12), and its pending members are in flight because the batch is open
+    (`in_open_batch`), so claiming writes no entry (schema v10)."""
     body = build_body(operation, members)
     now = time.time()
     key = key or batch_key()
     batch_id: int = db.execute(
-        "INSERT INTO batches (key, operation, state, body_hash, size, created_at, updated_at) "
-        "VALUES (?, ?, 'open', ?, ?, ?, ?) RETURNING id",
-        (key, operation, content_hash(body), len(members), now, now),
+        "INSERT INTO batches (key, operation, state, body_hash, size, created_at, updated_at, members) "
+        "VALUES (?, ?, 'open', ?, ?, ?, ?, ?) RETURNING id",
+        (key, operation, content_hash(body), len(members), now, now, db.dialect.many(m.entry_id for m in members)),
     ).fetchone()[0]
-    source, params = rows_of(
-        db, (("position", "bigint"), ("entry_id", "bigint")), list(enumerate(m.entry_id for m in members))
-    )
-    db.execute(
-        f"INSERT INTO batch_members (batch_id, position, entry_id) SELECT ?, o.position, o.entry_id FROM {source} AS o",
-        (batch_id, *params),
-    )
     return BatchWork(batch_id, key, operation, tuple(members), body)
 
 
@@ -123,8 +127,8 @@ def load_batch(db: Db, batch_id: int) -> BatchWork:
     members = [
         Member(*row)
         for row in db.execute(
-            "SELECT e.id, e.key, e.payload FROM batch_members m JOIN entries e ON e.id = m.entry_id "
-            "WHERE m.batch_id = ? ORDER BY m.position",
+            f"SELECT e.id, e.key, e.payload FROM batches b CROSS JOIN {members_of(db.dialect)} JOIN entries e ON e.id = m.value "
+            "WHERE b.id = ? ORDER BY m.key",
             (batch_id,),
         )
     ]

@@ -4,17 +4,20 @@ batch rebuilds byte for byte on the target and a `sync` on it sends nothing that
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+from typing import Any
+
 from ._db import Db
 from .schema import LedgerError
 
-# Every table of the schema (v11), parents before the rows that name them.
+# Every table of the schema (v12), parents before the rows that name them.
 TABLES = (
     "source_state",
     "runs",
     "entries",
     "records",
     "batches",
-    "batch_members",
     "attempts",
     "state_history",
     "flows",
@@ -23,6 +26,13 @@ TABLES = (
 )
 WITH_IDS = ("runs", "batches", "attempts", "state_history")  # ids the engine gives: continue after the copied ones
 CHUNK = 5000
+
+
+def _with_members(row: Sequence[Any], at: int, target: Db) -> tuple[Any, ...]:
+    """A batch row with its members (JSON text from SQLite, a list from PostgreSQL) as the target keeps them."""
+    value = row[at]
+    ids = json.loads(value) if isinstance(value, str) else value
+    return (*row[:at], target.dialect.many(ids), *row[at + 1 :])
 
 
 def is_empty(db: Db) -> bool:
@@ -38,8 +48,11 @@ def copy(source: Db, target: Db, target_name: str) -> dict[str, int]:
         cur = source.execute(f"SELECT * FROM {table} ORDER BY 1")
         columns = [d[0] for d in cur.description]
         insert = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+        members = columns.index("members") if table == "batches" else None
         counts[table] = 0
         while rows := cur.fetchmany(CHUNK):
+            if members is not None:
+                rows = [_with_members(row, members, target) for row in rows]
             target.executemany(insert, rows)
             counts[table] += len(rows)
     for table in WITH_IDS:

@@ -40,6 +40,10 @@ class Dialect:
     row_source: Callable[[Sequence[tuple[str, str]]], str]
     # the parameters of `row_source` for these rows (tuples in the columns' order)
     row_params: Callable[[Sequence[Sequence[Any]], int], tuple[Any, ...]]
+    # A batch's members (schema v12: `batches.members`, entry ids in position order) as a FROM item
+    # `{alias}` beside `{batch}`, a row per member: `{alias}.value` the entry id, `{alias}.key` its place
+    # (from 0 on SQLite's json_each, from 1 on PostgreSQL's unnest: only their order is read).
+    members: str
 
 
 def storable(text: str | None) -> str | None:
@@ -53,6 +57,11 @@ def rows_of(db: Db, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[
     """`rows` as a subquery with `columns` (name, SQL type), and its parameters: `FROM {sql} AS o`
     makes a batch's per-member writes one statement on both engines."""
     return db.dialect.row_source(columns), db.dialect.row_params(rows, len(columns))
+
+
+def members_of(dialect: Dialect, batch: str = "b", alias: str = "m") -> str:
+    """SQL: the FROM item of batch `batch`'s members (see `Dialect.members`), as `{batch}, {members_of(...)}`."""
+    return dialect.members.format(batch=batch, alias=alias)
 
 
 class Cursor(Protocol):

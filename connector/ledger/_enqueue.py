@@ -18,14 +18,14 @@ import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from ..keys import content_hash, person_key
 from . import _counts
-from ._db import Db, rows_of
-from ._types import EnqueueCounts, Mapped, Order
+from ._db import Db, members_of, rows_of
+from ._types import EnqueueCounts, Mapped, Order, in_open_batch
 
 SUPERSEDED = "superseded by a newer version of the record before it was sent"
 OLDER = "read again below the record's newest version in the source's order: never sent"
@@ -34,7 +34,8 @@ OLDER = "read again below the record's newest version in the source's order: nev
 # written into a batch: a requeued entry); failed, rejected, superseded and dismissed ones have not.
 RECEIVED = ("captured", "duplicate", "in_flight", "unknown", "blocked")
 # Once written into a batch, a version in one of these may have reached the CRM too; whether it did
-# is known for a pending one (requeued: its content will be sent again), not for the others.
+# is known for a pending one (requeued: its content will be sent again), not for the others. Since
+# schema v12 such a version names its batch (`batch_id`), or is a member of an open or stalled one.
 _SENT_THEN_SET_ASIDE = "'pending','superseded','dismissed'"
 
 
@@ -92,36 +93,85 @@ def _encode(order: Order | None) -> str | None:
     return json.dumps(order)
 
 
+Pointer = tuple[int, str | None, str | None]  # (entry id, place in the order as stored, raw digest)
+
+
+@dataclass(slots=True)
+class _Pointers:
+    """Each record's pointer (its newest version, the highest place read, the raw digest) as stored:
+    since schema v12 the record's newest row itself (`top`, the highest id: its `source_order` and
+    `raw_digest`), unless a `records` row says otherwise (`overridden`), as it does where the pointer
+    differs from that row: a version read again unchanged further on in the order or from another
+    spelling, a version read below the record's place (written, never the pointer), a revert to what
+    the CRM holds. A new record, and a new version of a known one, write no `records` row."""
+
+    stored: dict[str, Pointer] = field(default_factory=dict)
+    top: dict[str, Pointer] = field(default_factory=dict)
+    overridden: set[str] = field(default_factory=set)
+
+    def changes(self, source: str, now: dict[str, Pointer]) -> tuple[list[tuple[Any, ...]], list[tuple[str, str]]]:
+        """The `records` rows to write (source, record id, entry id, place, raw digest) and to delete
+        (source, record id) so that `now` (the pointers this chunk moved) reads as stored."""
+        upserts: list[tuple[Any, ...]] = []
+        deletes: list[tuple[str, str]] = []
+        for rid in now.keys() | self.top.keys():
+            pointer = now.get(rid) or self.stored[rid]
+            if pointer == self.top[rid]:
+                if rid in self.overridden:
+                    deletes.append((source, rid))
+            elif rid not in self.overridden or pointer != self.stored[rid]:
+                upserts.append((source, rid, *pointer))
+        return upserts, deletes
+
+
 def _load(
     db: Db, source: str, record_ids: list[str], contents: Iterable[tuple[str, str]] = ()
-) -> tuple[dict[str, _Known], Counter[tuple[str, str]]]:
+) -> tuple[dict[str, _Known], Counter[tuple[str, str]], _Pointers]:
     """The records' newest versions and what the CRM may hold of them, and how often each of
     `contents` (record id, content digest) came before (its revision): a handful of reads whatever
     the chunk's size. Only the chunk's own contents are counted, each by one seek of the (source,
     record_id, content_hash) index, where counting every version of each record cost 5 us per
     record with three versions each, most of it rows nobody asked about."""
-    known = {
-        rid: _Known(eid, state, digest, False, _decode(order), raw_digest=raw)
-        for rid, eid, state, digest, order, raw in db.execute(
-            "SELECT r.record_id, e.id, e.state, e.content_hash, r.source_order, r.raw_digest FROM records r "
+    pointers = _Pointers()
+    rows = [
+        *db.execute(  # each record's highest id, from the (source, record_id, content_hash) index
+            "SELECT e.record_id, e.id, e.state, e.content_hash, e.batch_id, e.source_order, e.raw_digest FROM entries e "
+            f"WHERE e.id IN (SELECT max(c.id) FROM entries c WHERE c.source = ? AND c.record_id {db.dialect.any_of} "
+            "GROUP BY c.record_id)",
+            (source, db.dialect.many(record_ids)),
+        ),
+    ]
+    for rid, eid, _, _, _, order, raw in rows:
+        pointers.top[rid] = (eid, order, raw)
+    if rows:
+        overrides = db.execute(
+            "SELECT r.record_id, e.id, e.state, e.content_hash, e.batch_id, r.source_order, r.raw_digest FROM records r "
             f"JOIN entries e ON e.id = r.entry_id WHERE r.source = ? AND r.record_id {db.dialect.any_of}",
             (source, db.dialect.many(record_ids)),
-        )
-    }
+        ).fetchall()
+        pointers.overridden.update(row[0] for row in overrides)
+        rows += overrides  # after the newest rows: a record's exception wins
+    known = {}
+    for rid, eid, state, digest, batch, order, raw in rows:
+        known[rid] = _Known(eid, state, digest, batch is not None, _decode(order), raw_digest=raw)
+        pointers.stored[rid] = (eid, order, raw)
     seen: Counter[tuple[str, str]] = Counter()
     if not known:
-        return known, seen
-    pending = [k.entry_id for k in known.values() if k.state == "pending"]
-    if pending:
+        return known, seen, pointers
+    # A pending entry was written into a batch if it names one (every ending of a batch writes it into
+    # its members, and a requeue keeps it: schema v12) or is a member of an open or stalled batch (few).
+    unnamed = [k.entry_id for k in known.values() if k.state == "pending" and not k.batched]
+    if unnamed:
         batched = {
             row[0]
             for row in db.execute(
-                f"SELECT DISTINCT entry_id FROM batch_members WHERE entry_id {db.dialect.any_of}",
-                (db.dialect.many(pending),),
+                f"SELECT m.value FROM batches b CROSS JOIN {members_of(db.dialect)} WHERE b.state IN ('open','stalled') "
+                f"AND m.value {db.dialect.any_of}",
+                (db.dialect.many(unnamed),),
             )
         }
         for k in known.values():
-            k.batched = k.entry_id in batched
+            k.batched = k.batched or k.entry_id in batched
     asked = sorted({pair for pair in contents if pair[0] in known})  # a record the ledger lacks has no versions
     if asked:
         pairs, params = rows_of(db, (("record_id", "text"), ("content_hash", "text")), asked)
@@ -141,30 +191,25 @@ def _load(
         for rid, eid, state, digest in db.execute(
             "SELECT e.record_id, e.id, e.state, e.content_hash FROM entries e WHERE e.id IN ("
             f"SELECT max(c.id) FROM entries c WHERE c.source = ? AND c.record_id {db.dialect.any_of} "
-            f"AND (c.state IN ({marks}) OR (c.state IN ({_SENT_THEN_SET_ASIDE}) AND EXISTS "
-            "(SELECT 1 FROM batch_members m WHERE m.entry_id = c.id))) GROUP BY c.record_id)",
+            f"AND (c.state IN ({marks}) OR (c.state IN ({_SENT_THEN_SET_ASIDE}) AND (c.batch_id IS NOT NULL "
+            f"OR {in_open_batch(db.dialect, 'c')}))) GROUP BY c.record_id)",
             (source, db.dialect.many(behind)),
         ):
             # A version sent and then set aside by an operator (resolved while blocked or unknown) may
             # be what the CRM holds, or not: its content is not known to be held, so none is.
             known[rid].received = (eid, state, "" if state in ("superseded", "dismissed") else digest)
-    return known, seen
+    return known, seen, pointers
 
 
 def raw_digests(db: Db, source: str, record_ids: list[str]) -> dict[str, str]:
-    """Record id -> the digest of the source record its newest version was mapped from."""
-    return dict(
-        db.execute(
-            "SELECT record_id, raw_digest FROM records WHERE source = ? AND raw_digest IS NOT NULL "
-            f"AND record_id {db.dialect.any_of}",
-            (source, db.dialect.many(record_ids)),
-        ).fetchall()
-    )
+    """Record id -> the digest of the source record its newest version was mapped from (see `_Pointers`)."""
+    _, _, pointers = _load(db, source, record_ids)
+    return {rid: raw for rid, (_, _, raw) in pointers.stored.items() if raw is not None}
 
 
 def is_unchanged(db: Db, source: str, item: Mapped) -> bool:
     """Whether enqueueing `item` now would send nothing (unchanged or older), for --dry-run."""
-    known, _ = _load(db, source, [item.record_id])
+    known, _, _ = _load(db, source, [item.record_id])
     k = known.get(item.record_id)
     if k is None:
         return False
@@ -181,7 +226,7 @@ def enqueue_chunk(
     counts: EnqueueCounts,
 ) -> None:
     """Enqueue a chunk with a handful of statements, whatever its size: `_load`'s reads, then one
-    executemany each for the new entries, the superseded ones and `records`. The decisions are the
+    executemany each for the new entries, the superseded ones and `records` (its exceptions). The decisions are the
     ones a record-by-record enqueue makes in order, duplicates within the chunk included (the
     chunk's own new versions are tracked in memory). New entries get their ids here (the chunk holds
     the write lock), so a later record of the chunk can supersede an earlier one. Entries carry the
@@ -193,7 +238,7 @@ def enqueue_chunk(
     bodies = [stored_text(item) for item in items]
     digests = [content_hash(body.encode("utf-8")) for body in bodies]
     record_ids = list(dict.fromkeys(str(item.record_id) for item in items))
-    known, seen = _load(
+    known, seen, stored = _load(
         db, source, record_ids, ((item.record_id, digest) for item, digest in zip(items, digests, strict=True))
     )
     # A record that comes once in the chunk is decided once: what it leaves is tracked only when one comes again.
@@ -202,8 +247,8 @@ def enqueue_chunk(
     rows: list[tuple[Any, ...]] = []
     settled: list[str] = []  # the settled state of each row written settled (rejected, older)
     superseded: list[int] = []
-    # record id -> (newest entry, highest order as stored, raw digest)
-    pointers: dict[str, tuple[int, str | None, str | None]] = {}
+    # record id -> (newest entry, highest order as stored, raw digest), where this chunk moved it
+    pointers: dict[str, Pointer] = {}
 
     def add(
         item: Mapped, digest: str, body: str, state: str, last_error: str | None, notes: str | None, place: str | None
@@ -227,10 +272,12 @@ def enqueue_chunk(
                 last_error,
                 notes,
                 place,
+                item.raw_digest,
                 now,
                 now,
             )
         )
+        stored.top[item.record_id] = (next_id, place, item.raw_digest)
         if state != "pending":
             settled.append(state)
         return next_id
@@ -277,15 +324,14 @@ def enqueue_chunk(
             counts.rejected += 1
             state = "rejected"
             eid = add(item, digest, body, state, "; ".join(item.reasons), None, place)
-            counts.rejects.append((rows[-1][1], item))
         if again:
             known[rid] = _Known(eid, state, digest, False, order, None if k is None else k.received, item.raw_digest)
         pointers[rid] = (eid, place, item.raw_digest)
     if rows:
         db.executemany(
             "INSERT INTO entries (id, key, source, record_id, state, payload, content_hash, mapping_version, "
-            "revision, last_error, notes, source_order, created_at, updated_at, run_id) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, capture_run_in_hand())",
+            "revision, last_error, notes, source_order, raw_digest, created_at, updated_at, run_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, capture_run_in_hand())",
             rows,
         )
     if superseded:
@@ -301,10 +347,13 @@ def enqueue_chunk(
             [(source, None, state) for state in settled] + [(source, "pending", "superseded") for _ in set(superseded)]
         ),
     )
-    if pointers:
+    upserts, deletes = stored.changes(source, pointers)
+    if upserts:
         db.executemany(
             "INSERT INTO records (source, record_id, entry_id, source_order, raw_digest) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT(source, record_id) DO UPDATE SET entry_id = excluded.entry_id, "
             "source_order = excluded.source_order, raw_digest = excluded.raw_digest",
-            [(source, rid, eid, place, raw) for rid, (eid, place, raw) in pointers.items()],
+            upserts,
         )
+    if deletes:
+        db.executemany("DELETE FROM records WHERE source = ? AND record_id = ?", deletes)

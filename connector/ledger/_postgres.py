@@ -69,6 +69,7 @@ DIALECT = Dialect(
     claim_plan=CLAIM_PLAN,
     row_source=_row_source,
     row_params=_row_params,
+    members="unnest({batch}.members) WITH ORDINALITY AS {alias}(value, key)",
 )
 
 

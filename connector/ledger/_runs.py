@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._db import Db
+from ._db import Db, members_of
 from ._run_view import FOLDED, LISTED, RUN_COLS, RUN_COUNTS, RunView, iso, run_view
 from ._types import BY_BATCH, LIVE, RARE, any_state, state_of
 
@@ -178,14 +178,13 @@ def entries(db: Db, run_id: int, state: str | None) -> list[RunEntry]:
     # and duplicate ones through the batches the run settled (batches_run, then each member's row,
     # whose `batch_id` says whether that batch settled it), the other settled states from entries_rare,
     # the live ones from entries_live.
-    only = f" AND {state_of('e')} = ?" if state else ""
+    only = f" AND {state_of(db.dialect, 'e')} = ?" if state else ""
     columns = (
-        f"SELECT e.id, e.key, e.source, e.record_id, {state_of('e')}, coalesce(e.last_error, e.notes), "
-        "(SELECT count(*) FROM attempts a WHERE a.batch_id IN "
-        "(SELECT m.batch_id FROM batch_members m WHERE m.entry_id = e.id)), e.updated_at, e.payload "
+        f"SELECT e.id, e.key, e.source, e.record_id, {state_of(db.dialect, 'e')}, coalesce(e.last_error, e.notes), "
+        "e.updated_at, e.payload "
     )
     parts = (
-        f"{columns} FROM batches b JOIN batch_members bm ON bm.batch_id = b.id JOIN entries e ON e.id = bm.entry_id "
+        f"{columns} FROM batches b CROSS JOIN {members_of(db.dialect)} JOIN entries e ON e.id = m.value "
         f"WHERE b.run_id = ? AND e.batch_id = b.id AND e.run_id = ? AND {any_state(BY_BATCH, 'e.state')}{only}",
         f"{columns} FROM entries e WHERE e.run_id = ? AND {any_state(RARE, 'e.state')}{only}",
         f"{columns} FROM entries e WHERE e.run_id = ? AND {any_state(LIVE, 'e.state')}{only}",
@@ -193,9 +192,10 @@ def entries(db: Db, run_id: int, state: str | None) -> list[RunEntry]:
     each = (state,) if state else ()
     params = (run_id, run_id, *each, run_id, *each, run_id, *each)
     rows = db.execute(f"SELECT * FROM ({' UNION ALL '.join(parts)}) AS r ORDER BY 1", params).fetchall()
+    attempts = _attempts(db, [row[0] for row in rows])
     return [
-        RunEntry(key, source, record_id, state_, reason, attempts, iso(updated), _parsed(payload))
-        for _, key, source, record_id, state_, reason, attempts, updated, payload in rows
+        RunEntry(key, source, record_id, state_, reason, attempts.get(eid, 0), iso(updated), _parsed(payload))
+        for eid, key, source, record_id, state_, reason, updated, payload in rows
     ]
 
 
@@ -225,6 +225,20 @@ def rejected_after(db: Db, after_id: int, limit: int) -> list[RejectedEntry]:
         RejectedEntry(eid, key, source, record_id, run_id, created, reason, (_parsed(payload) or {}).get("record"))
         for eid, key, source, record_id, run_id, created, reason, payload in rows
     ]
+
+
+def _attempts(db: Db, entry_ids: Sequence[int]) -> dict[int, int]:
+    """Entry id -> the requests that carried it, in any batch: one pass over the batches' members
+    (schema v12 keeps no index by entry), where a lookup per entry would read them all again each time."""
+    if not entry_ids:
+        return {}
+    return dict(
+        db.execute(
+            f"SELECT m.value, count(*) FROM batches b CROSS JOIN {members_of(db.dialect)} "
+            f"JOIN attempts a ON a.batch_id = b.id WHERE m.value {db.dialect.any_of} GROUP BY m.value",
+            (db.dialect.many(entry_ids),),
+        ).fetchall()
+    )
 
 
 def _parsed(payload: str | None) -> dict[str, Any] | None:

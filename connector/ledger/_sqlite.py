@@ -30,7 +30,7 @@ _WAITING = (
 
 
 def _json_list(values: Iterable[Any]) -> str:
-    return json.dumps(list(values))
+    return json.dumps(list(values), separators=(",", ":"))
 
 
 def _row_source(columns: Sequence[tuple[str, str]]) -> str:
@@ -52,6 +52,7 @@ DIALECT = Dialect(
     claim_plan="",  # SQLite's planner walks the partial index entries_live in id order by itself
     row_source=_row_source,
     row_params=_row_params,
+    members="json_each({batch}.members) AS {alias}",
 )
 
 

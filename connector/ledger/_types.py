@@ -4,8 +4,10 @@ what is recorded of a response (Outcome). Plain frozen dataclasses: the ledger i
 from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal, get_args
+
+from ._db import Dialect, members_of
 
 EntryState = Literal[
     "pending",
@@ -53,20 +55,25 @@ def any_state(states: tuple[EntryState, ...], column: str = "state") -> str:
 IN_FLIGHT_AS = "'pending','unknown'"
 
 
-def in_open_batch(entry: str) -> str:
+def in_open_batch(dialect: Dialect, entry: str) -> str:
     """SQL: the entry (a table name or alias) is a member of a batch that is open or stalled. Since
-    schema v10 claim writes a batch and its members, never the entry: a pending member of such a
-    batch is in flight, and so is an unknown one (re-offered alone); stored `in_flight` is left only
-    on entries v10 found in no such batch."""
+    schema v10 claim writes a batch, never the entry: a pending member of such a batch is in flight,
+    and so is an unknown one (re-offered alone); stored `in_flight` is left only on entries v10 found
+    in no such batch. Since v12 a batch holds its members in an array (`batches.members`): the open
+    and stalled batches, few, are read once per statement (the subquery names no outer column, so
+    both engines evaluate it once: SQLite into an ephemeral index, PostgreSQL a hashed subplan)."""
     return (
-        f"EXISTS (SELECT 1 FROM batch_members m JOIN batches b ON b.id = m.batch_id WHERE m.entry_id = {entry}.id "
-        "AND b.state IN ('open','stalled'))"
+        f"{entry}.id IN (SELECT om.value FROM batches ob CROSS JOIN {members_of(dialect, 'ob', 'om')} "
+        "WHERE ob.state IN ('open','stalled'))"
     )
 
 
-def state_of(entry: str) -> str:
+def state_of(dialect: Dialect, entry: str) -> str:
     """SQL: the entry's state as users see it, in flight derived from its batch (`in_open_batch`)."""
-    return f"CASE WHEN {entry}.state IN ({IN_FLIGHT_AS}) AND {in_open_batch(entry)} THEN 'in_flight' ELSE {entry}.state END"
+    return (
+        f"CASE WHEN {entry}.state IN ({IN_FLIGHT_AS}) AND {in_open_batch(dialect, entry)} "
+        f"THEN 'in_flight' ELSE {entry}.state END"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +139,3 @@ class EnqueueCounts:
     rejected: int = 0
     superseded: int = 0  # older versions never sent, replaced by the newer one in this chunk
     older: int = 0  # read again below the newest version's place in the source's order: never sent
-    rejects: list[tuple[str, Mapped]] = field(
-        default_factory=list
-    )  # (entry key, record) of each rejected entry written

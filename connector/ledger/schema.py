@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from ..secret_files import create_private
 from . import _counts
-from ._types import IS_LIVE, RARE, any_state, in_open_batch
+from ._types import IS_LIVE, RARE, any_state
 
 if TYPE_CHECKING:  # imported by _migrate only: every command opens a ledger, few create one
     import sqlite_utils
@@ -278,8 +278,11 @@ _V9_WITHOUT_ROWID = (
 )
 
 
-# Both engines' v10 (see `_v10`).
-V10_IN_FLIGHT = f"UPDATE entries SET state = 'pending' WHERE state = 'in_flight' AND {in_open_batch('entries')}"
+# Both engines' v10 (see `_v10`), written out as it ran (in flight from batch_members, which v12 folds into batches).
+V10_IN_FLIGHT = (
+    "UPDATE entries SET state = 'pending' WHERE state = 'in_flight' AND EXISTS (SELECT 1 FROM batch_members m "
+    "JOIN batches b ON b.id = m.batch_id WHERE m.entry_id = entries.id AND b.state IN ('open','stalled'))"
+)
 
 
 def _v10(db: sqlite_utils.Database) -> None:
@@ -334,7 +337,61 @@ def _v11(db: sqlite_utils.Database) -> None:
     _counts.recount(db)
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11]
+# Both engines' v12 (see `_v12`): each batch's members as an array on its row, in position order.
+V12_MEMBERS_SQLITE = (
+    "ALTER TABLE batches ADD COLUMN members TEXT",
+    # batch_members is stored in (batch_id, position) order (v9: WITHOUT ROWID), which the subquery keeps
+    "UPDATE batches SET members = (SELECT json_group_array(entry_id) FROM (SELECT m.entry_id FROM batch_members m "
+    "WHERE m.batch_id = batches.id ORDER BY m.position))",
+)
+V12_MEMBERS_POSTGRESQL = (
+    "ALTER TABLE batches ADD COLUMN members bigint[]",
+    "UPDATE batches SET members = m.members FROM (SELECT batch_id, array_agg(entry_id ORDER BY position) AS members "
+    "FROM batch_members GROUP BY batch_id) AS m WHERE m.batch_id = batches.id",
+)
+V12_COMMON = (
+    # A record's pointer is its newest row unless `records` says otherwise: every row it holds now says so.
+    "ALTER TABLE entries ADD COLUMN raw_digest TEXT",
+    # Every entry a batch ever held names its last one, as v12's resolve and requeue keep it (v11 cleared it).
+    "UPDATE entries SET batch_id = m.batch_id FROM (SELECT entry_id, max(batch_id) AS batch_id FROM batch_members "
+    "GROUP BY entry_id) AS m WHERE m.entry_id = entries.id AND entries.batch_id IS NULL",
+    "DROP TABLE batch_members",
+)
+
+
+def _v12(db: sqlite_utils.Database) -> None:
+    """Claim writes one row per batch (issue 24): a batch's members, the entry ids in position order,
+    are an array on its row (`batches.members`: JSON text read through json_each on SQLite, bigint[]
+    on PostgreSQL), where `batch_members` held a row per member and an index by entry, three B-tree
+    writes per record on PostgreSQL and two on SQLite. What was asked of that index is answered
+    without it: whether an entry is in flight from the open and stalled batches' arrays (few), whether
+    it was ever sent from its `batch_id`, which every ending of a batch writes into its members and
+    which a requeue or dismissal now keeps (this migration gives it to every entry a batch held and
+    that lost it); operator commands (`ledger show`, `runs show`) read the batches' arrays.
+    A new version writes no `records` row (its heap row and primary key on PostgreSQL, two more
+    writes per record): a record's pointer (newest version, highest place read, raw digest) is its
+    newest entry's own row (`entries.source_order`, and `entries.raw_digest`, new), and `records`
+    keeps only the records whose pointer differs from that row (`_enqueue._Pointers`); the rows it
+    holds at the migration stay, each saying what it said. Nothing is re-sent: every batch keeps its
+    members in their order, so it rebuilds byte for byte, and every record its pointer."""
+    for statement in (*V12_MEMBERS_SQLITE, *V12_COMMON):
+        db.execute(statement)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
+    _v1,
+    _v2,
+    _v3,
+    _v4,
+    _v5,
+    _v6,
+    _v7,
+    _v8,
+    _v9,
+    _v10,
+    _v11,
+    _v12,
+]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -395,8 +452,9 @@ def _no_older_daemon(path: Path) -> None:
     """Before a migration: a process of an older release runs on the file (a daemon, or a one-shot
     sync or replay: each holds the daemon lock beside it; one of this release would have migrated the
     file already). Since v10 its code
-    would claim again the entries v10 turns pending, and since v11 settle without keeping the settled
-    states' counters (`_counts`): the migration waits until it is stopped. As PostgreSQL's
+    would claim again the entries v10 turns pending, since v11 settle without keeping the settled
+    states' counters (`_counts`), and since v12 write members into a table v12 dropped: the migration
+    waits until it is stopped. As PostgreSQL's
     `_pg_schema._no_older_leader`."""
     lock = path.with_name(path.name + ".lock")
     try:

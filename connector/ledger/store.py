@@ -140,11 +140,12 @@ class Ledger:
         """Pending entries newer than `after_id` and in no open or stalled batch (what is still to
         send, not what is in hand or waits for `replay`), counted up to `limit` (the partial index
         entries_live answers it without touching the rest of the ledger)."""
-        return self._read(
-            "SELECT count(*) FROM (SELECT 1 FROM entries e WHERE e.state = 'pending' AND e.id > ? "
-            f"AND NOT {in_open_batch('e')} LIMIT ?) AS backlog",
-            (after_id, limit),
-        )[0][0]
+        with self._store.read() as db:
+            return db.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM entries e WHERE e.state = 'pending' AND e.id > ? "
+                f"AND NOT {in_open_batch(db.dialect, 'e')} LIMIT ?) AS backlog",
+                (after_id, limit),
+            ).fetchone()[0]
 
     def raw_digests(self, source: str, record_ids: list[str]) -> dict[str, str]:
         """For the records among `record_ids` the ledger holds: the digest of the source record
@@ -159,7 +160,7 @@ class Ledger:
             held = {
                 row[0]
                 for row in db.execute(
-                    f"SELECT record_id FROM records WHERE source = ? AND record_id {db.dialect.any_of}",
+                    f"SELECT DISTINCT record_id FROM entries WHERE source = ? AND record_id {db.dialect.any_of}",
                     (source, db.dialect.many(record_ids)),
                 )
             }

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from . import _counts
-from ._db import Db
+from ._db import Db, Dialect, members_of
 from ._run_view import LISTED, RUN_COLS, RunView, iso, run_view
 from ._types import IN_FLIGHT_AS, IS_LIVE, EntryState, in_open_batch, state_of
 
@@ -138,14 +139,24 @@ def _attempt(row: tuple) -> AttemptView:
 # In flight is derived (schema v10): a pending (or re-offered unknown) entry that is a member of an open
 # or stalled batch, counted from those batches' members (few), and taken from its stored state's count.
 _LIVE_ONLY = ("in_flight", "blocked")
-_IN_FLIGHT = (
-    "SELECT e.source, e.state, count(*) FROM batches b JOIN batch_members m ON m.batch_id = b.id JOIN entries e "
-    f"ON e.id = m.entry_id WHERE b.state IN ('open','stalled') AND e.state IN ({IN_FLIGHT_AS}) GROUP BY e.source, e.state"
-)
-_IN_STALLED = (
-    "FROM batch_members m JOIN batches b ON b.id = m.batch_id JOIN entries e ON e.id = m.entry_id "
-    f"WHERE b.state = 'stalled' AND e.state IN ({IN_FLIGHT_AS})"
-)
+
+
+@functools.cache
+def _in_flight(dialect: Dialect) -> str:
+    return (
+        f"SELECT e.source, e.state, count(*) FROM batches b CROSS JOIN {members_of(dialect)} JOIN entries e "
+        f"ON e.id = m.value WHERE b.state IN ('open','stalled') AND e.state IN ({IN_FLIGHT_AS}) GROUP BY e.source, e.state"
+    )
+
+
+@functools.cache
+def _in_stalled(dialect: Dialect) -> str:
+    return (
+        f"FROM batches b CROSS JOIN {members_of(dialect)} JOIN entries e ON e.id = m.value "
+        f"WHERE b.state = 'stalled' AND e.state IN ({IN_FLIGHT_AS})"
+    )
+
+
 _OLDEST_LIVE = (
     "SELECT min(created_at) FROM entries WHERE id IN (SELECT min(id) FROM entries WHERE state = 'pending' "
     f"UNION ALL SELECT min(id + 0) FROM entries WHERE {IS_LIVE} AND state <> 'pending')"
@@ -160,7 +171,7 @@ def status(conn: Db, runs: int = 10) -> StatusReport:
     for source, state, n in sorted(counted, key=lambda row: (row[0], STATES.index(row[1]))):
         by_state[state] = by_state.get(state, 0) + n
         by_source.setdefault(source, {})[state] = n
-    for source, state, n in conn.execute(_IN_FLIGHT).fetchall():
+    for source, state, n in conn.execute(_in_flight(conn.dialect)).fetchall():
         counts = by_source[source]
         counts[state] -= n
         counts["in_flight"] = counts.get("in_flight", 0) + n
@@ -183,7 +194,7 @@ def status(conn: Db, runs: int = 10) -> StatusReport:
 
 def stalled(conn: Db) -> int:
     """Entries of batches stopped by a non-retryable answer: they wait for an operator's `replay`."""
-    return conn.execute(f"SELECT count(*) {_IN_STALLED}").fetchone()[0]
+    return conn.execute(f"SELECT count(*) {_in_stalled(conn.dialect)}").fetchone()[0]
 
 
 @dataclass(frozen=True)
@@ -205,7 +216,7 @@ def answer_reason(status_code: int | None, name: str | None, code: str | None) -
 
 def stalls(conn: Db) -> Stalls:
     entries, batches, since = conn.execute(
-        f"SELECT count(*), count(DISTINCT b.id), min(b.updated_at) {_IN_STALLED}"
+        f"SELECT count(*), count(DISTINCT b.id), min(b.updated_at) {_in_stalled(conn.dialect)}"
     ).fetchone()
     if not entries:
         return Stalls()
@@ -221,7 +232,7 @@ def attention(conn: Db) -> Attention:
     unresolved, blocked = for_a_person(conn)
     waiting = conn.execute(conn.dialect.waiting).fetchone()[0]
     unknown = conn.execute(  # entries_live; those re-offered alone right now are in flight
-        f"SELECT count(*) FROM entries WHERE state = 'unknown' AND NOT {in_open_batch('entries')}"
+        f"SELECT count(*) FROM entries WHERE state = 'unknown' AND NOT {in_open_batch(conn.dialect, 'entries')}"
     ).fetchone()[0]
     return Attention(blocked, stalled_, unknown - unresolved, unresolved, waiting)
 
@@ -232,7 +243,7 @@ def for_a_person(conn: Db) -> tuple[int, int]:
     live entry by record: a pass that reports these two needs no more."""
     unresolved = conn.execute(  # not while its batch alone is open or stalled: then it is in flight
         "SELECT count(*) FROM entries e JOIN batches b ON b.id = e.batch_id "
-        f"WHERE e.state = 'unknown' AND b.size = 1 AND NOT {in_open_batch('e')}"
+        f"WHERE e.state = 'unknown' AND b.size = 1 AND NOT {in_open_batch(conn.dialect, 'e')}"
     ).fetchone()[0]
     blocked = conn.execute("SELECT count(*) FROM entries WHERE state = 'blocked'").fetchone()[0]
     return unresolved, blocked
@@ -245,10 +256,10 @@ def list_entries(conn: Db, state: str | None, *, source: str | None, limit: int)
             raise ValueError(f"unknown state {state!r}; one of: {', '.join(STATES)}")
         if state == "in_flight":  # derived, or stored by a ledger from before v10
             clauses.append(
-                f"(state IN ({IN_FLIGHT_AS}) AND {in_open_batch('entries')} OR {IS_LIVE} AND state = 'in_flight')"
+                f"(state IN ({IN_FLIGHT_AS}) AND {in_open_batch(conn.dialect, 'entries')} OR {IS_LIVE} AND state = 'in_flight')"
             )
         elif state in ("pending", "unknown"):
-            clauses.append(f"state = ? AND NOT {in_open_batch('entries')}")
+            clauses.append(f"state = ? AND NOT {in_open_batch(conn.dialect, 'entries')}")
             params.append(state)
         else:
             clauses.append(
@@ -260,7 +271,7 @@ def list_entries(conn: Db, state: str | None, *, source: str | None, limit: int)
         params.append(source)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     rows = conn.execute(
-        f"SELECT {_ENTRY_COLS.format(state=state_of('entries'))} FROM entries {where} ORDER BY id LIMIT ?",
+        f"SELECT {_ENTRY_COLS.format(state=state_of(conn.dialect, 'entries'))} FROM entries {where} ORDER BY id LIMIT ?",
         (*params, limit),
     ).fetchall()
     return [_entry(r) for r in rows]
@@ -277,12 +288,12 @@ def versions(conn: Db, source: str, record_id: str) -> list[EntryDetail]:
 def show(conn: Db, key: str) -> EntryDetail | BatchDetail:
     """A per-person key gives the entry and every batch and attempt it was part of; a batch key the batch."""
     row = conn.execute(
-        f"SELECT id, {_ENTRY_COLS.format(state=state_of('entries'))} FROM entries WHERE key = ?", (key,)
+        f"SELECT id, {_ENTRY_COLS.format(state=state_of(conn.dialect, 'entries'))} FROM entries WHERE key = ?", (key,)
     ).fetchone()
     if row is not None:
         batch_rows = conn.execute(
-            "SELECT b.id, b.key FROM batch_members m JOIN batches b ON b.id = m.batch_id "
-            "WHERE m.entry_id = ? ORDER BY b.id",
+            # Every batch's members are read (schema v12 keeps no index by entry): for an operator, once.
+            f"SELECT b.id, b.key FROM batches b CROSS JOIN {members_of(conn.dialect)} WHERE m.value = ? ORDER BY b.id",
             (row[0],),
         ).fetchall()
         ids = [b[0] for b in batch_rows]
@@ -300,8 +311,9 @@ def batch_detail(conn: Db, key: str) -> BatchDetail:
     if batch is None:
         raise KeyError(key)
     members = conn.execute(
-        f"SELECT {_ENTRY_COLS.format(state=state_of('e')).replace('key, source', 'e.key, e.source')} FROM batch_members m "
-        "JOIN entries e ON e.id = m.entry_id WHERE m.batch_id = ? ORDER BY m.position",
+        f"SELECT {_ENTRY_COLS.format(state=state_of(conn.dialect, 'e')).replace('key, source', 'e.key, e.source')} "
+        f"FROM (SELECT m.value AS entry_id, m.key AS place FROM batches b CROSS JOIN {members_of(conn.dialect)} "
+        "WHERE b.id = ?) AS bm JOIN entries e ON e.id = bm.entry_id ORDER BY bm.place",
         (batch[0],),
     ).fetchall()
     attempts = conn.execute(
@@ -320,8 +332,8 @@ def settled_between(conn: Db, states: tuple[str, ...], after: float, until: floa
     only moves it on), so they are found through the batches changed since `after`, few, and their members."""
     marks = ",".join("?" * len(states))
     rows = conn.execute(
-        "SELECT e.source, e.state, count(*) FROM batches b JOIN batch_members m ON m.batch_id = b.id "
-        "JOIN entries e ON e.id = m.entry_id AND e.batch_id = b.id "
+        f"SELECT e.source, e.state, count(*) FROM batches b CROSS JOIN {members_of(conn.dialect)} "
+        "JOIN entries e ON e.id = m.value AND e.batch_id = b.id "
         f"WHERE b.updated_at > ? AND e.state IN ({marks}) AND e.updated_at > ? AND e.updated_at <= ? "
         "GROUP BY e.source, e.state",
         (after, *states, after, until),
@@ -350,7 +362,7 @@ def unknown_entries(conn: Db, limit: int) -> list[tuple[EntryView, bool]]:
         bool(r[0])
         for r in conn.execute(
             "SELECT CASE WHEN b.size = 1 THEN 1 ELSE 0 END FROM entries e LEFT JOIN batches b ON b.id = e.batch_id "
-            f"WHERE e.state = 'unknown' AND NOT {in_open_batch('e')} ORDER BY e.id LIMIT ?",
+            f"WHERE e.state = 'unknown' AND NOT {in_open_batch(conn.dialect, 'e')} ORDER BY e.id LIMIT ?",
             (limit,),
         )
     ]

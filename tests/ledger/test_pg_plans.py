@@ -24,9 +24,9 @@ import psycopg
 import pytest
 
 from connector.ledger import Claim, Ledger, Mapped, Outcome, _pg_plans
-from connector.ledger._batches import _SENDABLE
+from connector.ledger._batches import _sendable
 from connector.ledger._pg_plans import ANALYZE_MIN, THREAD
-from connector.ledger._postgres import CLAIM_PLAN, _translate
+from connector.ledger._postgres import CLAIM_PLAN, DIALECT, _translate
 
 T = TypeVar("T")
 
@@ -40,7 +40,9 @@ def claim_plan(conn: psycopg.Connection[Any]) -> str:
     rows each step read."""
     with conn.transaction():
         conn.execute(CLAIM_PLAN)
-        rows = conn.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) " + _translate(_SENDABLE), (100,)).fetchall()
+        rows = conn.execute(
+            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) " + _translate(_sendable(DIALECT)), (100,)
+        ).fetchall()
     return "\n".join(r[0] for r in rows)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from connector.ledger import SCHEMA_VERSION, BatchWork, Claim, Ledger, Mapped, Outcome
-from connector.ledger._types import SETTLED, in_open_batch
+from connector.ledger._types import SETTLED
 from connector.ledger.schema import V9_INDEXES, LedgerError
 
 # What v9 replaced, as v1, v4 and v5 created it on SQLite and _pg_schema on PostgreSQL.
@@ -63,16 +63,49 @@ def undo_v10(execute: Callable[[str], Any]) -> None:
     """In flight stored on each entry, as claim wrote it before v10: the members of open and stalled batches."""
     execute(
         "UPDATE entries SET state = 'in_flight', batch_id = (SELECT max(m.batch_id) FROM batch_members m "
-        f"WHERE m.entry_id = entries.id) WHERE state = 'pending' AND {in_open_batch('entries')}"
+        "WHERE m.entry_id = entries.id) WHERE state = 'pending' AND EXISTS (SELECT 1 FROM batch_members m "
+        "JOIN batches b ON b.id = m.batch_id WHERE m.entry_id = entries.id AND b.state IN ('open','stalled'))"
     )
+
+
+def undo_v12(execute: Callable[[str], Any], engine: str) -> None:
+    """A row per member in batch_members in place of the batches' arrays, a `records` row per record;
+    a requeued or dismissed entry names no batch (v11 cleared `batch_id` there: the pending, superseded and dismissed entries
+    a batch held are those, as claim writes no entry)."""
+    if engine == "sqlite":
+        rows = "SELECT b.id, m.key, m.value FROM batches b CROSS JOIN json_each(b.members) AS m"
+        execute(
+            "CREATE TABLE batch_members (batch_id INTEGER, position INTEGER, entry_id INTEGER, "
+            "PRIMARY KEY (batch_id, position)) WITHOUT ROWID"
+        )
+    else:
+        rows = "SELECT b.id, m.key - 1, m.value FROM batches b CROSS JOIN unnest(b.members) WITH ORDINALITY AS m(value, key)"
+        execute(
+            "CREATE TABLE batch_members (batch_id bigint, position bigint, entry_id bigint, PRIMARY KEY (batch_id, position))"
+        )
+    for statement in (
+        f"INSERT INTO batch_members (batch_id, position, entry_id) {rows}",
+        "CREATE INDEX idx_batch_members_entry_id ON batch_members (entry_id)",
+        "ALTER TABLE batches DROP COLUMN members",
+        "UPDATE entries SET batch_id = NULL WHERE state IN ('pending', 'superseded', 'dismissed')",
+        # every record's pointer in `records`, where v12 keeps only those that differ from its newest row
+        "INSERT INTO records (source, record_id, entry_id, source_order, raw_digest) "
+        "SELECT e.source, e.record_id, e.id, e.source_order, e.raw_digest FROM entries e "
+        "WHERE e.id IN (SELECT max(id) FROM entries GROUP BY source, record_id) "
+        "AND NOT EXISTS (SELECT 1 FROM records r WHERE r.source = e.source AND r.record_id = e.record_id)",
+        "ALTER TABLE entries DROP COLUMN raw_digest",
+    ):
+        execute(statement)
 
 
 def as_version(target: str | Path, version: int, *extra: str) -> None:
     """The ledger as the release of `version` left it (then the `extra` statements), and saying so."""
-    undo = [undo_v11] + ([undo_v10] if version < 10 else []) + ([undo_v9] if version < 9 else [])
+    older = [undo_v11] if version < 11 else []
+    older += ([undo_v10] if version < 10 else []) + ([undo_v9] if version < 9 else [])
     if isinstance(target, Path):
         conn = sqlite3.connect(target, isolation_level=None)
-        for step in undo:
+        undo_v12(conn.execute, "sqlite")
+        for step in older:
             step(conn.execute)
         for statement in extra:
             conn.execute(statement)
@@ -82,7 +115,8 @@ def as_version(target: str | Path, version: int, *extra: str) -> None:
     import psycopg
 
     with psycopg.connect(target, autocommit=True) as pg:
-        for step in undo:
+        undo_v12(pg.execute, "postgresql")
+        for step in older:
             step(pg.execute)
         for statement in extra:
             pg.execute(statement)

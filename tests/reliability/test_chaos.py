@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
+from connector.ledger._sqlite import DIALECT
 from connector.ledger._types import state_of
 from connector.sandbox import Behaviour, Faults
 from connector.sandbox.behaviour import BulkResultShape
@@ -52,7 +53,7 @@ SHOWN = {
 }
 TWICE = "SELECT count(*) FROM (SELECT identity FROM captures GROUP BY identity HAVING count(*) > 1)"
 # Records whose versions may be on their way to the CRM: the riskiest ones to change.
-IN_HAND = f"SELECT DISTINCT record_id FROM entries WHERE {state_of('entries')} IN ('in_flight', 'unknown')"
+IN_HAND = f"SELECT DISTINCT record_id FROM entries WHERE {state_of(DIALECT, 'entries')} IN ('in_flight', 'unknown')"
 
 
 @dataclass

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import psycopg
 
+from connector.ledger._postgres import DIALECT
 from connector.ledger._types import state_of
 from connector.sandbox import Faults
 
@@ -38,7 +39,7 @@ from .upstream import CURSOR, MAPPING, Upstream, check_versions, version_figures
 LEASE_S = 3
 DEADLINE_S = 90
 UNSETTLED = "SELECT count(*) FROM entries WHERE state NOT IN ('captured', 'duplicate', 'rejected', 'superseded')"
-IN_HAND = f"SELECT DISTINCT record_id FROM entries WHERE {state_of('entries')} IN ('in_flight', 'unknown')"
+IN_HAND = f"SELECT DISTINCT record_id FROM entries WHERE {state_of(DIALECT, 'entries')} IN ('in_flight', 'unknown')"
 EDITED = 0.06  # the share of the rows each change upstream rewrites (and a third as many new ones)
 
 
@@ -185,7 +186,9 @@ def test_leaders_killed_and_paused_lose_nothing_double_nothing_and_never_send_ou
         change_upstream(url, it)
         poll(
             lambda: (
-                query(url, it.name, f"SELECT count(*) FROM entries WHERE {state_of('entries')} = 'in_flight'")[0][0]
+                query(url, it.name, f"SELECT count(*) FROM entries WHERE {state_of(DIALECT, 'entries')} = 'in_flight'")[
+                    0
+                ][0]
                 or not query(url, it.name, "SELECT count(*) FROM entries WHERE state = 'pending'")[0][0]
             ),
             "a batch in flight, or nothing left to send",
