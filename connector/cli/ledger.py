@@ -70,8 +70,8 @@ def list_(
 
 
 def _count(ledger: Ledger, state: str, source: str | None) -> int:
-    report = ledger.status()
-    return report.by_source.get(source, {}).get(state, 0) if source else report.by_state.get(state, 0)
+    by_state, by_source = ledger.counts()
+    return by_source.get(source, {}).get(state, 0) if source else by_state.get(state, 0)
 
 
 def _entries_table(title: str, entries: list[EntryView]) -> None:

@@ -9,7 +9,7 @@ from typing import Any, get_args
 from . import _counts
 from ._db import Db
 from ._run_view import RUN_COLS, RunView, iso, run_view
-from ._types import IN_FLIGHT_AS, IS_LIVE, EntryState, in_open_batch, state_of
+from ._types import IN_FLIGHT_AS, IS_LIVE, LIVE, RARE, EntryState, in_open_batch, state_of
 
 STATES: tuple[str, ...] = get_args(EntryState)  # in the order `status` lists them
 
@@ -129,7 +129,9 @@ def _attempt(row: tuple) -> AttemptView:
 # `status` reads a ledger of a million entries in well under a second because each query walks an index
 # or a small table (schema v11), never a subquery per entry:
 # - counts by source and state: the settled states from `settled_counts` (a row per source and state,
-#   `_counts`), the live ones from the partial index entries_live (the live entries only);
+#   `_counts`), the live ones from the partial index entries_live (the live entries only), walked in its
+#   own (state, id) order with a count per source (`_live_by_state`: no sort; the sources are found by
+#   skipping through the (source, record_id, content_hash) index, a seek each);
 # - the oldest unsettled entry: the first pending id and the first other live id (entries_live, a seek
 #   and a walk of its non-pending part) (ids grow with created_at: entries are only ever appended);
 # - waiting versions: one pass over entries_live, grouped by record (the engine's `Dialect.waiting`).
@@ -151,12 +153,37 @@ _OLDEST_LIVE = (
     f"UNION ALL SELECT min(id + 0) FROM entries WHERE {IS_LIVE} AND state <> 'pending')"
 )
 _LIVE_BY_SOURCE = f"SELECT source, state, count(*) FROM entries WHERE {IS_LIVE} GROUP BY source, state"
+# The sources, each found by one seek into the (source, record_id, content_hash) index (a skip scan).
+_SOURCES = (
+    "WITH RECURSIVE s(source) AS (SELECT min(source) FROM entries UNION ALL "
+    "SELECT (SELECT min(source) FROM entries WHERE source > s.source) FROM s WHERE s.source IS NOT NULL) "
+    "SELECT source FROM s WHERE source IS NOT NULL"
+)
+# Up to this many sources the live entries are counted in one walk of entries_live in its own order, a
+# count per source (each a comparison per entry); beyond, grouped by (source, state) with a sort.
+_SOURCES_IN_ONE_WALK = 8
 
 
-def status(conn: Db, runs: int = 10) -> StatusReport:
+def _live_by_source(conn: Db) -> list[tuple[str, str, int]]:
+    """(source, state, count) of the live entries, by their stored state. Grouping by (source, state)
+    sorts every live entry (a pending-heavy ledger holds most of them); grouping by state alone follows
+    entries_live's own order, and a sum per source needs the sources, which a skip scan finds."""
+    sources = [source for (source,) in conn.execute(_SOURCES).fetchall()]
+    if len(sources) > _SOURCES_IN_ONE_WALK:
+        return [tuple(row) for row in conn.execute(_LIVE_BY_SOURCE).fetchall()]  # type: ignore[misc]
+    if not sources:
+        return []
+    per_source = ", ".join("sum(CASE WHEN source = ? THEN 1 ELSE 0 END)" for _ in sources)
+    rows = conn.execute(f"SELECT state, {per_source} FROM entries WHERE {IS_LIVE} GROUP BY state", sources)
+    return [(source, row[0], n) for row in rows.fetchall() for source, n in zip(sources, row[1:], strict=True) if n]
+
+
+def counts(conn: Db) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """How many entries are in each state, in all and by source, as users see the states (in flight
+    derived from the open and stalled batches)."""
     by_state = dict.fromkeys(STATES, 0)
     by_source: dict[str, dict[str, int]] = {}
-    counted = [*_counts.by_source(conn), *conn.execute(_LIVE_BY_SOURCE).fetchall()]
+    counted = [*_counts.by_source(conn), *_live_by_source(conn)]
     for source, state, n in sorted(counted, key=lambda row: (row[0], STATES.index(row[1]))):
         by_state[state] = by_state.get(state, 0) + n
         by_source.setdefault(source, {})[state] = n
@@ -167,6 +194,11 @@ def status(conn: Db, runs: int = 10) -> StatusReport:
         by_state[state] -= n
         by_state["in_flight"] += n
         by_source[source] = {k: counts[k] for k in STATES if counts.get(k)}
+    return by_state, by_source
+
+
+def status(conn: Db, runs: int = 10) -> StatusReport:
+    by_state, by_source = counts(conn)
     oldest = conn.execute(_OLDEST_LIVE).fetchone()[0]
     run_rows = conn.execute(f"SELECT {RUN_COLS} FROM runs ORDER BY id DESC LIMIT ?", (runs,)).fetchall()
     batches = dict(conn.execute("SELECT state, count(*) FROM batches GROUP BY state").fetchall())
@@ -239,24 +271,22 @@ def for_a_person(conn: Db) -> tuple[int, int]:
 
 
 def list_entries(conn: Db, state: str | None, *, source: str | None, limit: int) -> list[EntryView]:
+    """The first `limit` entries in `state` (None: any), of `source` (None: any), oldest first."""
     clauses, params = [], []
     if state:
         if state not in STATES:
             raise ValueError(f"unknown state {state!r}; one of: {', '.join(STATES)}")
+        # The state as a literal (one of STATES): SQLite reads the partial index holding it only for a
+        # query that names it so (entries_live, entries_rare), in id order, with LIMIT.
+        one = f"state = '{state}'"
         if state == "in_flight":  # derived, or stored by a ledger from before v10
-            clauses.append(
-                f"(state IN ({IN_FLIGHT_AS}) AND {in_open_batch('entries')} OR {IS_LIVE} AND state = 'in_flight')"
-            )
+            clauses.append(f"(state IN ({IN_FLIGHT_AS}) AND {in_open_batch('entries')} OR {IS_LIVE} AND {one})")
         elif state in ("pending", "unknown"):
-            clauses.append(f"state = ? AND NOT {in_open_batch('entries')}")
-            params.append(state)
+            clauses.append(f"{one} AND NOT {in_open_batch('entries')}")
         else:
-            clauses.append(
-                f"id IN (SELECT id FROM entries WHERE {IS_LIVE} AND state = ?)" if state in _LIVE_ONLY else "state = ?"
-            )
-            params.append(state)
+            clauses.append(one)
     if source:
-        clauses.append("source = ?")
+        clauses.append("source = ?" if _by_source_index(conn, state, source, limit) else "source || '' = ?")
         params.append(source)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     rows = conn.execute(
@@ -264,6 +294,24 @@ def list_entries(conn: Db, state: str | None, *, source: str | None, limit: int)
         (*params, limit),
     ).fetchall()
     return [_entry(r) for r in rows]
+
+
+def _by_source_index(conn: Db, state: str | None, source: str, limit: int) -> bool:
+    """Whether to read a source's entries through the (source, ...) index, and sort them by id, rather
+    than walk the entries in id order and keep the source's (`source || ''` keeps the planner off that
+    index). The index reads every entry of the source; the walk about `limit` divided by the share of
+    the entries that match, which the counters give for a settled state (v11): the walk wins for any
+    source that holds a fair share, the index for a rare one (a source of few entries, a state it
+    seldom reaches). A state held by a partial index (the live ones, the rare settled ones) is walked
+    in that index, whose entries are few or carry the source."""
+    if state in LIVE or state in RARE or state == "in_flight":
+        return False
+    held = {st: n for src, st, n in _counts.by_source(conn) if src == source}
+    matching = held.get(state, 0) if state else sum(held.values())
+    if not matching:
+        return True  # nothing (or only live entries) of that source to find: the index says so at once
+    total = conn.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0]
+    return limit * total / matching > sum(held.values())
 
 
 def versions(conn: Db, source: str, record_id: str) -> list[EntryDetail]:
