@@ -148,9 +148,11 @@ _IN_STALLED = (
     "FROM batch_members m JOIN batches b ON b.id = m.batch_id JOIN entries e ON e.id = m.entry_id "
     f"WHERE b.state = 'stalled' AND e.state IN ({IN_FLIGHT_AS})"
 )
+# The other live states by name (as an IN list beside IS_LIVE): `state <> 'pending'` would walk the pending part too.
 _OLDEST_LIVE = (
     "SELECT min(created_at) FROM entries WHERE id IN (SELECT min(id) FROM entries WHERE state = 'pending' "
-    f"UNION ALL SELECT min(id + 0) FROM entries WHERE {IS_LIVE} AND state <> 'pending')"
+    f"UNION ALL SELECT min(id + 0) FROM entries WHERE {IS_LIVE} AND state IN "
+    f"({', '.join(repr(s) for s in LIVE if s != 'pending')}))"
 )
 _LIVE_BY_SOURCE = f"SELECT source, state, count(*) FROM entries WHERE {IS_LIVE} GROUP BY source, state"
 # The sources, each found by one seek into the (source, record_id, content_hash) index (a skip scan).
