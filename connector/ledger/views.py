@@ -130,16 +130,16 @@ def _attempt(row: tuple) -> AttemptView:
 # or a small table (schema v11), never a subquery per entry:
 # - counts by source and state: the settled states from `settled_counts` (a row per source and state,
 #   `_counts`), the live ones from the partial index entries_live (the live entries only), walked in its
-#   own (state, id) order with a count per source (`_live_by_state`: no sort; the sources are found by
+#   own (state, id) order with a count per source (`_live_by_source`: no sort; the sources are found by
 #   skipping through the (source, record_id, content_hash) index, a seek each);
 # - the oldest unsettled entry: the first pending id and the first other live id (entries_live, a seek
 #   and a walk of its non-pending part) (ids grow with created_at: entries are only ever appended);
-# - waiting versions: one pass over entries_live, grouped by record (the engine's `Dialect.waiting`).
+# - waiting versions: one pass over entries_live, grouped by record (the engine's `Dialect.waiting`; on
+#   SQLite a count per record, then the versions of the records with more than one live).
 # A query of live entries carries `IS_LIVE`, the partial index's own WHERE, or names one state with
 # `state = 'x'`, so that SQLite may read it.
 # In flight is derived (schema v10): a pending (or re-offered unknown) entry that is a member of an open
 # or stalled batch, counted from those batches' members (few), and taken from its stored state's count.
-_LIVE_ONLY = ("in_flight", "blocked")
 _IN_FLIGHT = (
     "SELECT e.source, e.state, count(*) FROM batches b JOIN batch_members m ON m.batch_id = b.id JOIN entries e "
     f"ON e.id = m.entry_id WHERE b.state IN ('open','stalled') AND e.state IN ({IN_FLIGHT_AS}) GROUP BY e.source, e.state"
