@@ -377,10 +377,10 @@ class Ledger:
         with self._reading() as db:
             return views.status(db)
 
-    def counts(self) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
-        """Entries by state, in all and by source: `status`'s counts without the rest of its work."""
+    def count_entries(self, state: str, *, source: str | None = None) -> int:
+        """How many entries `list_entries` finds without a limit: one counter for a settled state."""
         with self._reading() as db:
-            return views.counts(db)
+            return views.count_entries(db, state, source=source)
 
     def list_entries(
         self, state: str | None = None, *, source: str | None = None, limit: int = 100

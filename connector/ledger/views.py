@@ -9,7 +9,7 @@ from typing import Any, get_args
 from . import _counts
 from ._db import Db
 from ._run_view import RUN_COLS, RunView, iso, run_view
-from ._types import IN_FLIGHT_AS, IS_LIVE, LIVE, RARE, EntryState, in_open_batch, state_of
+from ._types import IN_FLIGHT_AS, IS_LIVE, LIVE, RARE, SETTLED, EntryState, in_open_batch, state_of
 
 STATES: tuple[str, ...] = get_args(EntryState)  # in the order `status` lists them
 
@@ -197,6 +197,15 @@ def counts(conn: Db) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
         by_state["in_flight"] += n
         by_source[source] = {k: counts[k] for k in STATES if counts.get(k)}
     return by_state, by_source
+
+
+def count_entries(conn: Db, state: str, *, source: str | None) -> int:
+    """How many entries are in `state` (as users see it), of `source` or of all: a settled state's from
+    its counters alone (in flight, derived, moves none of them), a live one's from `counts`."""
+    if state in SETTLED:
+        return sum(n for src, st, n in _counts.by_source(conn) if st == state and source in (None, src))
+    by_state, by_source = counts(conn)
+    return by_source.get(source, {}).get(state, 0) if source else by_state.get(state, 0)
 
 
 def status(conn: Db, runs: int = 10) -> StatusReport:
