@@ -149,10 +149,10 @@ _IN_STALLED = (
     f"WHERE b.state = 'stalled' AND e.state IN ({IN_FLIGHT_AS})"
 )
 # The other live states by name (as an IN list beside IS_LIVE): `state <> 'pending'` would walk the pending part too.
+_LIVE_NOT_PENDING = ",".join(f"'{s}'" for s in LIVE if s != "pending")
 _OLDEST_LIVE = (
     "SELECT min(created_at) FROM entries WHERE id IN (SELECT min(id) FROM entries WHERE state = 'pending' "
-    f"UNION ALL SELECT min(id + 0) FROM entries WHERE {IS_LIVE} AND state IN "
-    f"({', '.join(repr(s) for s in LIVE if s != 'pending')}))"
+    f"UNION ALL SELECT min(id + 0) FROM entries WHERE {IS_LIVE} AND state IN ({_LIVE_NOT_PENDING}))"
 )
 _LIVE_BY_SOURCE = f"SELECT source, state, count(*) FROM entries WHERE {IS_LIVE} GROUP BY source, state"
 # The sources, each found by one seek into the (source, record_id, content_hash) index (a skip scan).
@@ -315,12 +315,12 @@ def _by_source_index(conn: Db, state: str | None, source: str, limit: int) -> bo
     source that holds a fair share, the index for a rare one (a source of few entries, a state it
     seldom reaches). A state held by a partial index (the live ones, the rare settled ones) is walked
     in that index, whose entries are few or carry the source."""
-    if state in LIVE or state in RARE or state == "in_flight":
+    if state in LIVE or state in RARE:
         return False
     held = {st: n for src, st, n in _counts.by_source(conn) if src == source}
     matching = held.get(state, 0) if state else sum(held.values())
     if not matching:
-        return True  # nothing (or only live entries) of that source to find: the index says so at once
+        return True  # no such entry settled: the index finds what there is without walking the whole table
     total = conn.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0]
     return limit * total / matching > sum(held.values())
 
