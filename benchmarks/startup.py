@@ -1,13 +1,15 @@
 """Start-up: `capture-sync --help`, and `capture-sync status` on a ledger of 1,000,000 entries,
 each the median wall time of 5 runs of the whole process (start-up, imports, config, queries).
 
-    .venv/bin/python benchmarks/startup.py [--entries 1000000] [--runs 5] [--ledger PATH]
+    .venv/bin/python benchmarks/startup.py [--entries 1000000] [--runs 5] [--ledger PATH] [--pending-heavy]
 
 The ledger is a realistic mix, written in a few SQL statements (the Ledger API would take minutes):
 four sources; about 78% captured, 5% duplicate, 2% rejected, 13% pending, and some failed,
 superseded, blocked, in flight and unknown entries in batches (some stalled); the last 1% are
 newer versions of earlier records, so some pending versions wait behind a live older one. The schema
 is the current one (the file is created through `Ledger`); `--ledger` keeps the file for reuse.
+`--pending-heavy` builds a ledger of a backfill read but hardly sent: about 96% pending, the other
+states scaled down alike (for `status`, whose live counts walk the pending entries).
 """
 
 from __future__ import annotations
@@ -44,13 +46,25 @@ _SPREAD = (
     (866, "unknown"),
     (1000, "pending"),
 )
+# The same states, about 3% of them: the rest pending.
+_PENDING_HEAVY = (
+    (20, "captured"),
+    (22, "duplicate"),
+    (24, "rejected"),
+    (25, "failed"),
+    (26, "superseded"),
+    (28, "blocked"),
+    (31, "in_flight"),
+    (32, "unknown"),
+    (1000, "pending"),
+)
 
 
-def build_ledger(path: Path, entries: int) -> float:
+def build_ledger(path: Path, entries: int, spread: tuple[tuple[int, str], ...] = _SPREAD) -> float:
     """Returns the seconds it took."""
     t0 = time.perf_counter()
     Ledger(path, synchronous="NORMAL").close()  # the current schema, migrations included
-    state = "CASE " + " ".join(f"WHEN id * 7919 % 1000 < {bound} THEN '{s}'" for bound, s in _SPREAD) + " END"
+    state = "CASE " + " ".join(f"WHEN id * 7919 % 1000 < {bound} THEN '{s}'" for bound, s in spread) + " END"
     source = "CASE id % 4 " + " ".join(f"WHEN {i} THEN '{s}'" for i, s in enumerate(SOURCES)) + " END"
     newer = entries - entries // 100  # ids above this are newer versions of the records of ids 1, 2, ...
     with sqlite3.connect(path) as db:
@@ -112,11 +126,14 @@ def timed_runs(args: list[str], runs: int, env: dict[str, str]) -> list[float]:
     return walls
 
 
-def run(entries: int = 1_000_000, runs: int = 5, ledger: Path | None = None) -> dict[str, Any]:
+def run(
+    entries: int = 1_000_000, runs: int = 5, ledger: Path | None = None, pending_heavy: bool = False
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="capture-sync-bench-") as tmp:
         folder = Path(tmp)
         path = ledger or folder / "ledger.sqlite3"
-        build_s = build_ledger(path, entries) if not path.exists() else 0.0
+        spread = _PENDING_HEAVY if pending_heavy else _SPREAD
+        build_s = build_ledger(path, entries, spread) if not path.exists() else 0.0
         api = Api("http://127.0.0.1:9", "bench-key", "bench-secret", folder / "unused.sqlite3")
         config = write_config(folder, api, folder / "unused.csv")
         config.write_text(config.read_text().replace(json.dumps(str(folder / "ledger.sqlite3")), json.dumps(str(path))))
@@ -129,6 +146,7 @@ def run(entries: int = 1_000_000, runs: int = 5, ledger: Path | None = None) -> 
             status_s += timed_runs([str(CLI), "status", "-c", str(config)], 1, env)
     return {
         "entries": entries,
+        "pending_heavy": pending_heavy,
         "build_s": build_s,
         "runs": runs,
         "help_s": help_s,
@@ -145,8 +163,9 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--ledger", type=Path, help="build the ledger here once and reuse it")
+    parser.add_argument("--pending-heavy", action="store_true", help="about 96%% of the entries pending")
     args = parser.parse_args()
-    r = run(args.entries, args.runs, args.ledger)
+    r = run(args.entries, args.runs, args.ledger, args.pending_heavy)
     if r["build_s"]:
         print(f"start-up: ledger of {r['entries']:,} entries built in {r['build_s']:.0f} s")
     for name, target in (("help", HELP_TARGET_S), ("status", STATUS_TARGET_S)):

@@ -58,7 +58,7 @@ def list_(
         fail(f"--state {state!r}: {_STATE_HELP}", ExitCode.USAGE)
     with open_existing(cfg) as ledger:
         entries = ledger.list_entries(state, source=source, limit=limit)
-        total = _count(ledger, state, source) if len(entries) == limit else len(entries)
+        total = ledger.count_entries(state, source=source) if len(entries) == limit else len(entries)
     if as_json:
         for entry in entries:
             out.print(json.dumps(asdict(entry), ensure_ascii=False), markup=False, soft_wrap=True)
@@ -67,11 +67,6 @@ def list_(
     if total > len(entries):  # on stderr, so that --json output stays one object per line
         err.print(f"showing {len(entries)} of {total}; use --limit {total} to see them all", markup=False)
     return 0
-
-
-def _count(ledger: Ledger, state: str, source: str | None) -> int:
-    report = ledger.status()
-    return report.by_source.get(source, {}).get(state, 0) if source else report.by_state.get(state, 0)
 
 
 def _entries_table(title: str, entries: list[EntryView]) -> None:

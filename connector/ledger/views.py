@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass, field
-from typing import Any, get_args
+from typing import Any
 
 from . import _counts
-from ._db import Db, Dialect, members_of
+from ._db import Db, members_of
 from ._run_view import LISTED, RUN_COLS, RunView, iso, run_view
-from ._types import IN_FLIGHT_AS, IS_LIVE, EntryState, in_open_batch, state_of
-
-STATES: tuple[str, ...] = get_args(EntryState)  # in the order `status` lists them
+from ._state_counts import _OLDEST_LIVE, STATES, _in_stalled, counts
+from ._types import IN_FLIGHT_AS, IS_LIVE, LIVE, RARE, in_open_batch, state_of
 
 
 @dataclass
@@ -127,57 +125,8 @@ def _attempt(row: tuple) -> AttemptView:
     )
 
 
-# `status` reads a ledger of a million entries in well under a second because each query walks an index
-# or a small table (schema v11), never a subquery per entry:
-# - counts by source and state: the settled states from `settled_counts` (a row per source and state,
-#   `_counts`), the live ones from the partial index entries_live (the live entries only);
-# - the oldest unsettled entry: the first pending id and the first other live id (entries_live, a seek
-#   and a walk of its non-pending part) (ids grow with created_at: entries are only ever appended);
-# - waiting versions: one pass over entries_live, grouped by record (the engine's `Dialect.waiting`).
-# A query of live entries carries `IS_LIVE`, the partial index's own WHERE, or names one state with
-# `state = 'x'`, so that SQLite may read it.
-# In flight is derived (schema v10): a pending (or re-offered unknown) entry that is a member of an open
-# or stalled batch, counted from those batches' members (few), and taken from its stored state's count.
-_LIVE_ONLY = ("in_flight", "blocked")
-
-
-@functools.cache
-def _in_flight(dialect: Dialect) -> str:
-    return (
-        f"SELECT e.source, e.state, count(*) FROM batches b CROSS JOIN {members_of(dialect)} JOIN entries e "
-        f"ON e.id = m.value WHERE b.state IN ('open','stalled') AND e.state IN ({IN_FLIGHT_AS}) GROUP BY e.source, e.state"
-    )
-
-
-@functools.cache
-def _in_stalled(dialect: Dialect) -> str:
-    return (
-        f"FROM batches b CROSS JOIN {members_of(dialect)} JOIN entries e ON e.id = m.value "
-        f"WHERE b.state = 'stalled' AND e.state IN ({IN_FLIGHT_AS})"
-    )
-
-
-_OLDEST_LIVE = (
-    "SELECT min(created_at) FROM entries WHERE id IN (SELECT min(id) FROM entries WHERE state = 'pending' "
-    f"UNION ALL SELECT min(id + 0) FROM entries WHERE {IS_LIVE} AND state <> 'pending')"
-)
-_LIVE_BY_SOURCE = f"SELECT source, state, count(*) FROM entries WHERE {IS_LIVE} GROUP BY source, state"
-
-
 def status(conn: Db, runs: int = 10) -> StatusReport:
-    by_state = dict.fromkeys(STATES, 0)
-    by_source: dict[str, dict[str, int]] = {}
-    counted = [*_counts.by_source(conn), *conn.execute(_LIVE_BY_SOURCE).fetchall()]
-    for source, state, n in sorted(counted, key=lambda row: (row[0], STATES.index(row[1]))):
-        by_state[state] = by_state.get(state, 0) + n
-        by_source.setdefault(source, {})[state] = n
-    for source, state, n in conn.execute(_in_flight(conn.dialect)).fetchall():
-        counts = by_source[source]
-        counts[state] -= n
-        counts["in_flight"] = counts.get("in_flight", 0) + n
-        by_state[state] -= n
-        by_state["in_flight"] += n
-        by_source[source] = {k: counts[k] for k in STATES if counts.get(k)}
+    by_state, by_source = counts(conn)
     oldest = conn.execute(_OLDEST_LIVE).fetchone()[0]
     run_rows = conn.execute(f"SELECT {RUN_COLS} FROM runs WHERE {LISTED} ORDER BY id DESC LIMIT ?", (runs,)).fetchall()
     batches = dict(conn.execute("SELECT state, count(*) FROM batches GROUP BY state").fetchall())
@@ -250,24 +199,24 @@ def for_a_person(conn: Db) -> tuple[int, int]:
 
 
 def list_entries(conn: Db, state: str | None, *, source: str | None, limit: int) -> list[EntryView]:
+    """The first `limit` entries in `state` (None: any), of `source` (None: any), oldest first."""
     clauses, params = [], []
     if state:
         if state not in STATES:
             raise ValueError(f"unknown state {state!r}; one of: {', '.join(STATES)}")
+        # The state as a literal (one of STATES): SQLite reads the partial index holding it only for a
+        # query that names it so (entries_live, entries_rare), in id order, with LIMIT.
+        one = f"state = '{state}'"
         if state == "in_flight":  # derived, or stored by a ledger from before v10
             clauses.append(
-                f"(state IN ({IN_FLIGHT_AS}) AND {in_open_batch(conn.dialect, 'entries')} OR {IS_LIVE} AND state = 'in_flight')"
+                f"(state IN ({IN_FLIGHT_AS}) AND {in_open_batch(conn.dialect, 'entries')} OR {IS_LIVE} AND {one})"
             )
         elif state in ("pending", "unknown"):
-            clauses.append(f"state = ? AND NOT {in_open_batch(conn.dialect, 'entries')}")
-            params.append(state)
+            clauses.append(f"{one} AND NOT {in_open_batch(conn.dialect, 'entries')}")
         else:
-            clauses.append(
-                f"id IN (SELECT id FROM entries WHERE {IS_LIVE} AND state = ?)" if state in _LIVE_ONLY else "state = ?"
-            )
-            params.append(state)
+            clauses.append(one)
     if source:
-        clauses.append("source = ?")
+        clauses.append("source = ?" if _by_source_index(conn, state, source, limit) else "source || '' = ?")
         params.append(source)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     rows = conn.execute(
@@ -275,6 +224,24 @@ def list_entries(conn: Db, state: str | None, *, source: str | None, limit: int)
         (*params, limit),
     ).fetchall()
     return [_entry(r) for r in rows]
+
+
+def _by_source_index(conn: Db, state: str | None, source: str, limit: int) -> bool:
+    """Whether to read a source's entries through the (source, ...) index, and sort them by id, rather
+    than walk the entries in id order and keep the source's (`source || ''` keeps the planner off that
+    index). The index reads every entry of the source; the walk about `limit` divided by the share of
+    the entries that match, which the counters give for a settled state (v11): the walk wins for any
+    source that holds a fair share, the index for a rare one (a source of few entries, a state it
+    seldom reaches). A state held by a partial index (the live ones, the rare settled ones) is walked
+    in that index, whose entries are few or carry the source."""
+    if state in LIVE or state in RARE:
+        return False
+    held = {st: n for src, st, n in _counts.by_source(conn) if src == source}
+    matching = held.get(state, 0) if state else sum(held.values())
+    if not matching:
+        return True  # no such entry settled: the index finds what there is without walking the whole table
+    total = conn.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0]
+    return limit * total / matching > sum(held.values())
 
 
 def versions(conn: Db, source: str, record_id: str) -> list[EntryDetail]:

@@ -93,7 +93,7 @@ def ledgeriso(value: float) -> str:
 
 
 def test_the_status_queries_read_the_partial_index_of_the_live_entries(tmp_path: Path) -> None:
-    from connector.ledger import views
+    from connector.ledger import _state_counts
     from connector.ledger._sqlite import DIALECT
     from connector.ledger._types import IS_LIVE
 
@@ -103,8 +103,8 @@ def test_the_status_queries_read_the_partial_index_of_the_live_entries(tmp_path:
         plans = {
             name: str(conn.execute(f"EXPLAIN QUERY PLAN {sql}").fetchall())
             for name, sql in (
-                ("by source", views._LIVE_BY_SOURCE),
-                ("oldest", views._OLDEST_LIVE),
+                ("by source", _state_counts._LIVE_BY_SOURCE),
+                ("oldest", _state_counts._OLDEST_LIVE),
                 ("waiting", DIALECT.waiting),
             )
         }
