@@ -156,15 +156,15 @@ class Exchange:
             headers=answer.headers,
             content=content,
             extensions=answer.extensions,
-            request=self._request_line(method, target.url),
+            request=self._request_line(method, path, target.url),
         )
 
-    def _request_line(self, method: str, url: httpx.URL) -> httpx.Request:
+    def _request_line(self, method: str, path: str, url: httpx.URL) -> httpx.Request:
         """What a response sent past httpx's models answers: its method and URL (a redirect's message
         names them), shared by every request to them; neither the headers (the secret) nor the body."""
-        line = self._requests.get((method, str(url)))
+        line = self._requests.get((method, path))
         if line is None:
-            line = self._requests[(method, str(url))] = httpx.Request(method, url)
+            line = self._requests[(method, path)] = httpx.Request(method, url)
         return line
 
     async def _through_transport(
