@@ -43,7 +43,7 @@ def api_client(cfg: Config, transport: httpx.AsyncBaseTransport | None = None) -
 def pass_flow_gate(cfg: Config, ledger: Ledger) -> None:
     """Before a sending command reads or sends anything: while no synthetic test flow has passed
     against this base URL, warn once, or refuse (`capture.require_flow`, exit 2)."""
-    from .flow import flow_gate  # the flow loads the delivery engine: only commands that send need it
+    from .flow_gate import flow_gate  # the gate alone: the flow itself (check --flow) is not loaded for it
 
     base_url, _ = cfg.api()
     flow_gate(ledger, base_url, required=cfg.capture.require_flow, config=cfg.path)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import structlog
 
-from ..ledger import Ledger
-from ..problems import ConfigProblem
+from .ledger import Ledger
+from .problems import ConfigProblem
 
 log = structlog.get_logger("capture_sync.flow")
 _warned: set[str] = set()  # the base URLs this process has warned about
