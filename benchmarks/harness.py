@@ -50,12 +50,7 @@ class Api:
     db: Path
 
     def env(self) -> dict[str, str]:
-        """The children's environment: this one's, with the credentials, and bytecode caching on. An
-        installed tool runs from compiled bytecode (pip compiles it at install); with PYTHONDONTWRITEBYTECODE
-        inherited, a checkout's capture-sync would compile its ~150 modules again in every run (20-40 ms
-        of CPU), which no peer pays, their packages being installed."""
-        inherited = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        return {**inherited, "CAPTURE_API_KEY": self.api_key, "CAPTURE_API_SECRET": self.api_secret}
+        return {**os.environ, "CAPTURE_API_KEY": self.api_key, "CAPTURE_API_SECRET": self.api_secret}
 
 
 @contextmanager
