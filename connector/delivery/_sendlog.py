@@ -1,9 +1,9 @@
 """The burst limiter's log of sends the server counted: when each left (or will leave) its window.
 
 A sliding log holds one timestamp per request; at a daily budget of a million requests that is a
-million floats. Sends closer together than `width` share an entry, stamped with the latest of
-them (so they are taken to leave the window together, when the last of them does: never early),
-and the log holds at most about window / width entries whatever the limit: the limiter asks for a
+million floats. Sends within `width` of an entry's first send share it, stamped with the latest of
+them (so they are taken to leave the window together, when the last of them does: never early, and
+never more than `width` late), and the log holds at most about window / width entries whatever the limit: the limiter asks for a
 width of window / BUCKETS. Each entry counts requests and persons apart, so the unit the server
 counts in can be learned after the sends were booked.
 """
@@ -18,9 +18,10 @@ BUCKETS = 4096  # entries per window at most; a send is held up to window / BUCK
 
 @dataclass
 class _Entry:
-    at: float
+    at: float  # the latest send it holds
     requests: int
     persons: int
+    first: float  # its first send: an entry spans at most `width`, however closely sends follow
 
 
 class SendLog:
@@ -40,10 +41,10 @@ class SendLog:
     def book(self, at: float, cost: int, width: float) -> None:
         """A request carrying `cost` persons went at `at`."""
         last = self._log[-1] if self._log else None
-        if last is not None and at - width <= last.at <= at:
+        if last is not None and at - width <= last.first and last.at <= at:
             last.at, last.requests, last.persons = at, last.requests + 1, last.persons + cost
         else:
-            self._log.append(_Entry(at, 1, cost))
+            self._log.append(_Entry(at, 1, cost, at))
         self.requests += 1
         self.persons += cost
 

@@ -142,6 +142,22 @@ def test_the_send_log_stays_small_at_a_huge_limit() -> None:
     assert limiter._log.requests == 360_000
 
 
+def test_sends_in_close_succession_are_held_at_most_a_bucket_longer() -> None:
+    """A window of 60 s and a request every 10 ms (closer than a bucket, 60 / 4096 s): each log entry
+    holds the sends of one bucket's width, so the first send of a full window frees its slot at most a
+    bucket late. Chained into one entry, every send was held until the last one's stamp left."""
+    limit, window_s = 200, 60.0
+    limiter = BurstFinder(limit, window_s)
+    span = limiter.span(window_s)
+    now = 0.0
+    for _ in range(limit):
+        assert limiter.delay(1, now) == 0
+        limiter.on_answered(1, now)
+        now += 0.01
+    wait = limiter.delay(1, now)
+    assert wait > 0 and now + wait == pytest.approx(0.0 + span, abs=window_s / 4096 + 1e-9)
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     counting=st.sampled_from(["sliding", "fixed", "bucket"]),
