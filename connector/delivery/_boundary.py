@@ -98,8 +98,11 @@ class Checker:
         for key, inner in pairs:
             if type(key) is not str and isinstance(value, dict):
                 return f"the state has a {type(key).__name__} key {key!r} at {_path(keys)}: JSON keys are strings"
-            if type(inner) in _SCALARS:
-                continue
+            kind = type(inner)
+            if kind in _SCALARS or (
+                (kind is tuple or kind is list) and len(inner) <= _MEMO_FROM and _SCALARS.issuperset(map(type, inner))
+            ):
+                continue  # a scalar, or a short flat list of them (a file position's tail): told without a call
             problem = self._state_problem(inner, (*keys, key))
             if problem:
                 return problem

@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..api.models import PersonInput, explain, plain_person
+from ..api.models import PersonInput, explain, is_readable, plain_person, plain_shaped
 from ..plugins import import_object
 from ..problems import ConfigProblem
 from .rules import TEXT_FIELDS, FieldRule, compile_field
@@ -68,6 +68,9 @@ class Mapping:
             (rule.reader, rule.target, rule.target.removeprefix(_CUSTOM) if rule.target.startswith(_CUSTOM) else None)
             for rule in rules
         )
+        # Without a hook, `_clean` makes the shape `plain_shaped` takes (as_text gives exact, non-empty,
+        # readable text; the custom fields' names are the config's): unless a name is not readable.
+        self._shaped = hook is None and all(is_readable(custom) for _, _, custom in self._steps if custom is not None)
 
     @classmethod
     def from_config(cls, table: dict[str, Any], *, where: str, search: Path | None = None) -> Mapping:
@@ -136,8 +139,10 @@ class Mapping:
         sync stores: a record of the common shape is not made a model first (`plain_person`, proven
         to give the same fields); any other is judged by `map_noting`'s own steps."""
         clean, problems = self._cleaned(data)
-        if not isinstance(clean, Rejection) and not problems.reasons and (plain := plain_person(clean)) is not None:
-            return plain, tuple(problems.notes)
+        if not isinstance(clean, Rejection) and not problems.reasons:
+            plain = plain_shaped(clean) if self._shaped else plain_person(clean)
+            if plain is not None:
+                return plain, tuple(problems.notes)
         result, notes = _judged(clean, problems)
         return (result.to_json_dict() if isinstance(result, PersonInput) else result), notes
 
