@@ -162,12 +162,16 @@ def plain_shaped(data: dict[str, Any]) -> dict[str, Any] | None:
     an exact, non-empty, readable str; custom fields a dict with exact, readable str keys): what is
     left to check is the email's shortcut and rules A and B. The mapper's own cleaning makes such
     data when no hook reshapes it, and skips the per-field checks (a quarter of a record's mapping)."""
+    return {key: data[key] for key in _FIELD_ORDER if key in data} if plain_passes(data) else None
+
+
+def plain_passes(data: dict[str, Any]) -> bool:
+    """`plain_shaped`'s checks alone, for data of its shape whose fields are in the model's order
+    already (the mapper's model-free path makes them so): then `data` is the payload itself."""
     email = data.get("email")
     if email is not None and not _is_plain_email(email):
-        return None
-    if ("name" not in data and "first_name" not in data) or ("email" not in data and "phone" not in data):
-        return None
-    return {key: data[key] for key in _FIELD_ORDER if key in data}
+        return False
+    return ("name" in data or "first_name" in data) and ("email" in data or "phone" in data)
 
 
 def is_readable(text: str) -> bool:
