@@ -82,14 +82,17 @@ class Checker:
         kind = type(value)
         if kind in _SCALARS:
             return None
-        if kind is float or isinstance(value, float):
-            return (
-                None if math.isfinite(value) else f"the state holds {value!r} at {_path(keys)}, which JSON cannot hold"
-            )
-        if isinstance(value, str | bool | int):
-            return None
-        if not isinstance(value, dict | list | tuple):
-            return f"the state holds {_kind(value)} at {_path(keys)}, which JSON cannot hold (the ledger stores states as JSON)"
+        if kind is not dict and kind is not list:  # a state is nearly always a dict: it skips these tests
+            if kind is float or isinstance(value, float):
+                return (
+                    None
+                    if math.isfinite(value)
+                    else f"the state holds {value!r} at {_path(keys)}, which JSON cannot hold"
+                )
+            if isinstance(value, str | bool | int):
+                return None
+            if not isinstance(value, dict | list | tuple):
+                return f"the state holds {_kind(value)} at {_path(keys)}, which JSON cannot hold (the ledger stores states as JSON)"
         if id(value) in self._walked:
             return None
         if len(keys) >= _MAX_DEPTH:
