@@ -105,7 +105,7 @@ class CsvSource(FileSource):
                 lines.problem()
                 yield first_line, Unreadable(f"the csv module refused it ({exc})", shown("".join(taken)))
                 continue
-            undecodable = lines.problem()
+            undecodable = lines.problem() if lines.undecodable else None  # nearly always none: no call
             if not row:
                 continue
             # A row ends with a newline outside quotes; one that does not is the file's last, maybe still being written
