@@ -347,15 +347,15 @@ class FileSource(Source[FileOptions]):
     def _row(
         self, make: Make[Made], rel: str, first_line: int, data: dict[str, Any] | Unreadable, position: dict[str, Any]
     ) -> Made:
-        opts, line_id, where = self.options, f"{rel}:{first_line}", f"{rel} line {first_line}"
+        opts, where = self.options, f"{rel} line {first_line}"
         if isinstance(data, Unreadable):
-            return make(line_id, data.raw or {}, position, None, where, data.reason)
+            return make(f"{rel}:{first_line}", data.raw or {}, position, None, where, data.reason)
         cursor = data.get(opts.cursor) if opts.cursor else None
         if opts.primary_key is None:
-            return make(line_id, data, position, cursor, where, None)
+            return make(f"{rel}:{first_line}", data, position, cursor, where, None)
         value = data.get(opts.primary_key)
-        problem = _key_problem(value, opts.primary_key)
-        return make(line_id if problem else str(value), data, position, cursor, where, problem)
+        problem = _key_problem(value, opts.primary_key)  # the line names only a record without a usable key
+        return make(f"{rel}:{first_line}" if problem else str(value), data, position, cursor, where, problem)
 
 
 def _item(

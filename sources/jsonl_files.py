@@ -18,6 +18,23 @@ def _parse_int(text: str) -> int | Decimal:
         return Decimal(text)
 
 
+# Made once: `json.loads` with an argument makes a decoder per line. The plain one reads integers
+# in C; a line with one beyond the digit limit (its ValueError) is read again by the one that keeps it.
+_DECODER = json.JSONDecoder()
+_BIG_INTS = json.JSONDecoder(parse_int=_parse_int)
+
+
+def _loads(text: str) -> Any:
+    if text.startswith("\ufeff"):  # json.loads' own refusal of a byte order mark, and its message
+        return json.loads(text)
+    try:
+        return _DECODER.decode(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:
+        return _BIG_INTS.decode(text)
+
+
 class JsonlSource(FileSource):
     """JSON Lines files (one file or a glob): one JSON object per line."""
 
@@ -37,7 +54,7 @@ def _parse(text: str, undecodable: str | None) -> dict[str, Any] | Unreadable:
     if undecodable is not None:
         return Unreadable(undecodable, shown(text))
     try:
-        data = json.loads(text.rstrip("\r\n"), parse_int=_parse_int)
+        data = _loads(text.rstrip("\r\n"))
     except json.JSONDecodeError as exc:  # its own "line 1" would be a second line number
         return Unreadable(f"not valid JSON ({exc.msg} at column {exc.colno})", shown(text))
     if not isinstance(data, dict):

@@ -82,14 +82,17 @@ class Checker:
         kind = type(value)
         if kind in _SCALARS:
             return None
-        if kind is float or isinstance(value, float):
-            return (
-                None if math.isfinite(value) else f"the state holds {value!r} at {_path(keys)}, which JSON cannot hold"
-            )
-        if isinstance(value, str | bool | int):
-            return None
-        if not isinstance(value, dict | list | tuple):
-            return f"the state holds {_kind(value)} at {_path(keys)}, which JSON cannot hold (the ledger stores states as JSON)"
+        if kind is not dict and kind is not list:  # a state is nearly always a dict: it skips these tests
+            if kind is float or isinstance(value, float):
+                return (
+                    None
+                    if math.isfinite(value)
+                    else f"the state holds {value!r} at {_path(keys)}, which JSON cannot hold"
+                )
+            if isinstance(value, str | bool | int):
+                return None
+            if not isinstance(value, dict | list | tuple):
+                return f"the state holds {_kind(value)} at {_path(keys)}, which JSON cannot hold (the ledger stores states as JSON)"
         if id(value) in self._walked:
             return None
         if len(keys) >= _MAX_DEPTH:
@@ -98,8 +101,11 @@ class Checker:
         for key, inner in pairs:
             if type(key) is not str and isinstance(value, dict):
                 return f"the state has a {type(key).__name__} key {key!r} at {_path(keys)}: JSON keys are strings"
-            if type(inner) in _SCALARS:
-                continue
+            kind = type(inner)
+            if kind in _SCALARS or (
+                (kind is tuple or kind is list) and len(inner) <= _MEMO_FROM and _SCALARS.issuperset(map(type, inner))
+            ):
+                continue  # a scalar, or a short flat list of them (a file position's tail): told without a call
             problem = self._state_problem(inner, (*keys, key))
             if problem:
                 return problem

@@ -26,9 +26,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..api.models import PersonInput, explain, plain_person
+from ..api.models import PersonInput, explain, is_readable, plain_passes, plain_person, plain_shaped
 from ..plugins import import_object
 from ..problems import ConfigProblem
+from . import transforms as tf
 from .rules import TEXT_FIELDS, FieldRule, compile_field
 from .values import ValueProblem, as_json, as_text
 
@@ -68,6 +69,19 @@ class Mapping:
             (rule.reader, rule.target, rule.target.removeprefix(_CUSTOM) if rule.target.startswith(_CUSTOM) else None)
             for rule in rules
         )
+        # Without a hook, `_clean` makes the shape `plain_shaped` takes (as_text gives exact, non-empty,
+        # readable text; the custom fields' names are the config's): unless a name is not readable.
+        self._shaped = hook is None and all(is_readable(custom) for _, _, custom in self._steps if custom is not None)
+        # `_direct`'s steps: the person fields in the payload's order (the model's), then the custom
+        # fields in the config's; only where reading a record twice is unseen (no transform of the
+        # user's, which might count its calls), as `_direct` gives up on a record with any problem.
+        order = list(PersonInput.model_fields)
+        texts = sorted((rule for rule in rules if rule.target in _TEXT), key=lambda rule: order.index(rule.target))
+        self._direct_steps = (
+            tuple((rule.reader, rule.target, rule.target != "notes") for rule in texts),
+            tuple((reader, custom) for reader, _, custom in self._steps if custom is not None),
+        )
+        self._direct_ok = self._shaped and not any(tf.is_hooked(t) for rule in rules for t in rule.transforms)
 
     @classmethod
     def from_config(cls, table: dict[str, Any], *, where: str, search: Path | None = None) -> Mapping:
@@ -135,11 +149,39 @@ class Mapping:
         """`map_noting` with the person as its payload's fields (`PersonInput.to_json_dict()`), what a
         sync stores: a record of the common shape is not made a model first (`plain_person`, proven
         to give the same fields); any other is judged by `map_noting`'s own steps."""
+        if self._direct_ok and (payload := self._direct(data)) is not None:
+            return payload, ()
         clean, problems = self._cleaned(data)
-        if not isinstance(clean, Rejection) and not problems.reasons and (plain := plain_person(clean)) is not None:
-            return plain, tuple(problems.notes)
+        if not isinstance(clean, Rejection) and not problems.reasons:
+            plain = plain_shaped(clean) if self._shaped else plain_person(clean)
+            if plain is not None:
+                return plain, tuple(problems.notes)
         result, notes = _judged(clean, problems)
         return (result.to_json_dict() if isinstance(result, PersonInput) else result), notes
+
+    def _direct(self, data: dict[str, Any]) -> dict[str, Any] | None:
+        """`_cleaned` and `plain_shaped` in one pass for a record without a problem, the payload built
+        in its own order: each value read and cleaned as `_clean` cleans it, without the person dict
+        between, the problems' bookkeeping or a reordering. None at the first problem or when the
+        payload needs the model's judgement: the two-pass steps then say why, in their order."""
+        payload: dict[str, Any] = {}
+        texts, customs = self._direct_steps
+        try:
+            for value_of, target, one_line in texts:
+                value = as_text(value_of(data), one_line=one_line)
+                if value is not None:
+                    payload[target] = value
+            if customs:
+                fields = {}
+                for value_of, name in customs:
+                    value = as_json(value_of(data))
+                    if value is not None:
+                        fields[name] = value
+                if fields:
+                    payload["custom_fields"] = fields
+        except ValueProblem:
+            return None
+        return payload if plain_passes(payload) else None
 
     def _cleaned(self, data: dict[str, Any]) -> tuple[dict[str, Any] | Rejection, _Problems]:
         """The rules and the hook applied and the values coerced (`_clean`), with the problems so far;

@@ -63,14 +63,27 @@ def plain(name: str) -> Transform:
     return _PLAIN[name]
 
 
-def hooked(ref: str, fn: Callable[[str], Any]) -> Transform:
-    """A user's `package.module:function` as a transform; its failure is the record's problem."""
+class _Hooked:
+    """A user's `package.module:function` as a transform; its failure is the record's problem. A
+    class of its own so that the mapper can tell it from the built-in transforms (`is_hooked`)."""
 
-    def run(value: str) -> str | None:
+    __slots__ = ("fn", "ref")
+
+    def __init__(self, ref: str, fn: Callable[[str], Any]) -> None:
+        self.ref, self.fn = ref, fn
+
+    def __call__(self, value: str) -> str | None:
         try:
-            result = fn(value)
+            result = self.fn(value)
         except Exception as exc:
-            raise ValueProblem(f"transform {ref} failed: {type(exc).__name__}: {exc}") from None
+            raise ValueProblem(f"transform {self.ref} failed: {type(exc).__name__}: {exc}") from None
         return as_text(result)
 
-    return run
+
+def hooked(ref: str, fn: Callable[[str], Any]) -> Transform:
+    return _Hooked(ref, fn)
+
+
+def is_hooked(transform: Transform) -> bool:
+    """Whether it runs a user's function, which may not be pure (the built-in transforms are)."""
+    return isinstance(transform, _Hooked)

@@ -23,13 +23,24 @@ def validator_accepts(value: str) -> bool:
 
 
 @settings(max_examples=400)
-@given(st.from_regex(_PLAIN_EMAIL, fullmatch=True) | st.emails())
+@given(
+    st.from_regex(_PLAIN_EMAIL, fullmatch=True)
+    | st.emails()
+    | st.builds(
+        "{}@{}.{}".format,
+        st.text("ab.-", max_size=5),
+        st.text("ab.-", max_size=5),
+        st.sampled_from(["test", "TEST", "local", "Localhost", "onion", "arpa", "invalid", "test.local", "local.test"]),
+    )
+)
 def test_every_address_the_shortcut_passes_is_one_the_validator_accepts(value: str) -> None:
     if _is_plain_email(value):
         assert validator_accepts(value), value
 
 
-@pytest.mark.parametrize("value", ["ada@example.com", "Ada.Lovelace+crm@Mail.Example.ORG", "a_b%c-d@x1.io"])
+@pytest.mark.parametrize(
+    "value", ["ada@example.com", "Ada.Lovelace+crm@Mail.Example.ORG", "a_b%c-d@x1.io", "ada@example.test", "a@b.TEST"]
+)
 def test_ordinary_addresses_take_the_shortcut(value: str) -> None:
     assert _is_plain_email(value)
     assert PersonInput(name="Ada", email=value).email == value

@@ -146,6 +146,33 @@ def test_hooks_for_a_value_and_for_the_whole_record(tmp_path: Path, monkeypatch:
     assert rejected == Rejection(["hook crm_hooks:enrich failed: ValueError: test signups are not captured"])
 
 
+def test_a_sync_runs_a_user_transform_once_per_record_whatever_becomes_of_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sync maps most records without the model, and a record with a problem again with it; a
+    user's transform is not asked twice (it may count, log or call out)."""
+    (tmp_path / "counting_hooks.py").write_text(
+        textwrap.dedent("""
+        calls = []
+
+        def tagged(value):
+            calls.append(value)
+            return value.upper()
+    """)
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import counting_hooks
+
+    m = mapping(
+        {"name": "Name", "email": "Email", "company": {"field": "Company", "transform": "counting_hooks:tagged"}}
+    )
+    accepted, _ = m.payload_noting({"Name": "Ann", "Email": "a@example.com", "Company": "acme"})
+    rejected, _ = m.payload_noting({"Name": "Ann", "Email": "not an email", "Company": "initech"})
+    assert accepted == {"name": "Ann", "email": "a@example.com", "company": "ACME"}
+    assert isinstance(rejected, Rejection)
+    assert counting_hooks.calls == ["acme", "initech"]
+
+
 def test_every_config_problem_is_reported_at_once_with_its_key() -> None:
     with pytest.raises(ConfigProblem) as info:
         mapping(

@@ -9,10 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from connector.plugins import build_source
 from connector.source import BadRecord, Passed, Record
 from connector.testing import SourceContract
+from sources.files import Unreadable
+from sources.jsonl_files import _parse, _parse_int
 
 
 def lines(*objects: Any) -> str:
@@ -168,3 +172,44 @@ def test_an_integer_beyond_the_interpreters_digit_limit_is_read_exactly(tmp_path
     path.write_text('{"id": 1, "n": ' + digits + ', "small": 12}\n')
     [record] = read({"path": str(path)})
     assert format(record.data["n"], "f") == digits and record.data["small"] == 12
+
+
+# Lines as exports hold them and as they break: JSON values with integers of every size (beyond
+# the digit limit too), floats, text with escapes, then cut, prefixed with a byte order mark, or
+# followed by garbage.
+_json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.just("BIG")  # an integer beyond the digit limit, which json.dumps cannot write
+    | st.floats(allow_nan=False)
+    | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=8,
+)
+_json_lines = st.builds(
+    lambda value, cut, prefix, suffix: prefix + json.dumps(value).replace('"BIG"', "9" * 5000)[: cut or None] + suffix,
+    st.dictionaries(st.text(max_size=4), _json_values, max_size=4) | _json_values,
+    st.integers(-3, 0),
+    st.sampled_from(["", "\ufeff", " ", "\x00"]),
+    st.sampled_from(["", "\n", "\r\n", " x", ", 1"]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_json_lines)
+def test_a_line_is_read_as_json_loads_reads_it_keeping_every_integer_exactly(text: str) -> None:
+    """The source's own decoder (made once, integers read in C) against `json.loads` with the
+    exact integers it gave before: the same record, or the same reason it is a bad one."""
+    try:
+        expected: Any = json.loads(text.rstrip("\r\n"), parse_int=_parse_int)
+    except json.JSONDecodeError as exc:
+        expected = Unreadable(f"not valid JSON ({exc.msg} at column {exc.colno})")
+    if not isinstance(expected, dict | Unreadable):
+        expected = Unreadable("not a JSON object")
+    got = _parse(text, None)
+    if isinstance(expected, Unreadable):
+        assert isinstance(got, Unreadable) and got.reason == expected.reason
+    else:
+        assert isinstance(got, dict) and got == expected
+        assert repr(got) == repr(expected)  # ints stay ints, a big one a Decimal of its digits

@@ -1,0 +1,133 @@
+"""What a sync does per record before the ledger, each step alone, for one checkout or two compared
+in alternating runs: the source's read (csv, or the same contacts as jsonl), the plugin boundary's
+check, the raw digest, the mapping (`payload_noting`) and the mapping with the payload's encoding
+(`to_mapped`), on the peers' contacts and the harness's mapping.
+
+    .venv/bin/python benchmarks/read_side.py --records 20000 --rounds 3
+    .venv/bin/python benchmarks/read_side.py --base ../base-checkout     # base and this tree, alternated
+
+Each run is a child process with PYTHONPATH set to the checkout it measures; each step's figure is
+its CPU time (time.process_time) per record, the second best of 7 passes in that child, and the
+medians and ranges over the runs are printed per step. A step's figure is its own cost alone, not
+its share of a whole sync (sync_ab.py measures that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[1]
+PASSES = 7
+
+
+def _per_record(fn: Callable[[], object], records: int) -> float:
+    times = []
+    for _ in range(PASSES):
+        gc.collect()
+        start = time.process_time()
+        fn()
+        times.append(time.process_time() - start)
+    return sorted(times)[1] / records * 1e6
+
+
+def measure(csv_path: Path, jsonl_path: Path, records: int) -> dict[str, float]:
+    """Every step on these files, in this process (its connector is the checkout on PYTHONPATH)."""
+    from csv_read import MAPPING
+
+    from connector.delivery._boundary import Checker
+    from connector.delivery.extract import raw_digest, to_mapped
+    from connector.mapping import Mapping
+    from connector.plugins import build_source
+
+    sources = {
+        kind: build_source("bench", kind, {"path": str(path), "primary_key": "id"})
+        for kind, path in (("csv", csv_path), ("jsonl", jsonl_path))
+    }
+    mapping = Mapping.from_config(MAPPING, where="sources.bench.mapping")
+    items = list(sources["csv"].read(None))
+
+    def read(kind: str) -> Callable[[], object]:
+        return lambda: sum(1 for _ in sources[kind].read(None))
+
+    def check() -> None:
+        checker = Checker()
+        for item in items:
+            checker.check(item)
+
+    steps: dict[str, Callable[[], object]] = {
+        "csv source": read("csv"),
+        "jsonl source": read("jsonl"),
+        "plugin boundary": check,
+        "raw digest": lambda: [raw_digest(mapping.version, item) for item in items],
+        "map (payload_noting)": lambda: [mapping.payload_noting(item.data) for item in items],
+        "map and encode (to_mapped)": lambda: [to_mapped(mapping, item) for item in items],
+    }
+    return {name: _per_record(fn, records) for name, fn in steps.items()}
+
+
+def _write_inputs(folder: Path, records: int) -> tuple[Path, Path]:
+    from contacts import generate
+
+    csv_path, jsonl_path = folder / "contacts.csv", folder / "contacts.jsonl"
+    generate(csv_path, records)
+    with open(csv_path, newline="", encoding="utf-8") as rows, open(jsonl_path, "w", encoding="utf-8") as out:
+        for row in csv.DictReader(rows):
+            out.write(json.dumps({**row, "id": int(row["id"])}) + "\n")
+    return csv_path, jsonl_path
+
+
+def _child(tree: Path, csv_path: Path, jsonl_path: Path, records: int) -> dict[str, float]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tree), str(HERE / "benchmarks"), str(HERE / "benchmarks" / "peers")]),
+    }
+    command = [sys.executable, __file__, "--child", str(csv_path), str(jsonl_path), "--records", str(records)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--base", type=Path, help="another checkout of capture-sync, run alternately with this one")
+    parser.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(measure(*args.child, args.records)))
+        return
+    sys.path[:0] = [str(HERE / "benchmarks" / "peers")]
+    trees = {"this": HERE} | ({"base": args.base.resolve()} if args.base else {})
+    figures: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    with tempfile.TemporaryDirectory(prefix="capture-sync-read-side-") as tmp:
+        csv_path, jsonl_path = _write_inputs(Path(tmp), args.records)
+        for r in range(args.rounds):
+            for name, tree in trees.items() if r % 2 == 0 else reversed(trees.items()):
+                figures[name].append(_child(tree, csv_path, jsonl_path, args.records))
+                print(
+                    f"round {r + 1} {name}: " + ", ".join(f"{k} {v:.2f}" for k, v in figures[name][-1].items()),
+                    flush=True,
+                )
+    print(f"\nus CPU per record, median (range) of {args.rounds} runs, {args.records:,} records")
+    for step in figures["this"][0]:
+        cells = []
+        for name in trees:
+            values = [run[step] for run in figures[name]]
+            cells.append(f"{name} {statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})")
+        print(f"  {step:28s} " + "   ".join(cells))
+
+
+if __name__ == "__main__":
+    main()
