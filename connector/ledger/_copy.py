@@ -32,7 +32,7 @@ def _with_members(row: Sequence[Any], at: int, target: Db) -> tuple[Any, ...]:
     """A batch row with its members (JSON text from SQLite, a list from PostgreSQL) as the target keeps them."""
     value = row[at]
     ids = json.loads(value) if isinstance(value, str) else value
-    return (*row[:at], target.dialect.many(ids), *row[at + 1 :])
+    return (*row[:at], target.dialect.many(ids or []), *row[at + 1 :])
 
 
 def is_empty(db: Db) -> bool:

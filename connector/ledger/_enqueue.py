@@ -24,7 +24,7 @@ from typing import Any
 
 from ..keys import content_hash, person_key
 from . import _counts
-from ._db import Db, members_of, rows_of
+from ._db import Db, Dialect, rows_of
 from ._types import EnqueueCounts, Mapped, Order, in_open_batch
 
 SUPERSEDED = "superseded by a newer version of the record before it was sent"
@@ -134,10 +134,8 @@ def _load(
     record with three versions each, most of it rows nobody asked about."""
     pointers = _Pointers()
     rows = [
-        *db.execute(  # each record's highest id, from the (source, record_id, content_hash) index
-            "SELECT e.record_id, e.id, e.state, e.content_hash, e.batch_id, e.source_order, e.raw_digest FROM entries e "
-            f"WHERE e.id IN (SELECT max(c.id) FROM entries c WHERE c.source = ? AND c.record_id {db.dialect.any_of} "
-            "GROUP BY c.record_id)",
+        *db.execute(
+            _newest("e.id, e.state, e.content_hash, e.batch_id, e.source_order, e.raw_digest", db.dialect),
             (source, db.dialect.many(record_ids)),
         ),
     ]
@@ -162,11 +160,10 @@ def _load(
     # its members, and a requeue keeps it: schema v12) or is a member of an open or stalled batch (few).
     unnamed = [k.entry_id for k in known.values() if k.state == "pending" and not k.batched]
     if unnamed:
-        batched = {
+        batched = {  # the entries by their ids, each tested against the open batches' members read once
             row[0]
             for row in db.execute(
-                f"SELECT m.value FROM batches b CROSS JOIN {members_of(db.dialect)} WHERE b.state IN ('open','stalled') "
-                f"AND m.value {db.dialect.any_of}",
+                f"SELECT e.id FROM entries e WHERE e.id {db.dialect.any_of} AND {in_open_batch(db.dialect, 'e')}",
                 (db.dialect.many(unnamed),),
             )
         }
@@ -201,10 +198,26 @@ def _load(
     return known, seen, pointers
 
 
+def _newest(columns: str, dialect: Dialect) -> str:
+    """SQL: `record_id, <columns>` of each record's newest row (its highest id, from the (source,
+    record_id, content_hash) index), given the source and the record ids."""
+    return (
+        f"SELECT e.record_id, {columns} FROM entries e WHERE e.id IN (SELECT max(c.id) FROM entries c "
+        f"WHERE c.source = ? AND c.record_id {dialect.any_of} GROUP BY c.record_id)"
+    )
+
+
 def raw_digests(db: Db, source: str, record_ids: list[str]) -> dict[str, str]:
-    """Record id -> the digest of the source record its newest version was mapped from (see `_Pointers`)."""
-    _, _, pointers = _load(db, source, record_ids)
-    return {rid: raw for rid, (_, _, raw) in pointers.stored.items() if raw is not None}
+    """Record id -> the digest of the source record its newest version was mapped from: the pointer's
+    (see `_Pointers`), read alone, as every chunk of every read asks it before mapping."""
+    params = (source, db.dialect.many(record_ids))
+    digests = dict(db.execute(_newest("e.raw_digest", db.dialect), params).fetchall())
+    digests.update(
+        db.execute(
+            f"SELECT record_id, raw_digest FROM records WHERE source = ? AND record_id {db.dialect.any_of}", params
+        ).fetchall()
+    )
+    return {rid: raw for rid, raw in digests.items() if raw is not None}
 
 
 def is_unchanged(db: Db, source: str, item: Mapped) -> bool:

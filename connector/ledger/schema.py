@@ -348,6 +348,7 @@ V12_MEMBERS_POSTGRESQL = (
     "ALTER TABLE batches ADD COLUMN members bigint[]",
     "UPDATE batches SET members = m.members FROM (SELECT batch_id, array_agg(entry_id ORDER BY position) AS members "
     "FROM batch_members GROUP BY batch_id) AS m WHERE m.batch_id = batches.id",
+    "UPDATE batches SET members = '{}' WHERE members IS NULL",  # a batch without members, as SQLite's '[]'
 )
 V12_COMMON = (
     # A record's pointer is its newest row unless `records` says otherwise: every row it holds now says so.
