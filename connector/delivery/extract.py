@@ -76,11 +76,13 @@ def _shown_record(data: dict[str, Any]) -> dict[str, str]:
 
 
 def _shown(value: object) -> str:
-    """The rejected value as kept in the ledger for a person to read; never an exception."""
+    """The rejected value as kept in the ledger for a person to read; never an exception. A lone
+    surrogate, which UTF-8 cannot encode (nor the ledger store), is kept as its escape `\\ud800`."""
     try:
-        return str(value)[:RAW_VALUE_LIMIT]
+        text = str(value)[:RAW_VALUE_LIMIT]
     except ValueError:  # an int beyond the interpreter's digit limit
         return f"<{type(value).__name__} too large to show>"
+    return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def record_id(item: Record | BadRecord) -> str:
@@ -115,7 +117,7 @@ def read_source(ledger: Ledger, job: SourceJob, report: RunReport) -> Iterator[I
         for item in job.source.read(None if job.from_start or job.snapshot else ledger.source_state(job.name)):
             items += 1
             try:
-                checker.check(item)
+                item = checker.check(item)
             except Slip as slip:
                 _failed(job, report, count, f"{position(items, item)}: {slip}", exc_info=False)
                 return
