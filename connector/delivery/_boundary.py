@@ -22,6 +22,7 @@ from ..source import BadRecord, Item, Passed, Record
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+_UNSHOWABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 # The longest record id, in UTF-8 bytes: it is a key of the ledger's indexes, and PostgreSQL refuses
 # an index row over 2704 bytes (the whole chunk, on every pass). Ids are keys, not content.
 MAX_ID_BYTES = 1000
@@ -37,7 +38,8 @@ class Slip(Exception):
     """The rule a yielded item broke, said for a plugin author."""
 
 
-def _id_problem(value: Any, what: str) -> str | None:
+def id_problem(value: Any, what: str) -> str | None:
+    """Why the ledger cannot keep `value` as a record id (`ID_RULE`), said of `what`; None if it can."""
     if not isinstance(value, str):
         return f"{what} must be a non-empty string, not {_kind(value)}"
     if not value.strip():
@@ -66,13 +68,23 @@ def shown_id(value: Any) -> str:
     return f"{text[:_SHOWN_ID]}... ({len(text)} characters, digest {digest})"
 
 
+def shown_text(text: str) -> str:
+    """A plugin's text (a `where`, a bad record's reason) as the ledger keeps it for a person to read:
+    a control character or a lone surrogate as its escape (`\\x00`, `\\ud800`). PostgreSQL refuses
+    a NUL in text, SQLite's JSON functions end the text there, and UTF-8 cannot encode a surrogate."""
+    return text if text.isprintable() else _UNSHOWABLE.sub(lambda m: ascii(m.group())[1:-1], text)
+
+
 def _rejected(item: Record | BadRecord, problem: str) -> BadRecord:
-    """A record whose id the ledger cannot keep, as a rejection kept under its position (its `where`,
-    or its id shown as text): what was read of it stays for diagnosis, and its state moves the cursor."""
+    """A record whose id the ledger cannot keep, as a rejection kept under its position: its `where`,
+    or else its id and the state after it shown as text (two records with the same bad id and no
+    `where` stay apart by their state). What was read of it stays for diagnosis, and its state moves
+    the cursor."""
     reason = f"{problem} ({ID_RULE}: make the source yield one)"
     if isinstance(item, BadRecord):
         return BadRecord(item.where, f"{item.reason}; {reason}", item.state, None, item.raw)
-    return BadRecord(item.where or f"id {shown_id(item.id)}", reason, item.state, None, item.data)
+    where = item.where or f"id {shown_id(item.id)}, state after it {shown_id(item.state)}"
+    return BadRecord(where, reason, item.state, None, item.data)
 
 
 def _kind(value: Any) -> str:
@@ -101,11 +113,9 @@ class Checker:
                 problem = f"a BadRecord's raw must be a mapping or None, not {_kind(item.raw)}"
             if problem is None and not (isinstance(item.where, str) and item.where.strip()):
                 problem = f"a BadRecord's where must name its position, not {item.where!r}"
-        elif isinstance(item, Passed):
-            problem = _id_problem(item.id, "a Passed row's id")
-            if problem is not None:
-                raise Slip(problem)
-            return item  # it has no state: it moves no cursor
+        elif isinstance(item, Passed):  # it has no state: it moves no cursor
+            # looked up as its id shown (never a key the ledger holds): counted as late, and named
+            return item if id_problem(item.id, "") is None else Passed(shown_id(item.id), item.where)
         else:
             raise Slip(f"read() yielded {_kind(item)}, not a Record, a BadRecord or a Passed row")
         if problem is None and self._states:
@@ -113,9 +123,9 @@ class Checker:
         if problem is not None:
             raise Slip(problem)
         if isinstance(item, Record) or item.id is not None:  # a bad record may not know its id
-            id_problem = _id_problem(item.id, f"a {type(item).__name__}'s id")
-            if id_problem is not None:
-                return _rejected(item, id_problem)
+            problem = id_problem(item.id, f"a {type(item).__name__}'s id")
+            if problem is not None:
+                return _rejected(item, problem)
         return item
 
     def _state_problem(self, value: Any, keys: tuple[Any, ...]) -> str | None:

@@ -19,7 +19,7 @@ from ..api import encode_json
 from ..ledger import Ledger, Mapped
 from ..problems import ConfigProblem
 from ..source import BadRecord, Item, Passed, Record, SourceError
-from ._boundary import Checker, Slip, position
+from ._boundary import Checker, Slip, position, shown_text
 from .job import SourceJob
 from .preflight import preflight
 from .rejects import RejectsFeed
@@ -72,7 +72,7 @@ def raw_digest(mapping_version: str, record: Record) -> str | None:
 
 
 def _shown_record(data: dict[str, Any]) -> dict[str, str]:
-    return {str(k): _shown(v) for k, v in data.items()}
+    return {_shown(k): _shown(v) for k, v in data.items()}
 
 
 def _shown(value: object) -> str:
@@ -88,21 +88,22 @@ def _shown(value: object) -> str:
 def record_id(item: Record | BadRecord) -> str:
     """The id its entry is kept under: without an id, a bad record's position names it, so the same
     bad line read again is the same entry."""
-    return item.id if isinstance(item, Record) else item.id or f"@{item.where}"
+    return item.id if isinstance(item, Record) else item.id or f"@{shown_text(item.where)}"
 
 
 def entry(mapping: Mapping, item: Record | BadRecord, report: RunReport, raw: str | None = None) -> Mapped:
     """A record as the ledger keeps it; a rejection's reasons are counted for the summary (a bad
     record's without its position, so that alike ones add up)."""
     if isinstance(item, BadRecord):
-        report.rejection_reasons[item.reason] += 1
+        report.rejection_reasons[shown_text(item.reason)] += 1
         shown = None if item.raw is None else _shown_record(item.raw)
-        return Mapped(record_id(item), raw=shown, reasons=(f"{item.where}: {item.reason}",))
+        return Mapped(record_id(item), raw=shown, reasons=(shown_text(f"{item.where}: {item.reason}"),))
     mapped = to_mapped(mapping, item, raw)
     if mapped.payload is None:
         report.rejection_reasons.update(mapped.reasons)
         if item.where:
-            return replace(mapped, reasons=tuple(f"{item.where}: {reason}" for reason in mapped.reasons))
+            where = shown_text(item.where)
+            return replace(mapped, reasons=tuple(f"{where}: {reason}" for reason in mapped.reasons))
     return mapped
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from connector.delivery import Checker, Slip
 from connector.delivery._boundary import ID_RULE, MAX_ID_BYTES
-from connector.source import BadRecord, Record
+from connector.source import BadRecord, Passed, Record
 
 
 def slip_of(state: Any, rid: str = "r1") -> str | None:
@@ -86,3 +86,11 @@ def test_a_rejected_id_without_a_position_is_kept_under_the_id_shown_so_that_no_
     wheres = [item.where for item in shown if isinstance(item, BadRecord)]
     assert len(set(wheres)) == len(ids) and all(w.isascii() and w.isprintable() and len(w) < 300 for w in wheres)
     assert wheres == [item.where for item in (Checker().check(Record(rid, {}, 1)) for rid in ids)]
+
+
+def test_a_passed_row_whose_id_the_ledger_cannot_keep_is_looked_up_by_its_id_shown() -> None:
+    """Ended at it, the read would stop there on every pass; looked up as it is, a NUL would cut the id."""
+    kept = Passed("r1", "row 1")
+    assert Checker().check(kept) is kept
+    shown = Checker().check(Passed("r\x002", "row 2"))
+    assert shown == Passed("'r\\x002'", "row 2")
