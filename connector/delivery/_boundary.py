@@ -22,7 +22,7 @@ from ..source import BadRecord, Item, Passed, Record
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
-_UNSHOWABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
 # The longest record id, in UTF-8 bytes: it is a key of the ledger's indexes, and PostgreSQL refuses
 # an index row over 2704 bytes (the whole chunk, on every pass). Ids are keys, not content.
 MAX_ID_BYTES = 1000
@@ -69,10 +69,15 @@ def shown_id(value: Any) -> str:
 
 
 def shown_text(text: str) -> str:
-    """A plugin's text (a `where`, a bad record's reason) as the ledger keeps it for a person to read:
-    a control character or a lone surrogate as its escape (`\\x00`, `\\ud800`). PostgreSQL refuses
-    a NUL in text, SQLite's JSON functions end the text there, and UTF-8 cannot encode a surrogate."""
-    return text if text.isprintable() else _UNSHOWABLE.sub(lambda m: ascii(m.group())[1:-1], text)
+    """A plugin's text (a `where`, a bad record's reason) as the ledger can keep it: a NUL or a lone
+    surrogate as its escape (`\\x00`, `\\ud800`). PostgreSQL refuses a NUL in text, SQLite's JSON
+    functions end the text there, and UTF-8 cannot encode a surrogate. Nothing else changes, so the
+    key `@where` of a bad record an existing ledger holds stays the same."""
+    return text if text.isprintable() or not _UNSTORABLE.search(text) else _UNSTORABLE.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return ascii(match.group())[1:-1]
 
 
 def _rejected(item: Record | BadRecord, problem: str) -> BadRecord:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from connector.delivery import Checker, Slip
-from connector.delivery._boundary import ID_RULE, MAX_ID_BYTES
+from connector.delivery._boundary import ID_RULE, MAX_ID_BYTES, shown_text
 from connector.source import BadRecord, Passed, Record
 
 
@@ -94,3 +94,16 @@ def test_a_passed_row_whose_id_the_ledger_cannot_keep_is_looked_up_by_its_id_sho
     assert Checker().check(kept) is kept
     shown = Checker().check(Passed("r\x002", "row 2"))
     assert shown == Passed("'r\\x002'", "row 2")
+
+
+@pytest.mark.parametrize(
+    ("where", "kept"),
+    [
+        ("contacts.csv line 12", "contacts.csv line 12"),  # an existing ledger's key `@where` stays the same
+        ("line\t12\n", "line\t12\n"),  # storable on both engines: unchanged too
+        ("line 12\x00", "line 12\\x00"),  # PostgreSQL refuses a NUL; SQLite's json_each ends the text there
+        ("line \ud800 12", "line \\ud800 12"),  # UTF-8 cannot encode a lone surrogate
+    ],
+)
+def test_a_bad_records_where_is_kept_as_is_unless_no_ledger_can_store_it(where: str, kept: str) -> None:
+    assert shown_text(where) == kept
