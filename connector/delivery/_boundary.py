@@ -26,6 +26,7 @@ _UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
 # The longest record id, in UTF-8 bytes: it is a key of the ledger's indexes, and PostgreSQL refuses
 # an index row over 2704 bytes (the whole chunk, on every pass). Ids are keys, not content.
 MAX_ID_BYTES = 1000
+_SURELY_SHORT = MAX_ID_BYTES // 4  # so many characters are at most MAX_ID_BYTES in UTF-8, without encoding them
 ID_RULE = f"a record id is a non-empty string of printable text, at most {MAX_ID_BYTES} bytes in UTF-8"
 _SHOWN_ID = 200
 _MAX_DEPTH = 64
@@ -49,7 +50,7 @@ def id_problem(value: Any, what: str) -> str | None:
             return f"{what} {shown_id(value)} holds a control character"
         if _SURROGATE.search(value):
             return f"{what} {shown_id(value)} holds a lone surrogate, which UTF-8 cannot encode"
-    if len(value) > MAX_ID_BYTES // 4 and len(value.encode("utf-8")) > MAX_ID_BYTES:
+    if len(value) > _SURELY_SHORT and len(value.encode("utf-8")) > MAX_ID_BYTES:
         return f"{what} {shown_id(value)} is {len(value.encode('utf-8'))} bytes long in UTF-8"
     return None
 
@@ -107,13 +108,13 @@ class Checker:
 
     def check(self, item: Any) -> Item:
         if isinstance(item, Record):
-            problem = None
+            problem, whose = None, "a Record's id"
             if type(item.data) is not dict and not isinstance(item.data, Mapping):
                 problem = f"a Record's data must be a mapping of fields, not {_kind(item.data)}"
             elif item.order is not None and not _is_order(item.order):
                 problem = f"a Record's order must be a finite number or a string, not {_kind(item.order)}"
         elif isinstance(item, BadRecord):
-            problem = None
+            problem, whose = None, None if item.id is None else "a BadRecord's id"  # it may not know its id
             if item.raw is not None and not isinstance(item.raw, Mapping):
                 problem = f"a BadRecord's raw must be a mapping or None, not {_kind(item.raw)}"
             if problem is None and not (isinstance(item.where, str) and item.where.strip()):
@@ -127,8 +128,8 @@ class Checker:
             problem = self._state_problem(item.state, ())
         if problem is not None:
             raise Slip(problem)
-        if isinstance(item, Record) or item.id is not None:  # a bad record may not know its id
-            problem = id_problem(item.id, f"a {type(item).__name__}'s id")
+        if whose is not None:
+            problem = id_problem(item.id, whose)
             if problem is not None:
                 return _rejected(item, problem)
         return item
