@@ -107,6 +107,7 @@ class Checker:
         self._states = states
 
     def check(self, item: Any) -> Item:
+        whose: str | None  # the item's kind, when it has an id to check
         if isinstance(item, Record):
             problem, whose = None, "a Record's id"
             if type(item.data) is not dict and not isinstance(item.data, Mapping):
