@@ -40,18 +40,19 @@ class Slip(Exception):
 
 
 def id_problem(value: Any, what: str) -> str | None:
-    """Why the ledger cannot keep `value` as a record id (`ID_RULE`), said of `what`; None if it can."""
+    """Why the ledger cannot keep `value` as a record id (`ID_RULE`), said of `what`; None if it can.
+    Without the id itself (its rejection names it in its position), so that alike reasons add up."""
     if not isinstance(value, str):
         return f"{what} must be a non-empty string, not {_kind(value)}"
     if not value.strip():
         return f"{what} must be a non-empty string, not {value!r}"
     if not value.isprintable():  # printable text holds no control character and no surrogate
         if _CONTROL.search(value):
-            return f"{what} {shown_id(value)} holds a control character"
+            return f"{what} holds a control character"
         if _SURROGATE.search(value):
-            return f"{what} {shown_id(value)} holds a lone surrogate, which UTF-8 cannot encode"
+            return f"{what} holds a lone surrogate, which UTF-8 cannot encode"
     if len(value) > _SURELY_SHORT and len(value.encode("utf-8")) > MAX_ID_BYTES:
-        return f"{what} {shown_id(value)} is {len(value.encode('utf-8'))} bytes long in UTF-8"
+        return f"{what} is longer than {MAX_ID_BYTES} bytes in UTF-8"
     return None
 
 
@@ -82,14 +83,15 @@ def _escaped(match: re.Match[str]) -> str:
 
 
 def _rejected(item: Record | BadRecord, problem: str) -> BadRecord:
-    """A record whose id the ledger cannot keep, as a rejection kept under its position: its `where`,
-    or else its id and the state after it shown as text (two records with the same bad id and no
-    `where` stay apart by their state). What was read of it stays for diagnosis, and its state moves
-    the cursor."""
+    """A record whose id the ledger cannot keep, as a rejection kept under its position: its `where`
+    and its id shown as text, or without a `where` its id and the state after it (two records with
+    the same bad id stay apart by their state). What was read of it stays for diagnosis, and its
+    state moves the cursor."""
     reason = f"{problem} ({ID_RULE}: make the source yield one)"
+    shown = shown_id(item.id)
     if isinstance(item, BadRecord):
-        return BadRecord(item.where, f"{item.reason}; {reason}", item.state, None, item.raw)
-    where = item.where or f"id {shown_id(item.id)}, state after it {shown_id(item.state)}"
+        return BadRecord(f"{item.where} (id {shown})", f"{item.reason}; {reason}", item.state, None, item.raw)
+    where = f"{item.where} (id {shown})" if item.where else f"id {shown}, state after it {shown_id(item.state)}"
     return BadRecord(where, reason, item.state, None, item.data)
 
 

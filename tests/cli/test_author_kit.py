@@ -155,8 +155,8 @@ def test_preview_shows_a_record_whose_id_capture_sync_cannot_keep_as_a_bad_recor
     code, out, err = run("sources", "preview", "--type", "slippy:BadIds")
     assert code == 0, err
     assert "  1. a" in out and "  4. d" in out
-    assert "a Record's id 'b\\x00' holds a control character" in out
-    assert "a Record's id must be a non-empty string, not a int" in out and "(row 3)" in out
+    assert "(id 'b\\x00', state after it 2)" in out and "a Record's id holds a control character" in out
+    assert "a Record's id must be a non-empty string, not a int" in out and "(row 3 (id 3))" in out
     assert out.strip().splitlines()[-1] == "2 record(s), 2 bad record(s)"
 
 
