@@ -15,7 +15,7 @@
         def bad_options(self, options):      # optional: options of data holding records it cannot read
             ...
 
-It proves what the ledger relies on: ids are stable and unique; reading resumes from every
+It proves what the ledger relies on: ids are stable, unique and ones it can keep (`ID_RULE`); reading resumes from every
 record's state (after a JSON round trip, as the ledger stores it) with no gap, and with no repeat
 inside a read; a read cut short resumes exactly after its last record; unknown options are refused,
 check() works; a `fingerprint()`, when given, changes with the data. The state after a read's last
@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from .delivery._boundary import ID_RULE, id_problem, shown_id
 from .plugins import build_source
 from .problems import ConfigProblem
 from .source import BadRecord, Passed, Record, Source, SourceError
@@ -152,7 +153,7 @@ class SourceContract:
         assert any(isinstance(r, Record) for r in items), "bad_options should hold good records too"
         for record in bad:
             assert record.reason.strip() and record.where.strip(), record
-            assert record.id is None or (isinstance(record.id, str) and record.id), record
+            assert record.id is None or id_problem(record.id, "") is None, record
             assert _stored(record.raw) == record.raw, "raw must be JSON, as the ledger stores it"
             assert _stored(record.state) is not None
 
@@ -168,7 +169,8 @@ class SourceContract:
     def test_ids_are_unique_and_states_are_json(self, records: list[Record]) -> None:
         assert len({r.id for r in records}) == len(records)
         for record in records:
-            assert isinstance(record.id, str) and record.id
+            problem = id_problem(record.id, f"record id {shown_id(record.id)}")
+            assert problem is None, f"{problem}: capture-sync would reject the record ({ID_RULE})"
             assert isinstance(record.data, dict)
             assert _stored(record.state) is not None
 

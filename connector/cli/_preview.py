@@ -85,7 +85,7 @@ def read_items(source: Source, limit: int) -> tuple[list[Record | BadRecord], bo
         stream = iter(source.read(None))
         for n, item in enumerate(stream, 1):
             try:
-                checker.check(item)
+                item = checker.check(item)
             except BrokenRule as rule:
                 return items, False, Slip(len(items), f"{position(n, item)}: {rule}")
             if isinstance(item, Passed):  # below a cursor: none comes in a read from the start

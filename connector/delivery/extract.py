@@ -19,7 +19,7 @@ from ..api import encode_json
 from ..ledger import Ledger, Mapped
 from ..problems import ConfigProblem
 from ..source import BadRecord, Item, Passed, Record, SourceError
-from ._boundary import Checker, Slip, position
+from ._boundary import Checker, Slip, position, shown_text
 from .job import SourceJob
 from .preflight import preflight
 from .rejects import RejectsFeed
@@ -72,35 +72,38 @@ def raw_digest(mapping_version: str, record: Record) -> str | None:
 
 
 def _shown_record(data: dict[str, Any]) -> dict[str, str]:
-    return {str(k): _shown(v) for k, v in data.items()}
+    return {_shown(k): _shown(v) for k, v in data.items()}
 
 
 def _shown(value: object) -> str:
-    """The rejected value as kept in the ledger for a person to read; never an exception."""
+    """The rejected value as kept in the ledger for a person to read; never an exception. A lone
+    surrogate, which UTF-8 cannot encode (nor the ledger store), is kept as its escape `\\ud800`."""
     try:
-        return str(value)[:RAW_VALUE_LIMIT]
+        text = str(value)[:RAW_VALUE_LIMIT]
     except ValueError:  # an int beyond the interpreter's digit limit
         return f"<{type(value).__name__} too large to show>"
+    return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def record_id(item: Record | BadRecord) -> str:
     """The id its entry is kept under: without an id, a bad record's position names it, so the same
     bad line read again is the same entry."""
-    return item.id if isinstance(item, Record) else item.id or f"@{item.where}"
+    return item.id if isinstance(item, Record) else item.id or f"@{shown_text(item.where)}"
 
 
 def entry(mapping: Mapping, item: Record | BadRecord, report: RunReport, raw: str | None = None) -> Mapped:
     """A record as the ledger keeps it; a rejection's reasons are counted for the summary (a bad
     record's without its position, so that alike ones add up)."""
     if isinstance(item, BadRecord):
-        report.rejection_reasons[item.reason] += 1
+        report.rejection_reasons[shown_text(item.reason)] += 1
         shown = None if item.raw is None else _shown_record(item.raw)
-        return Mapped(record_id(item), raw=shown, reasons=(f"{item.where}: {item.reason}",))
+        return Mapped(record_id(item), raw=shown, reasons=(shown_text(f"{item.where}: {item.reason}"),))
     mapped = to_mapped(mapping, item, raw)
     if mapped.payload is None:
         report.rejection_reasons.update(mapped.reasons)
         if item.where:
-            return replace(mapped, reasons=tuple(f"{item.where}: {reason}" for reason in mapped.reasons))
+            where = shown_text(item.where)
+            return replace(mapped, reasons=tuple(f"{where}: {reason}" for reason in mapped.reasons))
     return mapped
 
 
@@ -115,7 +118,7 @@ def read_source(ledger: Ledger, job: SourceJob, report: RunReport) -> Iterator[I
         for item in job.source.read(None if job.from_start or job.snapshot else ledger.source_state(job.name)):
             items += 1
             try:
-                checker.check(item)
+                item = checker.check(item)
             except Slip as slip:
                 _failed(job, report, count, f"{position(items, item)}: {slip}", exc_info=False)
                 return

@@ -126,6 +126,13 @@ class Breaks(Source[Options]):
 class Raises(Breaks):
     def check(self):
         raise KeyError("boom")
+
+class BadIds(Breaks):
+    def read(self, state):
+        yield Record("a", {"n": 1}, 1)
+        yield Record("b\\x00", {"n": 2}, 2)
+        yield Record(3, {"n": 3}, 3, "row 3")
+        yield Record("d", {"n": 4}, 4)
 '''
 
 
@@ -139,6 +146,18 @@ def test_preview_of_a_read_that_slips_prints_what_came_before_then_one_line_and_
         "error: source slippy:Breaks: after 2 item(s): item 3 of the read: read() yielded a str, not a Record, "
         "a BadRecord or a Passed row"
     )
+
+
+def test_preview_shows_a_record_whose_id_capture_sync_cannot_keep_as_a_bad_record_and_goes_on(tmp_path, monkeypatch):
+    """As a sync takes it: rejected with the rule it broke, and the records after it read."""
+    (tmp_path / "slippy.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code, out, err = run("sources", "preview", "--type", "slippy:BadIds")
+    assert code == 0, err
+    assert "  1. a" in out and "  4. d" in out
+    assert "(id 'b\\x00', state after it 2)" in out and "a Record's id holds a control character" in out
+    assert "a Record's id must be a non-empty string, not a int" in out and "(row 3 (id 3))" in out
+    assert out.strip().splitlines()[-1] == "2 record(s), 2 bad record(s)"
 
 
 def test_verbose_works_before_the_command_too(tmp_path, monkeypatch):

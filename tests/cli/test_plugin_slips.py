@@ -1,6 +1,7 @@
 """Issue 22: whatever a plugin yields, nothing is lost in silence. Each slip ends that source's read
 as a plugin error (exit 6, one line naming the source, the position and the rule), every record
-before it reaches the CRM, and the other sources are delivered."""
+before it reaches the CRM, and the other sources are delivered. A record id the ledger cannot keep
+is no slip (issue 24): the record is rejected saying why, and the read goes on."""
 
 from __future__ import annotations
 
@@ -82,10 +83,6 @@ email = "Email"
 """
 
 SLIPS = {
-    "empty_id": "a Record's id must be a non-empty string, not ''",
-    "none_id": "a Record's id must be a non-empty string, not None",
-    "int_id": "a Record's id must be a non-empty string, not a int",
-    "control_id": "holds a control character",
     "list_data": "a Record's data must be a mapping of fields, not a list",
     "datetime_state": "the state holds a datetime at state['at'], which JSON cannot hold",
     "dict": "read() yielded a dict, not a Record, a BadRecord or a Passed row",
@@ -120,6 +117,33 @@ def test_a_slip_is_one_line_exit_6_and_every_record_before_it_is_delivered(
     assert emails == {f"p{n}@example.com" for n in range(1, 50)} | {"ann@example.org"}
 
 
+ID_REJECTIONS = {
+    "empty_id": "a Record's id must be a non-empty string, not ''",
+    "none_id": "a Record's id must be a non-empty string, not None",
+    "int_id": "a Record's id must be a non-empty string, not a int",
+    "control_id": "holds a control character",
+}
+
+
+@pytest.mark.parametrize("slip", sorted(ID_REJECTIONS))
+def test_an_id_the_ledger_cannot_keep_is_a_rejection_saying_why_and_the_read_goes_on(
+    kit, sandbox, tmp_path: Path, slip: str
+) -> None:
+    """No slip of the read: ended there, the read would stop at that record on every pass."""
+    config = _setup(kit, sandbox, tmp_path, slip, at=50, count=100)
+    result = kit.run("sync", "-c", str(config))
+    assert result.code == 0, result.stdout + result.stderr
+    assert "sources.slippy" not in result.stderr and "Traceback" not in result.stderr + result.stdout
+    emails = {p["data"]["email"] for p in sandbox.store.persons()}
+    assert emails == {f"p{n}@example.com" for n in range(1, 101) if n != 50} | {"ann@example.org"}
+    listed = kit.run("ledger", "list", "--state", "rejected", "--json", "-c", str(config))
+    assert listed.code == 0, listed.stderr
+    (entry,) = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert ID_REJECTIONS[slip] in entry["last_error"] and "make the source yield one" in entry["last_error"]
+    again = kit.run("sync", "-c", str(config))
+    assert again.code == 0 and len(sandbox.store.captures()) == 100, again.stderr  # nothing re-read or re-sent
+
+
 @pytest.mark.parametrize("at", [1000, 1001])
 def test_a_state_json_cannot_hold_at_the_end_of_a_chunk_keeps_the_chunk_before_it(
     kit, sandbox, tmp_path: Path, at: int
@@ -149,7 +173,7 @@ def test_the_daemon_reports_the_slip_each_tick_and_keeps_serving_the_other_sourc
     from connector.ledger import Ledger
     from connector.scheduler import Daemon
 
-    config = _setup(kit, sandbox, tmp_path, "none_id", at=3, count=5)
+    config = _setup(kit, sandbox, tmp_path, "list_data", at=3, count=5)
     cfg = load_config(config)
     signups = tmp_path / "signups.csv"
 
@@ -173,6 +197,8 @@ def test_the_daemon_reports_the_slip_each_tick_and_keeps_serving_the_other_sourc
     finally:
         cfg.close_sources()
     assert len(failures) == 2, failures  # one line on each tick, the slip named
-    assert all(len(f) == 1 and "a Record's id must be a non-empty string, not None" in f[0] for f in failures), failures
+    assert all(len(f) == 1 and "a Record's data must be a mapping of fields, not a list" in f[0] for f in failures), (
+        failures
+    )
     emails = {p["data"]["email"] for p in sandbox.store.persons()}
     assert emails == {"p1@example.com", "p2@example.com", "ann@example.org", "ann2@example.org", "ann3@example.org"}

@@ -1,5 +1,6 @@
-"""What the plugin boundary says about a slip deep inside a state, or in an id: the path it names is
-spelled only when there is a problem, so it must still be exact (a plugin author follows it)."""
+"""What the plugin boundary says about a slip deep inside a state, or about an id it cannot keep: the
+path it names is spelled only when there is a problem, so it must still be exact (a plugin author
+follows it); a record whose id it cannot keep is a rejection saying why."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 import pytest
 
 from connector.delivery import Checker, Slip
-from connector.source import Record
+from connector.delivery._boundary import ID_RULE, MAX_ID_BYTES, shown_text
+from connector.source import BadRecord, Passed, Record
 
 
 def slip_of(state: Any, rid: str = "r1") -> str | None:
@@ -52,7 +54,57 @@ def test_a_state_of_json_values_passes_and_a_shared_large_list_is_walked_once() 
     assert slip_of({"done": done}) is not None  # a new read walks it
 
 
-@pytest.mark.parametrize(("rid", "passes"), [("Zoë-7", True), ("a\x85b", False), ("a\tb", False), ("ok id", True)])
-def test_an_id_with_a_control_character_is_refused_and_printable_text_passes(rid: str, passes: bool) -> None:
-    said = slip_of({}, rid)
-    assert (said is None) if passes else (said is not None and "holds a control character" in said)
+@pytest.mark.parametrize(
+    ("rid", "said"),
+    [
+        ("Zoë-7", None),
+        ("ok id", None),
+        ("x" * MAX_ID_BYTES, None),
+        ("a\x85b", "a Record's id holds a control character"),
+        ("a\tb", "a Record's id holds a control character"),
+        ("a\x00b", "a Record's id holds a control character"),
+        ("a\ud800", "a Record's id holds a lone surrogate, which UTF-8 cannot encode"),
+        ("é" * (MAX_ID_BYTES // 2 + 1), f"a Record's id is longer than {MAX_ID_BYTES} bytes in UTF-8"),
+        (" \u00a0", "a Record's id must be a non-empty string, not ' \\xa0'"),
+        (b"r1", "a Record's id must be a non-empty string, not a bytes"),
+    ],
+)
+def test_an_id_the_ledger_cannot_keep_makes_the_record_a_rejection_saying_why(rid: Any, said: str | None) -> None:
+    record = Record(rid, {"Name": "Ada"}, 7, "row 3")
+    taken = Checker().check(record)
+    if said is None:
+        assert taken is record
+    else:
+        assert isinstance(taken, BadRecord) and taken.state == 7 and taken.id is None
+        assert taken.where.startswith("row 3 (id ") and taken.where.isascii()  # its position, and its id shown
+        assert said in taken.reason and ID_RULE in taken.reason and taken.raw == {"Name": "Ada"}
+
+
+def test_a_rejected_id_without_a_position_is_kept_under_the_id_shown_so_that_no_two_are_one() -> None:
+    """5 and '5', ids differing only in a NUL or in a long tail: each its own entry, read again the same."""
+    ids = [5, "5\x00", "5\x00\x00", None, b"5", "\x01" + "x" * 5000, "\x01" + "x" * 5000 + "y"]
+    shown = [Checker().check(Record(rid, {}, 1)) for rid in ids]
+    wheres = [item.where for item in shown if isinstance(item, BadRecord)]
+    assert len(set(wheres)) == len(ids) and all(w.isascii() and w.isprintable() and len(w) < 300 for w in wheres)
+    assert wheres == [item.where for item in (Checker().check(Record(rid, {}, 1)) for rid in ids)]
+
+
+def test_a_passed_row_whose_id_the_ledger_cannot_keep_is_looked_up_by_its_id_shown() -> None:
+    """Ended at it, the read would stop there on every pass; looked up as it is, a NUL would cut the id."""
+    kept = Passed("r1", "row 1")
+    assert Checker().check(kept) is kept
+    shown = Checker().check(Passed("r\x002", "row 2"))
+    assert shown == Passed("'r\\x002'", "row 2")
+
+
+@pytest.mark.parametrize(
+    ("where", "kept"),
+    [
+        ("contacts.csv line 12", "contacts.csv line 12"),  # an existing ledger's key `@where` stays the same
+        ("line\t12\n", "line\t12\n"),  # storable on both engines: unchanged too
+        ("line 12\x00", "line 12\\x00"),  # PostgreSQL refuses a NUL; SQLite's json_each ends the text there
+        ("line \ud800 12", "line \\ud800 12"),  # UTF-8 cannot encode a lone surrogate
+    ],
+)
+def test_a_bad_records_where_is_kept_as_is_unless_no_ledger_can_store_it(where: str, kept: str) -> None:
+    assert shown_text(where) == kept

@@ -148,7 +148,7 @@ def entries(folder: Path) -> dict[str, list[tuple[str, str, str | None]]]:
     try:
         rows = db.execute(
             "SELECT e.source, e.record_id, e.state, e.last_error FROM entries e "
-            "JOIN records r ON r.entry_id = e.id ORDER BY e.id"
+            "WHERE e.id IN (SELECT max(id) FROM entries GROUP BY source, record_id) ORDER BY e.id"
         ).fetchall()
     finally:
         db.close()
