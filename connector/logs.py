@@ -6,20 +6,31 @@ masked in every event below DEBUG: a debug session may see it, production logs a
 Emails and phone numbers are found anywhere in the text; a name cannot be told from other words, so
 it is masked by its key (`name`, `first_name`, `last_name`, at any depth: a person or a record
 logged whole).
+
+structlog itself loads at the first event, not at start-up: importing it loads its dev renderer's
+rich tracebacks and pygments (tens of ms), which `status` or `ledger list` never use. `configure`
+installs the handler at once and applies structlog's configuration the moment structlog is first
+imported, by anyone (`_ConfigureOnImport`); modules take their logger from `get_logger`.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import re
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any, TextIO
-
-import structlog
-from structlog.typing import EventDict, Processor
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from .redact import redact_text
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from importlib.abc import Loader
+
+    from structlog.typing import EventDict, Processor
 
 MASK = "**********"
 _secrets: set[str] = set()
@@ -149,13 +160,55 @@ def redact_pii(_logger: Any, method: str, event: EventDict) -> EventDict:
     return _redact_keys(_scrub_event(event, mask_pii))
 
 
+def get_logger(name: str) -> Any:
+    """structlog's logger `name`, as `structlog.get_logger(name)` would give it, but structlog is
+    imported at this logger's first use, not here: a module imported at start-up logs for free."""
+    return _LazyLogger(name)
+
+
+class _LazyLogger:
+    __slots__ = ("_logger", "_name")
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._logger: Any = None
+
+    def __getattr__(self, attr: str) -> Any:
+        if self._logger is None:
+            import structlog
+
+            self._logger = structlog.get_logger(self._name)
+        return getattr(self._logger, attr)
+
+
 def configure(level: str | int = "INFO", *, json: bool | None = None, stream: TextIO | None = None) -> None:
     """JSON lines when the stream is not a terminal (or `json=True`), readable console otherwise."""
+    global _pending_structlog
     stream = stream or sys.stderr
     _filter_library_urls()
     if json is None:
         json = not stream.isatty()
-    shared: list[Processor] = [
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(_FormatterOnFirstUse(json, colors=stream.isatty()))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        if getattr(old, "_capture_sync", False):
+            root.removeHandler(old)
+    handler._capture_sync = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(level if isinstance(level, int) else level.upper())
+    _pending_structlog = True
+    if "structlog" in sys.modules:
+        _configure_structlog()
+    elif _ON_IMPORT not in sys.meta_path:
+        sys.meta_path.insert(0, _ON_IMPORT)
+
+
+def _shared() -> list[Processor]:
+    """The processors every event passes, ours and a library's (stdlib) alike."""
+    import structlog
+
+    return [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
@@ -164,30 +217,90 @@ def configure(level: str | int = "INFO", *, json: bool | None = None, stream: Te
         redact_secrets,
         redact_pii,
     ]
-    rendering: list[Processor] = (
-        [structlog.processors.JSONRenderer()]
-        if json
-        else [inert_values, structlog.dev.ConsoleRenderer(colors=stream.isatty())]
-    )
-    formatter = structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=[structlog.stdlib.ExtraAdder(), *shared],
-        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *rendering],
-    )
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(formatter)
-    root = logging.getLogger()
-    for old in list(root.handlers):
-        if getattr(old, "_capture_sync", False):
-            root.removeHandler(old)
-    handler._capture_sync = True  # type: ignore[attr-defined]
-    root.addHandler(handler)
-    root.setLevel(level if isinstance(level, int) else level.upper())
+
+
+class _FormatterOnFirstUse(logging.Formatter):
+    """structlog's ProcessorFormatter (JSON, or the console renderer), built at the first record."""
+
+    def __init__(self, json: bool, *, colors: bool) -> None:
+        super().__init__()
+        self._json, self._colors = json, colors
+        self._real: logging.Formatter | None = None
+
+    def format(self, record: logging.LogRecord) -> str:
+        if self._real is None:
+            import structlog
+
+            rendering: list[Processor] = (
+                [structlog.processors.JSONRenderer()]
+                if self._json
+                else [inert_values, structlog.dev.ConsoleRenderer(colors=self._colors)]
+            )
+            self._real = structlog.stdlib.ProcessorFormatter(
+                foreign_pre_chain=[structlog.stdlib.ExtraAdder(), *_shared()],
+                processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *rendering],
+            )
+        return self._real.format(record)
+
+
+_pending_structlog = False  # `configure` ran while structlog was not imported yet
+
+
+def _configure_structlog() -> None:
+    global _pending_structlog
+    _pending_structlog = False
+    import structlog
+
     structlog.configure(
-        processors=[structlog.stdlib.filter_by_level, *shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        processors=[
+            structlog.stdlib.filter_by_level,
+            *_shared(),
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=False,
     )
+
+
+class _ConfigureOnImport:
+    """A meta path finder for `structlog` alone: its module loads as usual, and as soon as it has run,
+    before the import returns to whoever asked, the configuration `configure` left pending is applied.
+    So no event, from any module or plugin, ever meets an unconfigured structlog."""
+
+    def find_spec(
+        self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if name != "structlog" or not _pending_structlog:
+            return None
+        sys.meta_path.remove(self)  # the other finders find it; this one is done
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            spec.loader = cast("Loader", _ThenConfigure(spec.loader))
+        return spec
+
+
+class _ThenConfigure:
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        module: ModuleType | None = self._loader.create_module(spec)
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        module.__loader__ = self._loader  # as if it had loaded alone
+        if module.__spec__ is not None:
+            module.__spec__.loader = self._loader
+        if _pending_structlog:
+            _configure_structlog()
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._loader, attr)
+
+
+_ON_IMPORT = _ConfigureOnImport()
 
 
 def hand_to_stdlib() -> None:
@@ -196,6 +309,8 @@ def hand_to_stdlib() -> None:
     (`event=run.finished kind=sync captured=3 ...`), and the host's handlers and levels decide what is
     shown. Done only while nothing has configured structlog: unconfigured, it prints every event,
     debug ones with contact data included, to stdout."""
+    import structlog
+
     _filter_library_urls()
     if structlog.is_configured():
         return

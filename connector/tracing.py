@@ -28,12 +28,12 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-import structlog
+from . import logs
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
-log = structlog.get_logger("capture_sync.tracing")
+log = logs.get_logger("capture_sync.tracing")
 
 _integration: ContextVar[str | None] = ContextVar("capture_sync_integration", default=None)
 _request: ContextVar[_RequestTrace | None] = ContextVar("capture_sync_request", default=None)

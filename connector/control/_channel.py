@@ -9,7 +9,6 @@ included, with a one-line answer and nothing done.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -18,15 +17,19 @@ import stat
 import struct
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import structlog
-
+from .. import logs
 from ..exit_codes import ExitCode
 from ._commands import Answer, Steered, dispatch
 from ._place import find_socket, pointer_path, private_folder, socket_path
 
-log = structlog.get_logger("capture_sync.control")
+# asyncio is the daemon's end alone: the clients (`ask`, `forward`, `status`'s `daemon_state`) use a
+# plain socket, and a command that merely asks should not pay for the event loop (~10 ms to import).
+if TYPE_CHECKING:
+    import asyncio
+
+log = logs.get_logger("capture_sync.control")
 
 MAX_LINE = 64 * 1024
 READ_REQUEST_S = 10.0  # a client that connects and says nothing is dropped after this
@@ -58,6 +61,8 @@ class ControlServer:
             with contextlib.suppress(FileNotFoundError):
                 if not stat.S_ISDIR(os.lstat(stale).st_mode):
                     stale.unlink()
+        import asyncio
+
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.bind(str(self.path))
@@ -80,6 +85,8 @@ class ControlServer:
             return
         self._server.close()
         if self._handlers:
+            import asyncio
+
             await asyncio.wait(set(self._handlers), timeout=1.0)
         # Only when the socket is still ours: a daemon that took over the lease meanwhile binds its own.
         with contextlib.suppress(FileNotFoundError):
@@ -90,6 +97,8 @@ class ControlServer:
         self._server = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        import asyncio
+
         task = asyncio.current_task()
         assert task is not None
         self._handlers.add(task)
@@ -104,6 +113,8 @@ class ControlServer:
             self._handlers.discard(task)
 
     async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Answer:
+        import asyncio
+
         try:  # read before judging, so that a refused client reads its answer rather than a broken pipe
             line = await asyncio.wait_for(reader.readline(), READ_REQUEST_S)
         except (TimeoutError, ValueError):

@@ -14,7 +14,6 @@ daemon when it leads, else the request goes through the shared ledger to the dae
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -162,4 +161,6 @@ async def steer(daemon: Steered, name: str, args: Any) -> Answer:
         check_request(name, args)
     except BadRequest as exc:
         return {"ok": False, "command": name, "error": str(exc), "exit_code": int(ExitCode.USAGE)}
+    import asyncio  # here, not at the top: `status` imports this table and never runs a loop
+
     return await asyncio.get_running_loop().run_in_executor(_ASKS, ask, name, args)

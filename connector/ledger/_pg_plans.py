@@ -32,12 +32,12 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-import structlog
+from .. import logs
 
 if TYPE_CHECKING:
     import psycopg
 
-log = structlog.get_logger("capture_sync.ledger")
+log = logs.get_logger("capture_sync.ledger")
 
 # The claim's scans in id order must walk entries_live, which holds the live entries alone (schema v11;
 # entries_to_send before it) and so stops after one batch. Two other plans look cheaper when the statistics lag: a bitmap

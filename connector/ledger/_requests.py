@@ -16,7 +16,6 @@ still untaken), so a daemon that starts later never runs a command its operator 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import time
@@ -27,6 +26,8 @@ from ._lease import SCHEMA, live_holder
 from .schema import LedgerError
 
 if TYPE_CHECKING:
+    import asyncio  # imported where the daemon awaits: `status` loads this module, never a loop
+
     import psycopg
 
     from ._postgres import PgTarget
@@ -213,6 +214,8 @@ class Doorbell:
 
     async def rung(self, halt: asyncio.Event) -> None:
         """Until the integration's doorbell rings, `halt` is set or the poll's time passes."""
+        import asyncio
+
         if self._conn is None or self._conn.closed:
             if not await self._listen():
                 await self._pause(halt)
@@ -232,6 +235,8 @@ class Doorbell:
 
     async def _pause(self, halt: asyncio.Event) -> None:
         """Without a working LISTEN: the leader's poll (`POLL_S`), or until `halt`."""
+        import asyncio
+
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(halt.wait(), POLL_S)
 

@@ -1,6 +1,8 @@
 """The root `--help` lists every command from `connector.cli.COMMANDS` without importing it, with the
 first line of the command's own help; `--help` and `--version` load none of the heavy libraries, and
-the commands that only read the ledger load neither the HTTP client nor the mapping nor the engine."""
+the commands that only read the ledger load neither the HTTP client nor the mapping nor the engine,
+nor structlog (whose dev renderer loads rich's tracebacks and pygments) nor asyncio; and logging
+configured before structlog is imported still renders the first event of whoever imports it."""
 
 from __future__ import annotations
 
@@ -75,6 +77,10 @@ NOT_FOR_THE_LEDGER = (
     "connector.delivery",
     "connector.mapping",
     "connector.api",
+    "structlog",  # at the first event only: its import loads rich.traceback and pygments
+    "rich.traceback",
+    "pygments",
+    "asyncio",  # the daemon's end of the control socket alone
 )
 
 
@@ -102,3 +108,60 @@ def test_an_unknown_command_is_refused_as_before() -> None:
     group = typer.main.get_command(app)
     assert group is not None
     assert group.get_command(typer.Context(group), "nonesuch") is None
+
+
+# A module or plugin that imports structlog itself after `configure` (as every engine module does).
+LATE_IMPORT = """
+import sys
+from connector import logs
+logs.configure("INFO", json={json}, stream=sys.stderr)
+assert "structlog" not in sys.modules
+import structlog
+structlog.get_logger("capture_sync.probe").info("probe.event", email="ann@example.org", secret_free=1)
+import logging
+logging.getLogger("httpx").warning("HTTP Request: POST https://user:pw@example.org/x?token=abc")
+"""
+
+
+@pytest.mark.parametrize("json", [True, False], ids=["json", "console"])
+def test_logging_configured_before_structlog_is_imported_renders_the_first_event(json: bool) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", LATE_IMPORT.format(json=json)], capture_output=True, text=True, check=True
+    )
+    assert proc.stdout == ""  # an unconfigured structlog would print the event, email and all, here
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 2, proc.stderr
+    assert "probe.event" in lines[0] and "<redacted>" in lines[0] and "ann@example.org" not in lines[0]
+    assert "pw@" not in lines[1] and "token=abc" not in lines[1]
+    if json:
+        import json as json_module
+
+        event = json_module.loads(lines[0])
+        assert (event["event"], event["level"], event["logger"]) == ("probe.event", "info", "capture_sync.probe")
+    else:
+        assert lines[0].lstrip("0123456789-:.TZ ").startswith("[info")
+
+
+@pytest.mark.parametrize("args", [["sync", "--help"], ["run", "--help"]], ids=" ".join)
+def test_commands_that_load_httpx_do_not_load_its_command_line(args: list[str]) -> None:
+    """httpx imports its own `httpx` command (click, pygments, rich.progress) on import unless
+    `connector._httpx_cli` stands in for it."""
+    proc = subprocess.run(
+        [sys.executable, "-c", probe(("httpx", "click")), *args], capture_output=True, text=True, check=True
+    )
+    assert proc.stderr.strip().splitlines()[-1] == "loaded: httpx"
+
+
+def test_httpx_command_line_is_all_there_on_first_use() -> None:
+    script = """
+import sys
+import connector, httpx
+assert "click" not in sys.modules
+from httpx._main import print_help  # a name the stand-in does not hold: the real module, loaded now
+assert "click" in sys.modules and sys.modules["httpx._main"].print_help is print_help
+sys.argv = ["httpx", "--help"]
+httpx.main()
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "A next generation HTTP client." in proc.stdout
