@@ -15,8 +15,6 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from . import _httpx_cli
-
 if TYPE_CHECKING:
     from ._api import StatusReport, replay, status, sync
     from ._errors import AuthenticationFailed, CaptureSyncError, ConfigError, NeedsAttention, SourceFailed, Unsettled
@@ -55,9 +53,6 @@ _HOME = {
         "._errors",
     ),
 }
-
-
-_httpx_cli.defer()  # before anything imports httpx: its command line is not ours to load
 
 
 def __getattr__(name: str) -> Any:

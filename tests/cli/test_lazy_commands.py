@@ -140,28 +140,3 @@ def test_logging_configured_before_structlog_is_imported_renders_the_first_event
         assert (event["event"], event["level"], event["logger"]) == ("probe.event", "info", "capture_sync.probe")
     else:
         assert lines[0].lstrip("0123456789-:.TZ ").startswith("[info")
-
-
-@pytest.mark.parametrize("args", [["sync", "--help"], ["run", "--help"]], ids=" ".join)
-def test_commands_that_load_httpx_do_not_load_its_command_line(args: list[str]) -> None:
-    """httpx imports its own `httpx` command (click, pygments, rich.progress) on import unless
-    `connector._httpx_cli` stands in for it."""
-    proc = subprocess.run(
-        [sys.executable, "-c", probe(("httpx", "click")), *args], capture_output=True, text=True, check=True
-    )
-    assert proc.stderr.strip().splitlines()[-1] == "loaded: httpx"
-
-
-def test_httpx_command_line_is_all_there_on_first_use() -> None:
-    script = """
-import sys
-import connector, httpx
-assert "click" not in sys.modules
-from httpx._main import print_help  # a name the stand-in does not hold: the real module, loaded now
-assert "click" in sys.modules and sys.modules["httpx._main"].print_help is print_help
-sys.argv = ["httpx", "--help"]
-httpx.main()
-"""
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    assert "A next generation HTTP client." in proc.stdout
