@@ -16,26 +16,50 @@ from collections.abc import Sequence
 
 from ..keys import batch_key, content_hash
 from ._db import Db, Dialect, members_of
-from ._types import LIVE_MARKS, BatchWork, Claim, Member, Operation, in_open_batch
+from ._types import IS_LIVE, LIVE, BatchWork, Claim, Member, Operation, in_open_batch
 from .schema import LedgerError
 
-# Whether entry `e` has an older version that is live. A pending entry is sendable only when it has
-# none: the newer one waits until the older settles, so that the newest data always lands last.
-# (Schema v11: the record's versions are read by the (source, record_id, content_hash) index, which
-# every version is in; most records have one, and the older ones' states are read from their rows.)
-OLDER_LIVE = (
-    "EXISTS (SELECT 1 FROM entries o WHERE o.source = e.source AND o.record_id = e.record_id "
-    f"AND o.id < e.id AND o.state IN ({LIVE_MARKS}))"
+# The one-live-version rule: a pending entry is sendable only when no older version of its record is
+# live (the newer one waits until the older settles, so that the newest data always lands last).
+# Since schema v11 the only index by record holds every version (source, record_id, content_hash), so
+# asking it per candidate read every older version's row: a record changed at every poll for months
+# (200,000 versions) cost a claim 25-160 ms. Claim decides from the live entries alone instead
+# (`entries_live`): its walk takes the oldest pending entries in id order (a window of them), and
+# every older pending version of a candidate is in that window, before it; the other live states
+# (in flight as stored, unknown, blocked: sent and not settled, few) are read whole. A candidate is
+# sendable when it is its record's first live version among those rows, in id order.
+_SENT_LIVE = ",".join(f"'{s}'" for s in LIVE if s != "pending")
+_WALK = (
+    "SELECT e.id, e.key, e.payload FROM (SELECT w.id, w.state, "
+    "row_number() OVER (PARTITION BY w.source, w.record_id ORDER BY w.id) AS nth FROM ("
+    "SELECT * FROM (SELECT id, state, source, record_id FROM entries WHERE state = 'pending' ORDER BY id LIMIT ?) AS p "
+    f"UNION ALL SELECT id, state, source, record_id FROM entries WHERE {IS_LIVE} AND state IN ({_SENT_LIVE})"
+    ") AS w) AS f JOIN entries e ON e.id = f.id WHERE f.nth = 1 AND f.state = 'pending' AND NOT {open} "
+    "ORDER BY e.id LIMIT ?"
 )
 
 
 @functools.cache
 def _sendable(dialect: Dialect) -> str:
     """A pending entry in an open or stalled batch is in flight (schema v10: claim does not write the entry)."""
-    return (
-        f"SELECT e.id, e.key, e.payload FROM entries e WHERE e.state = 'pending' AND NOT {in_open_batch(dialect, 'e')} "
-        f"AND NOT {OLDER_LIVE} ORDER BY e.id LIMIT ?"
-    )
+    return _WALK.format(open=in_open_batch(dialect, "e"))
+
+
+def _sendable_rows(db: Db, batch_size: int, in_flight: int) -> list[tuple[int, str, str]]:
+    """Up to `batch_size` sendable entries in id order. The window of pending entries starts at the
+    ones in flight (`in_flight`, the open and stalled batches' sizes: they lead the pending in id
+    order) and twice the batch, and doubles while it was full and found too few."""
+    window = in_flight + 2 * batch_size
+    while True:
+        rows: list[tuple[int, str, str]] = db.execute(_sendable(db.dialect), (window, batch_size)).fetchall()
+        if len(rows) == batch_size:
+            return rows
+        pending = db.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM entries WHERE state = 'pending' LIMIT ?) AS w", (window,)
+        ).fetchone()[0]
+        if pending < window:
+            return rows
+        window *= 2
 
 
 @functools.cache
@@ -65,15 +89,17 @@ def claim(db: Db, want: Claim) -> BatchWork | None:
     sendable pending entries in a new batch."""
     if db.dialect.claim_plan:
         db.execute(db.dialect.claim_plan)
-    states = ("open", "stalled") if want.include_stalled else ("open",)
-    marks = ",".join("?" * len(states))
-    for (batch_id,) in db.execute(f"SELECT id FROM batches WHERE state IN ({marks}) ORDER BY id", states).fetchall():
-        if batch_id not in want.skip:
+    in_flight = 0
+    for batch_id, state, size in db.execute(
+        "SELECT id, state, size FROM batches WHERE state IN ('open','stalled') ORDER BY id"
+    ).fetchall():
+        if batch_id not in want.skip and (state == "open" or want.include_stalled):
             return load_batch(db, batch_id)
+        in_flight += size
     unknown = db.execute(_reoffer(db.dialect)).fetchone()
     if unknown is not None:
         return new_batch(db, "bulk", [Member(*unknown)])
-    rows = db.execute(_sendable(db.dialect), (want.batch_size,)).fetchall()
+    rows = _sendable_rows(db, want.batch_size, in_flight)
     if not rows:
         return None
     members = [Member(*r) for r in rows]

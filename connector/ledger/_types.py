@@ -29,7 +29,6 @@ Order = float | str  # a version's place in its source's order: values of one ty
 # A version in one of these states may still be sent (again): a newer version of the same record
 # waits until it leaves them, so the newest data always lands last (design 2, one live version).
 LIVE: tuple[EntryState, ...] = ("pending", "in_flight", "unknown", "blocked")
-LIVE_MARKS = ",".join(f"'{s}'" for s in LIVE)  # as SQL: `state IN ({LIVE_MARKS})`
 # As SQL, exactly as the partial index entries_live (schema v11) is written: a query that carries it as
 # a term (or names one state with `state = 'x'`) may read that index on SQLite.
 IS_LIVE = "(" + " OR ".join(f"state = '{s}'" for s in LIVE) + ")"  # as `any_state(LIVE)`
