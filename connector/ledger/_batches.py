@@ -29,37 +29,80 @@ from .schema import LedgerError
 # (in flight as stored, unknown, blocked: sent and not settled, few) are read whole. A candidate is
 # sendable when it is its record's first live version among those rows, in id order.
 _SENT_LIVE = ",".join(f"'{s}'" for s in LIVE if s != "pending")
-_WALK = (
-    "SELECT e.id, e.key, e.payload FROM (SELECT w.id, w.state, "
-    "row_number() OVER (PARTITION BY w.source, w.record_id ORDER BY w.id) AS nth FROM ("
-    "SELECT * FROM (SELECT id, state, source, record_id FROM entries WHERE state = 'pending' ORDER BY id LIMIT ?) AS p "
-    f"UNION ALL SELECT id, state, source, record_id FROM entries WHERE {IS_LIVE} AND state IN ({_SENT_LIVE})"
-    ") AS w) AS f JOIN entries e ON e.id = f.id WHERE f.nth = 1 AND f.state = 'pending' AND NOT {open} "
-    "ORDER BY e.id LIMIT ?"
-)
+
+
+def _first_live(dialect: Dialect, *, after: bool) -> str:
+    """SQL, a FROM item `f` (id, state, nth): the window's rows, each with its place (`nth`, from 1)
+    among its record's live versions there, in id order. The window is the oldest pending entries
+    (`LIMIT ?`), with `after`: those above an id (`id > ?`), and then also the ones at or below it
+    that are in flight (`?` that id again: in an open or stalled batch's array, few), which the others
+    may wait behind. The sent live ones (in flight as stored, unknown, blocked) are all in it."""
+    in_flight = (
+        f" UNION ALL SELECT e.id, e.state, e.source, e.record_id FROM batches ob CROSS JOIN {members_of(dialect, 'ob', 'om')} "
+        "JOIN entries e ON e.id = om.value WHERE ob.state IN ('open','stalled') AND e.id <= ? AND e.state = 'pending'"
+    )
+    return (
+        "(SELECT w.id, w.state, row_number() OVER (PARTITION BY w.source, w.record_id ORDER BY w.id) AS nth FROM ("
+        "SELECT * FROM (SELECT id, state, source, record_id FROM entries WHERE state = 'pending'"
+        f"{' AND id > ?' if after else ''} ORDER BY id LIMIT ?) AS p UNION ALL "
+        f"SELECT id, state, source, record_id FROM entries WHERE {IS_LIVE} AND state IN ({_SENT_LIVE})"
+        f"{in_flight if after else ''}) AS w) AS f"
+    )
 
 
 @functools.cache
 def _sendable(dialect: Dialect) -> str:
     """A pending entry in an open or stalled batch is in flight (schema v10: claim does not write the entry)."""
-    return _WALK.format(open=in_open_batch(dialect, "e"))
+    return (
+        f"SELECT e.id, e.key, e.payload FROM {_first_live(dialect, after=False)} JOIN entries e ON e.id = f.id "
+        f"WHERE f.nth = 1 AND f.state = 'pending' AND NOT {in_open_batch(dialect, 'e')} ORDER BY e.id LIMIT ?"
+    )
+
+
+@functools.cache
+def _claimable(dialect: Dialect) -> str:
+    return (
+        f"SELECT count(*) FROM (SELECT 1 FROM {_first_live(dialect, after=True)} WHERE f.nth = 1 "
+        f"AND f.state = 'pending' AND NOT {in_open_batch(dialect, 'f')} LIMIT ?) AS c"
+    )
+
+
+def _window(db: Db, after_id: int, window: int, found: int, want: int) -> int:
+    """The next window of pending entries above `after_id` to look through, or 0: the last one was
+    not full, or it found what was wanted."""
+    if found >= want:
+        return 0
+    pending = db.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM entries WHERE state = 'pending' AND id > ? LIMIT ?) AS w",
+        (after_id, window),
+    ).fetchone()[0]
+    return 2 * window if pending == window else 0
 
 
 def _sendable_rows(db: Db, batch_size: int, in_flight: int) -> list[tuple[int, str, str]]:
     """Up to `batch_size` sendable entries in id order. The window of pending entries starts at the
     ones in flight (`in_flight`, the open and stalled batches' sizes: they lead the pending in id
-    order) and twice the batch, and doubles while it was full and found too few."""
-    window = in_flight + 2 * batch_size
+    order) and the batch, and doubles while it was full and found too few."""
+    window = in_flight + batch_size
     while True:
         rows: list[tuple[int, str, str]] = db.execute(_sendable(db.dialect), (window, batch_size)).fetchall()
-        if len(rows) == batch_size:
+        window = _window(db, 0, window, len(rows), batch_size)
+        if not window:
             return rows
-        pending = db.execute(
-            "SELECT count(*) FROM (SELECT 1 FROM entries WHERE state = 'pending' LIMIT ?) AS w", (window,)
-        ).fetchone()[0]
-        if pending < window:
-            return rows
-        window *= 2
+
+
+def claimable(db: Db, after_id: int, limit: int) -> int:
+    """How many entries above `after_id` claim could take now, counted up to `limit`: pending, in no
+    open or stalled batch, and with no older live version of their record (not waiting behind a
+    blocked, unknown or in-flight one, nor behind an older pending one above `after_id`: of a record's
+    versions read since, one counts). A version behind a pending one at or below `after_id` that is
+    in no batch yet counts: claim takes that older one first, in id order."""
+    window = 2 * limit
+    while True:
+        found: int = db.execute(_claimable(db.dialect), (after_id, window, after_id, limit)).fetchone()[0]
+        window = _window(db, after_id, window, found, limit)
+        if not window:
+            return found
 
 
 @functools.cache

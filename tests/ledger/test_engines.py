@@ -125,3 +125,35 @@ def test_the_backlog_a_streaming_sync_counts_is_counted_on_both_engines(ledger_t
         assert ledger.backlog(0, 100) == 20
         ledger.claim(Claim(10))
         assert ledger.backlog(0, 100) == 10
+
+
+def test_the_backlog_counts_only_what_claim_could_take(ledger_target: str | Path) -> None:
+    """A version that waits behind an older blocked, unknown or in-flight one of its record is not
+    work a streaming sync's delivery can take: counted, it would hold the reader back (in lock-step
+    with delivery) for as long as the older one stays. Of a record's versions read since, one counts."""
+
+    def changed(i: int) -> Mapped:
+        return Mapped(str(i), payload=json.dumps({"name": f"Person {i}", "email": f"new{i}@example.com"}))
+
+    with Ledger(ledger_target) as ledger:
+        ledger.enqueue("crm", "m", [person(i) for i in range(30)], None)
+        blocked = ledger.claim(Claim(10))
+        assert blocked is not None
+        ledger.block(blocked, "409", [])
+        in_hand = ledger.claim(Claim(10))
+        assert in_hand is not None
+        unknown = ledger.claim(Claim(10, skip={in_hand.id}))
+        assert unknown is not None
+        ledger.settle(unknown, [Outcome(m.entry_id, "unknown", error="no evidence") for m in unknown.members], [])
+        last = ledger.last_entry_id()
+        ledger.enqueue("crm", "m", [changed(i) for i in range(30)], None)  # each waits behind its older version
+        assert ledger.backlog(last, 100) == 0
+        ledger.enqueue("crm", "m", [person(i) for i in range(30, 35)], None)
+        assert ledger.backlog(last, 100) == 5
+        assert ledger.backlog(last, 3) == 3
+
+        ledger.settle(in_hand, [Outcome(m.entry_id, "captured") for m in in_hand.members], [])
+        assert ledger.backlog(last, 100) == 15  # the in-flight ones settled: their newer versions can go
+        ledger.enqueue("crm", "m", [person(i) for i in range(35, 40)], None)
+        ledger.enqueue("crm", "m", [changed(i) for i in range(35, 40)], None)  # replaces each (never sent)
+        assert ledger.backlog(last, 100) == 20

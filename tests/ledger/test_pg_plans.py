@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -41,9 +42,17 @@ def claim_plan(conn: psycopg.Connection[Any]) -> str:
     with conn.transaction():
         conn.execute(CLAIM_PLAN)
         rows = conn.execute(
-            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) " + _translate(_sendable(DIALECT)), (100,)
+            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) " + _translate(_sendable(DIALECT)), (100, 100)
         ).fetchall()
     return "\n".join(r[0] for r in rows)
+
+
+def reads_one_window(plan: str) -> bool:
+    """The claim's plan read the window of 100 pending entries from entries_live (index only) and no
+    step of it handled more rows: no sort of every pending entry, no settled entry read on the way,
+    no look-up per entry of its record's versions."""
+    counts = [int(n) for n in re.findall(r"actual rows=(\d+)", plan)]
+    return "Index Only Scan using entries_live on entries (actual rows=100 loops=1)" in plan and max(counts) <= 100
 
 
 def settle_all(ledger: Ledger) -> int:
@@ -127,14 +136,12 @@ def test_the_claim_walks_entries_to_send_whatever_the_statistics_say(postgres_le
         for statement in STALE[stale]:
             conn.execute(statement)
         plan = claim_plan(conn)
-    # the walk stops after one batch: no sort of every pending entry, no settled entry read on the way
-    # (a sort of the open batches' members, the in-flight entries the walk skips, is bounded by them)
-    assert "Index Scan using entries_live on entries e (actual rows=100 loops=1)" in plan, plan
-    assert "Bitmap" not in plan and "Sort Key: e." not in plan, plan
-    assert "Rows Removed" not in plan.split("entries o")[0], plan
+    # the walk stops after one batch (its window: nothing is in flight, no version waits)
+    assert reads_one_window(plan), plan
+    assert "Bitmap" not in plan and "Rows Removed" not in plan, plan
 
 
-def test_a_backlog_on_a_ledger_analyzed_while_nothing_was_live_is_checked_record_by_record(
+def test_a_backlog_on_a_ledger_analyzed_while_nothing_was_live_is_claimed_from_one_window(
     postgres_ledger_url: str,
 ) -> None:
     with Ledger(postgres_ledger_url) as ledger, psycopg.connect(postgres_ledger_url, autocommit=True) as conn:
@@ -147,9 +154,9 @@ def test_a_backlog_on_a_ledger_analyzed_while_nothing_was_live_is_checked_record
         poll(lambda: live_estimate(conn) > 0, "the enqueue's ANALYZE, on its own thread, counted the backlog")
         plan = claim_plan(conn)
         assert settle_all(ledger) == 3000
-    inner = plan.split("Index Scan using idx_entries_source_record_id_content_hash on entries o", 1)[1]
-    assert "Index Cond: ((source = e.source) AND (record_id = e.record_id))" in inner, plan
-    assert "Rows Removed by Join Filter" not in plan, plan
+    # entries_live is believed empty: the one-live-version rule is decided in the window all the same
+    assert reads_one_window(plan), plan
+    assert "Rows Removed" not in plan, plan
 
 
 def test_writes_return_while_their_analyze_waits_and_a_burst_of_them_analyzes_twice(
