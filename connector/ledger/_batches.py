@@ -208,3 +208,32 @@ def load_batch(db: Db, batch_id: int) -> BatchWork:
             "refusing to resend its key with another body"
         )
     return BatchWork(batch_id, key, operation, tuple(members), body)
+
+
+# A batch carries entries that exist when it is claimed, and batch ids and times grow together: the
+# batches that may hold an entry start at the first one written since the entry was, less this margin
+# (a clock set back meanwhile by up to it).
+CLOCK_MARGIN_S = 3600.0
+
+
+def carriers(db: Db, created_at: float, entries: Sequence[tuple[int | None, str]]) -> tuple[int, int]:
+    """The ids (first, last) between which lie the batches that may have carried entries created at
+    `created_at` or later, given as (last ended batch, `entries.batch_id`; state as users see it):
+    since schema v12 a batch's members are an array on its row and no index finds an entry's batches,
+    so an operator command reads the arrays of this range alone, where it read every batch's. An
+    entry's batches end at its last ended one, or at the open and stalled ones for an entry that may
+    be in one of them (pending, unknown or in flight: `_types.in_open_batch`); they start at the first
+    batch written since it was (a seek per halving finds it). (1, 0) when no batch can hold them."""
+    last = max((b for b, _ in entries if b is not None), default=0)
+    if any(state in ("pending", "unknown", "in_flight") for _, state in entries):
+        in_flight = db.execute("SELECT max(id) FROM batches WHERE state IN ('open','stalled')").fetchone()[0]
+        last = max(last, in_flight or 0)
+    low, high, since = 1, last, created_at - CLOCK_MARGIN_S
+    while low < high:  # the first batch id at or after `since`
+        middle = (low + high) // 2
+        row = db.execute("SELECT id, created_at FROM batches WHERE id >= ? ORDER BY id LIMIT 1", (middle,)).fetchone()
+        if row is None or row[0] > high or row[1] >= since:
+            high = middle
+        else:
+            low = row[0] + 1
+    return (low, last) if last else (1, 0)
