@@ -212,8 +212,8 @@ def load_batch(db: Db, batch_id: int) -> BatchWork:
 
 # A batch carries entries that exist when it is claimed, and batch ids and times grow together: the
 # batches that may hold an entry start at the first one written since the entry was, less this margin
-# (a clock set back meanwhile by up to it).
-CLOCK_MARGIN_S = 3600.0
+# (a clock set back meanwhile, or another host's behind, by up to it).
+CLOCK_MARGIN_S = 600.0
 
 
 def carriers(db: Db, created_at: float, entries: Sequence[tuple[int | None, str]]) -> tuple[int, int]:
