@@ -23,30 +23,28 @@ from .schema import LedgerError
 # live (the newer one waits until the older settles, so that the newest data always lands last).
 # Since schema v11 the only index by record holds every version (source, record_id, content_hash), so
 # asking it per candidate read every older version's row: a record changed at every poll for months
-# (200,000 versions) cost a claim 25-160 ms. Claim decides from the live entries alone instead
-# (`entries_live`): its walk takes the oldest pending entries in id order (a window of them), and
-# every older pending version of a candidate is in that window, before it; the other live states
-# (in flight as stored, unknown, blocked: sent and not settled, few) are read whole. A candidate is
-# sendable when it is its record's first live version among those rows, in id order.
+# (200,000 versions) cost a claim 25-350 ms. The live versions that were sent and have not settled
+# are few (in an open or stalled batch, or stored in flight, unknown or blocked): `_not_behind_sent` reads their
+# records once per statement (an ephemeral index on SQLite, a hashed subplan on PostgreSQL), and a
+# pending entry of one of them waits. Such a version is older than any pending one outside a batch:
+# a new version gets the highest id, and `_operator` requeues only a record's newest. A live version
+# never sent is pending too, before the candidate in the walk's id order: `claim` keeps the first of
+# a record's versions it finds (enqueue supersedes such a version when a newer one comes, so that is rare).
 _SENT_LIVE = ",".join(f"'{s}'" for s in LIVE if s != "pending")
 
 
-def _first_live(dialect: Dialect, *, after: bool) -> str:
-    """SQL, a FROM item `f` (id, state, nth): the window's rows, each with its place (`nth`, from 1)
-    among its record's live versions there, in id order. The window is the oldest pending entries
-    (`LIMIT ?`), with `after`: those above an id (`id > ?`), and then also the ones at or below it
-    that are in flight (`?` that id again: in an open or stalled batch's array, few), which the others
-    may wait behind. The sent live ones (in flight as stored, unknown, blocked) are all in it."""
-    in_flight = (
-        f" UNION ALL SELECT e.id, e.state, e.source, e.record_id FROM batches ob CROSS JOIN {members_of(dialect, 'ob', 'om')} "
-        "JOIN entries e ON e.id = om.value WHERE ob.state IN ('open','stalled') AND e.id <= ? AND e.state = 'pending'"
-    )
+def _record(entry: str) -> str:
+    """SQL: the entry's record as one text value (its source's length first: no two records share it),
+    so that an IN list of them is hashed or indexed on both engines (SQLite scans a list of row values)."""
+    return f"length({entry}.source) || ':' || {entry}.source || {entry}.record_id"
+
+
+@functools.cache
+def _not_behind_sent(dialect: Dialect) -> str:
     return (
-        "(SELECT w.id, w.state, row_number() OVER (PARTITION BY w.source, w.record_id ORDER BY w.id) AS nth FROM ("
-        "SELECT * FROM (SELECT id, state, source, record_id FROM entries WHERE state = 'pending'"
-        f"{' AND id > ?' if after else ''} ORDER BY id LIMIT ?) AS p UNION ALL "
-        f"SELECT id, state, source, record_id FROM entries WHERE {IS_LIVE} AND state IN ({_SENT_LIVE})"
-        f"{in_flight if after else ''}) AS w) AS f"
+        f"NOT {_record('e')} IN (SELECT {_record('sl')} FROM entries sl WHERE {IS_LIVE} AND state IN ({_SENT_LIVE}) "
+        f"UNION ALL SELECT {_record('se')} FROM batches ob CROSS JOIN {members_of(dialect, 'ob', 'om')} "
+        "JOIN entries se ON se.id = om.value WHERE ob.state IN ('open','stalled'))"
     )
 
 
@@ -54,55 +52,35 @@ def _first_live(dialect: Dialect, *, after: bool) -> str:
 def _sendable(dialect: Dialect) -> str:
     """A pending entry in an open or stalled batch is in flight (schema v10: claim does not write the entry)."""
     return (
-        f"SELECT e.id, e.key, e.payload FROM {_first_live(dialect, after=False)} JOIN entries e ON e.id = f.id "
-        f"WHERE f.nth = 1 AND f.state = 'pending' AND NOT {in_open_batch(dialect, 'e')} ORDER BY e.id LIMIT ?"
+        "SELECT e.id, e.key, e.payload, e.source, e.record_id FROM entries e WHERE e.state = 'pending' "
+        f"AND NOT {in_open_batch(dialect, 'e')} AND {_not_behind_sent(dialect)} ORDER BY e.id LIMIT ?"
     )
 
 
 @functools.cache
 def _claimable(dialect: Dialect) -> str:
     return (
-        f"SELECT count(*) FROM (SELECT 1 FROM {_first_live(dialect, after=True)} WHERE f.nth = 1 "
-        f"AND f.state = 'pending' AND NOT {in_open_batch(dialect, 'f')} LIMIT ?) AS c"
+        "SELECT count(*) FROM (SELECT 1 FROM entries e WHERE e.state = 'pending' AND e.id > ? "
+        f"AND NOT {in_open_batch(dialect, 'e')} AND {_not_behind_sent(dialect)} LIMIT ?) AS c"
     )
 
 
-def _window(db: Db, after_id: int, window: int, found: int, want: int) -> int:
-    """The next window of pending entries above `after_id` to look through, or 0: the last one was
-    not full, or it found what was wanted."""
-    if found >= want:
-        return 0
-    pending = db.execute(
-        "SELECT count(*) FROM (SELECT 1 FROM entries WHERE state = 'pending' AND id > ? LIMIT ?) AS w",
-        (after_id, window),
-    ).fetchone()[0]
-    return 2 * window if pending == window else 0
-
-
-def _sendable_rows(db: Db, batch_size: int, in_flight: int) -> list[tuple[int, str, str]]:
-    """Up to `batch_size` sendable entries in id order. The window of pending entries starts at the
-    ones in flight (`in_flight`, the open and stalled batches' sizes: they lead the pending in id
-    order) and the batch, and doubles while it was full and found too few."""
-    window = in_flight + batch_size
-    while True:
-        rows: list[tuple[int, str, str]] = db.execute(_sendable(db.dialect), (window, batch_size)).fetchall()
-        window = _window(db, 0, window, len(rows), batch_size)
-        if not window:
-            return rows
+def _sendable_members(db: Db, batch_size: int) -> list[Member]:
+    """Up to `batch_size` sendable entries in id order, the first of each record's."""
+    members, records = [], set()
+    for entry_id, key, payload, source, record_id in db.execute(_sendable(db.dialect), (batch_size,)):
+        if (source, record_id) not in records:
+            records.add((source, record_id))
+            members.append(Member(entry_id, key, payload))
+    return members
 
 
 def claimable(db: Db, after_id: int, limit: int) -> int:
     """How many entries above `after_id` claim could take now, counted up to `limit`: pending, in no
-    open or stalled batch, and with no older live version of their record (not waiting behind a
-    blocked, unknown or in-flight one, nor behind an older pending one above `after_id`: of a record's
-    versions read since, one counts). A version behind a pending one at or below `after_id` that is
-    in no batch yet counts: claim takes that older one first, in id order."""
-    window = 2 * limit
-    while True:
-        found: int = db.execute(_claimable(db.dialect), (after_id, window, after_id, limit)).fetchone()[0]
-        window = _window(db, after_id, window, found, limit)
-        if not window:
-            return found
+    open or stalled batch, and not behind an older version of their record that was sent and has not
+    settled (in flight, unknown, blocked)."""
+    count: int = db.execute(_claimable(db.dialect), (after_id, limit)).fetchone()[0]
+    return count
 
 
 @functools.cache
@@ -132,20 +110,17 @@ def claim(db: Db, want: Claim) -> BatchWork | None:
     sendable pending entries in a new batch."""
     if db.dialect.claim_plan:
         db.execute(db.dialect.claim_plan)
-    in_flight = 0
-    for batch_id, state, size in db.execute(
-        "SELECT id, state, size FROM batches WHERE state IN ('open','stalled') ORDER BY id"
-    ).fetchall():
-        if batch_id not in want.skip and (state == "open" or want.include_stalled):
+    states = ("open", "stalled") if want.include_stalled else ("open",)
+    marks = ",".join("?" * len(states))
+    for (batch_id,) in db.execute(f"SELECT id FROM batches WHERE state IN ({marks}) ORDER BY id", states).fetchall():
+        if batch_id not in want.skip:
             return load_batch(db, batch_id)
-        in_flight += size
     unknown = db.execute(_reoffer(db.dialect)).fetchone()
     if unknown is not None:
         return new_batch(db, "bulk", [Member(*unknown)])
-    rows = _sendable_rows(db, want.batch_size, in_flight)
-    if not rows:
+    members = _sendable_members(db, want.batch_size)
+    if not members:
         return None
-    members = [Member(*r) for r in rows]
     offered = _offered(db, [m.entry_id for m in members])
     first = offered.get(members[0].entry_id)
     if first == "person" or (want.batch_size == 1 and first is None):

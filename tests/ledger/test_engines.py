@@ -130,7 +130,7 @@ def test_the_backlog_a_streaming_sync_counts_is_counted_on_both_engines(ledger_t
 def test_the_backlog_counts_only_what_claim_could_take(ledger_target: str | Path) -> None:
     """A version that waits behind an older blocked, unknown or in-flight one of its record is not
     work a streaming sync's delivery can take: counted, it would hold the reader back (in lock-step
-    with delivery) for as long as the older one stays. Of a record's versions read since, one counts."""
+    with delivery) for as long as the older one stays. A newer version replaces one never sent: one counts."""
 
     def changed(i: int) -> Mapped:
         return Mapped(str(i), payload=json.dumps({"name": f"Person {i}", "email": f"new{i}@example.com"}))
