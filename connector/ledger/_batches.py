@@ -24,7 +24,7 @@ from .schema import LedgerError
 # Since schema v11 the only index by record holds every version (source, record_id, content_hash), so
 # asking it per candidate read every older version's row: a record changed at every poll for months
 # (200,000 versions) cost a claim 25-350 ms. The live versions that were sent and have not settled
-# are few (in an open or stalled batch, or stored in flight, unknown or blocked): `_not_behind_sent` reads their
+# are few (in an open or stalled batch, or stored in flight, unknown or blocked): `_sendable` reads their
 # records once per statement (an ephemeral index on SQLite, a hashed subplan on PostgreSQL), and a
 # pending entry of one of them waits. Such a version is older than any pending one outside a batch:
 # a new version gets the highest id, and `_operator` requeues only a record's newest. A live version
@@ -39,21 +39,21 @@ def _record(entry: str) -> str:
     return f"length({entry}.source) || ':' || {entry}.source || {entry}.record_id"
 
 
-@functools.cache
-def _not_behind_sent(dialect: Dialect) -> str:
-    return (
-        f"NOT {_record('e')} IN (SELECT {_record('sl')} FROM entries sl WHERE {IS_LIVE} AND state IN ({_SENT_LIVE}) "
-        f"UNION ALL SELECT {_record('se')} FROM batches ob CROSS JOIN {members_of(dialect, 'ob', 'om')} "
-        "JOIN entries se ON se.id = om.value WHERE ob.state IN ('open','stalled'))"
-    )
+_STUCK = f"SELECT {_record('sl')} FROM entries sl WHERE {IS_LIVE} AND state IN ({_SENT_LIVE})"
 
 
 @functools.cache
 def _sendable(dialect: Dialect) -> str:
-    """A pending entry in an open or stalled batch is in flight (schema v10: claim does not write the entry)."""
+    """A pending entry in an open or stalled batch is in flight (schema v10: claim does not write the
+    entry), and so is its record (its pending members' records are read from entries_live alone)."""
+    in_flight = (
+        f"SELECT {_record('se')} FROM entries se WHERE se.state = 'pending' AND se.id IN (SELECT om.value FROM "
+        f"batches ob CROSS JOIN {members_of(dialect, 'ob', 'om')} WHERE ob.state IN ('open','stalled'))"
+    )
     return (
         "SELECT e.id, e.key, e.payload, e.source, e.record_id FROM entries e WHERE e.state = 'pending' "
-        f"AND NOT {in_open_batch(dialect, 'e')} AND {_not_behind_sent(dialect)} ORDER BY e.id LIMIT ?"
+        f"AND NOT {in_open_batch(dialect, 'e')} AND NOT {_record('e')} IN ({_STUCK} UNION ALL {in_flight}) "
+        "ORDER BY e.id LIMIT ?"
     )
 
 
@@ -61,7 +61,7 @@ def _sendable(dialect: Dialect) -> str:
 def _claimable(dialect: Dialect) -> str:
     return (
         "SELECT count(*) FROM (SELECT 1 FROM entries e WHERE e.state = 'pending' AND e.id > ? "
-        f"AND NOT {in_open_batch(dialect, 'e')} AND {_not_behind_sent(dialect)} LIMIT ?) AS c"
+        f"AND NOT {in_open_batch(dialect, 'e')} AND NOT {_record('e')} IN ({_STUCK}) LIMIT ?) AS c"
     )
 
 
@@ -76,9 +76,12 @@ def _sendable_members(db: Db, batch_size: int) -> list[Member]:
 
 
 def claimable(db: Db, after_id: int, limit: int) -> int:
-    """How many entries above `after_id` claim could take now, counted up to `limit`: pending, in no
-    open or stalled batch, and not behind an older version of their record that was sent and has not
-    settled (in flight, unknown, blocked)."""
+    """How many entries above `after_id` claim could take, counted up to `limit`: pending, in no open
+    or stalled batch, and not behind an older version of their record that is stuck until an operator
+    or a replay acts (unknown, blocked, or in flight as stored before schema v10). One behind a version
+    in an open batch counts: claim takes it once that batch settles, which delivery is doing (and
+    reading that batch's members' records cost each of a streaming sync's backlog polls more than the
+    count itself)."""
     count: int = db.execute(_claimable(db.dialect), (after_id, limit)).fetchone()[0]
     return count
 

@@ -128,9 +128,10 @@ def test_the_backlog_a_streaming_sync_counts_is_counted_on_both_engines(ledger_t
 
 
 def test_the_backlog_counts_only_what_claim_could_take(ledger_target: str | Path) -> None:
-    """A version that waits behind an older blocked, unknown or in-flight one of its record is not
-    work a streaming sync's delivery can take: counted, it would hold the reader back (in lock-step
-    with delivery) for as long as the older one stays. A newer version replaces one never sent: one counts."""
+    """A version that waits behind an older blocked or unknown one of its record is not work a
+    streaming sync's delivery can take: counted, it would hold the reader back (in lock-step with
+    delivery) for as long as the older one stays. One behind a version in flight counts: it goes
+    once that batch settles. A newer version replaces one never sent: one counts."""
 
     def changed(i: int) -> Mapped:
         return Mapped(str(i), payload=json.dumps({"name": f"Person {i}", "email": f"new{i}@example.com"}))
@@ -147,13 +148,15 @@ def test_the_backlog_counts_only_what_claim_could_take(ledger_target: str | Path
         ledger.settle(unknown, [Outcome(m.entry_id, "unknown", error="no evidence") for m in unknown.members], [])
         last = ledger.last_entry_id()
         ledger.enqueue("crm", "m", [changed(i) for i in range(30)], None)  # each waits behind its older version
-        assert ledger.backlog(last, 100) == 0
+        assert ledger.backlog(last, 100) == 10  # the ten behind the batch in flight
         ledger.enqueue("crm", "m", [person(i) for i in range(30, 35)], None)
-        assert ledger.backlog(last, 100) == 5
+        assert ledger.backlog(last, 100) == 15
         assert ledger.backlog(last, 3) == 3
 
         ledger.settle(in_hand, [Outcome(m.entry_id, "captured") for m in in_hand.members], [])
-        assert ledger.backlog(last, 100) == 15  # the in-flight ones settled: their newer versions can go
+        assert ledger.backlog(last, 100) == 15
         ledger.enqueue("crm", "m", [person(i) for i in range(35, 40)], None)
         ledger.enqueue("crm", "m", [changed(i) for i in range(35, 40)], None)  # replaces each (never sent)
         assert ledger.backlog(last, 100) == 20
+        ledger.resolve(blocked.key, "dismiss")  # the blocked ones go: their newer versions can be sent
+        assert ledger.backlog(last, 100) == 30
