@@ -42,18 +42,25 @@ def _record(entry: str) -> str:
 _STUCK = f"SELECT {_record('sl')} FROM entries sl WHERE {IS_LIVE} AND state IN ({_SENT_LIVE})"
 
 
+_OPEN, _STALLED = "'open','stalled'", "'stalled'"
+
+
+def _members_records(dialect: Dialect, states: str) -> str:
+    """SQL: the records of the pending members of the batches in `states` (read from entries_live alone)."""
+    return (
+        f"SELECT {_record('se')} FROM entries se WHERE se.state = 'pending' AND se.id IN (SELECT om.value FROM "
+        f"batches ob CROSS JOIN {members_of(dialect, 'ob', 'om')} WHERE ob.state IN ({states}))"
+    )
+
+
 @functools.cache
 def _sendable(dialect: Dialect) -> str:
     """A pending entry in an open or stalled batch is in flight (schema v10: claim does not write the
-    entry), and so is its record (its pending members' records are read from entries_live alone)."""
-    in_flight = (
-        f"SELECT {_record('se')} FROM entries se WHERE se.state = 'pending' AND se.id IN (SELECT om.value FROM "
-        f"batches ob CROSS JOIN {members_of(dialect, 'ob', 'om')} WHERE ob.state IN ('open','stalled'))"
-    )
+    entry), and so is its record."""
     return (
         "SELECT e.id, e.key, e.payload, e.source, e.record_id FROM entries e WHERE e.state = 'pending' "
-        f"AND NOT {in_open_batch(dialect, 'e')} AND NOT {_record('e')} IN ({_STUCK} UNION ALL {in_flight}) "
-        "ORDER BY e.id LIMIT ?"
+        f"AND NOT {in_open_batch(dialect, 'e')} AND NOT {_record('e')} IN "
+        f"({_STUCK} UNION ALL {_members_records(dialect, _OPEN)}) ORDER BY e.id LIMIT ?"
     )
 
 
@@ -61,7 +68,8 @@ def _sendable(dialect: Dialect) -> str:
 def _claimable(dialect: Dialect) -> str:
     return (
         "SELECT count(*) FROM (SELECT 1 FROM entries e WHERE e.state = 'pending' AND e.id > ? "
-        f"AND NOT {in_open_batch(dialect, 'e')} AND NOT {_record('e')} IN ({_STUCK}) LIMIT ?) AS c"
+        f"AND NOT {in_open_batch(dialect, 'e')} AND NOT {_record('e')} IN "
+        f"({_STUCK} UNION ALL {_members_records(dialect, _STALLED)}) LIMIT ?) AS c"
     )
 
 
@@ -78,7 +86,8 @@ def _sendable_members(db: Db, batch_size: int) -> list[Member]:
 def claimable(db: Db, after_id: int, limit: int) -> int:
     """How many entries above `after_id` claim could take, counted up to `limit`: pending, in no open
     or stalled batch, and not behind an older version of their record that is stuck until an operator
-    or a replay acts (unknown, blocked, or in flight as stored before schema v10). One behind a version
+    or a replay acts (unknown, blocked, in a stalled batch, or in flight as stored before schema v10).
+    One behind a version
     in an open batch counts: claim takes it once that batch settles, which delivery is doing (and
     reading that batch's members' records cost each of a streaming sync's backlog polls more than the
     count itself)."""

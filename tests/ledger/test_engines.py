@@ -18,6 +18,10 @@ def person(i: int) -> Mapped:
     return Mapped(str(i), payload=json.dumps({"name": f"Person {i}", "email": f"p{i}@example.com"}))
 
 
+def changed(i: int) -> Mapped:
+    return Mapped(str(i), payload=json.dumps({"name": f"Person {i}", "email": f"new{i}@example.com"}))
+
+
 def test_concurrent_claims_from_several_ledgers_never_put_an_entry_in_two_batches(ledger_target: str | Path) -> None:
     """Four connections claim at once. A batch written ahead is offered again to whoever claims (that is
     how a run resumes one after a crash; one sender per ledger is the daemon lock's job), but a pending
@@ -133,9 +137,6 @@ def test_the_backlog_counts_only_what_claim_could_take(ledger_target: str | Path
     delivery) for as long as the older one stays. One behind a version in flight counts: it goes
     once that batch settles. A newer version replaces one never sent: one counts."""
 
-    def changed(i: int) -> Mapped:
-        return Mapped(str(i), payload=json.dumps({"name": f"Person {i}", "email": f"new{i}@example.com"}))
-
     with Ledger(ledger_target) as ledger:
         ledger.enqueue("crm", "m", [person(i) for i in range(30)], None)
         blocked = ledger.claim(Claim(10))
@@ -160,3 +161,16 @@ def test_the_backlog_counts_only_what_claim_could_take(ledger_target: str | Path
         assert ledger.backlog(last, 100) == 20
         ledger.resolve(blocked.key, "dismiss")  # the blocked ones go: their newer versions can be sent
         assert ledger.backlog(last, 100) == 30
+
+
+def test_the_backlog_leaves_out_versions_behind_a_stalled_batch(ledger_target: str | Path) -> None:
+    """A stalled batch waits for `replay`, not for this run: the newer versions of its members wait
+    as long, and are not counted."""
+    with Ledger(ledger_target) as ledger:
+        ledger.enqueue("crm", "m", [person(i) for i in range(10)], None)
+        stalled = ledger.claim(Claim(5))
+        assert stalled is not None
+        ledger.stall(stalled, "503 not retryable", [])
+        last = ledger.last_entry_id()
+        ledger.enqueue("crm", "m", [changed(i) for i in range(10)], None)  # 5-9 replace versions never sent
+        assert ledger.backlog(last, 100) == 5
