@@ -260,9 +260,9 @@ def test_an_unknown_entry_in_flight_alone_is_resolved_by_its_batch_not_by_its_ow
 
 
 def test_claim_walks_past_every_waiting_version_to_the_next_sendable_one(ledger):
-    """Claim decides the one-live-version rule from the oldest pending versions in id order (a window
-    that grows while it finds too few): a record whose older version is in flight waits however many
-    such records lead the queue, and the first record with nothing live before it is still found."""
+    """Claim checks each pending version against the records of the versions in flight: a record
+    whose older version is in flight waits however many such records lead the queue, and the first
+    record with nothing live before it is still found."""
     ledger.enqueue("crm", "m", [version(rid, "Old") for rid in range(1, 51)], None)
     in_flight = ledger.claim(Claim(50))
     ledger.enqueue("crm", "m", [version(rid, "New") for rid in range(1, 51)], None)  # 50 wait behind it
