@@ -16,26 +16,83 @@ from collections.abc import Sequence
 
 from ..keys import batch_key, content_hash
 from ._db import Db, Dialect, members_of
-from ._types import LIVE_MARKS, BatchWork, Claim, Member, Operation, in_open_batch
+from ._types import IS_LIVE, LIVE, BatchWork, Claim, Member, Operation, in_open_batch
 from .schema import LedgerError
 
-# Whether entry `e` has an older version that is live. A pending entry is sendable only when it has
-# none: the newer one waits until the older settles, so that the newest data always lands last.
-# (Schema v11: the record's versions are read by the (source, record_id, content_hash) index, which
-# every version is in; most records have one, and the older ones' states are read from their rows.)
-OLDER_LIVE = (
-    "EXISTS (SELECT 1 FROM entries o WHERE o.source = e.source AND o.record_id = e.record_id "
-    f"AND o.id < e.id AND o.state IN ({LIVE_MARKS}))"
-)
+# The one-live-version rule: a pending entry is sendable only when no older version of its record is
+# live (the newer one waits until the older settles, so that the newest data always lands last).
+# Since schema v11 the only index by record holds every version (source, record_id, content_hash), so
+# asking it per candidate read every older version's row: a record changed at every poll for months
+# (200,000 versions) cost a claim 25-350 ms. The live versions that were sent and have not settled
+# are few (in an open or stalled batch, or stored in flight, unknown or blocked): `_sendable` reads their
+# records once per statement (an ephemeral index on SQLite, a hashed subplan on PostgreSQL), and a
+# pending entry of one of them waits. Such a version is older than any pending one outside a batch:
+# a new version gets the highest id, and `_operator` requeues only a record's newest. A live version
+# never sent is pending too, before the candidate in the walk's id order: `claim` keeps the first of
+# a record's versions it finds (enqueue supersedes such a version when a newer one comes, so that is rare).
+_SENT_LIVE = ",".join(f"'{s}'" for s in LIVE if s != "pending")
+
+
+def _record(entry: str) -> str:
+    """SQL: the entry's record as one text value (its source's length first: no two records share it),
+    so that an IN list of them is hashed or indexed on both engines (SQLite scans a list of row values)."""
+    return f"length({entry}.source) || ':' || {entry}.source || {entry}.record_id"
+
+
+_STUCK = f"SELECT {_record('sl')} FROM entries sl WHERE {IS_LIVE} AND state IN ({_SENT_LIVE})"
+
+
+_OPEN, _STALLED = "'open','stalled'", "'stalled'"
+
+
+def _members_records(dialect: Dialect, states: str) -> str:
+    """SQL: the records of the pending members of the batches in `states` (read from entries_live alone)."""
+    return (
+        f"SELECT {_record('se')} FROM entries se WHERE se.state = 'pending' AND se.id IN (SELECT om.value FROM "
+        f"batches ob CROSS JOIN {members_of(dialect, 'ob', 'om')} WHERE ob.state IN ({states}))"
+    )
 
 
 @functools.cache
 def _sendable(dialect: Dialect) -> str:
-    """A pending entry in an open or stalled batch is in flight (schema v10: claim does not write the entry)."""
+    """A pending entry in an open or stalled batch is in flight (schema v10: claim does not write the
+    entry), and so is its record."""
     return (
-        f"SELECT e.id, e.key, e.payload FROM entries e WHERE e.state = 'pending' AND NOT {in_open_batch(dialect, 'e')} "
-        f"AND NOT {OLDER_LIVE} ORDER BY e.id LIMIT ?"
+        "SELECT e.id, e.key, e.payload, e.source, e.record_id FROM entries e WHERE e.state = 'pending' "
+        f"AND NOT {in_open_batch(dialect, 'e')} AND NOT {_record('e')} IN "
+        f"({_STUCK} UNION ALL {_members_records(dialect, _OPEN)}) ORDER BY e.id LIMIT ?"
     )
+
+
+@functools.cache
+def _claimable(dialect: Dialect) -> str:
+    return (
+        "SELECT count(*) FROM (SELECT 1 FROM entries e WHERE e.state = 'pending' AND e.id > ? "
+        f"AND NOT {in_open_batch(dialect, 'e')} AND NOT {_record('e')} IN "
+        f"({_STUCK} UNION ALL {_members_records(dialect, _STALLED)}) LIMIT ?) AS c"
+    )
+
+
+def _sendable_members(db: Db, batch_size: int) -> list[Member]:
+    """Up to `batch_size` sendable entries in id order, the first of each record's."""
+    members, records = [], set()
+    for entry_id, key, payload, source, record_id in db.execute(_sendable(db.dialect), (batch_size,)):
+        if (source, record_id) not in records:
+            records.add((source, record_id))
+            members.append(Member(entry_id, key, payload))
+    return members
+
+
+def claimable(db: Db, after_id: int, limit: int) -> int:
+    """How many entries above `after_id` claim could take, counted up to `limit`: pending, in no open
+    or stalled batch, and not behind an older version of their record that is stuck until an operator
+    or a replay acts (unknown, blocked, in a stalled batch, or in flight as stored before schema v10).
+    One behind a version
+    in an open batch counts: claim takes it once that batch settles, which delivery is doing (and
+    reading that batch's members' records cost each of a streaming sync's backlog polls more than the
+    count itself)."""
+    count: int = db.execute(_claimable(db.dialect), (after_id, limit)).fetchone()[0]
+    return count
 
 
 @functools.cache
@@ -73,10 +130,9 @@ def claim(db: Db, want: Claim) -> BatchWork | None:
     unknown = db.execute(_reoffer(db.dialect)).fetchone()
     if unknown is not None:
         return new_batch(db, "bulk", [Member(*unknown)])
-    rows = db.execute(_sendable(db.dialect), (want.batch_size,)).fetchall()
-    if not rows:
+    members = _sendable_members(db, want.batch_size)
+    if not members:
         return None
-    members = [Member(*r) for r in rows]
     offered = _offered(db, [m.entry_id for m in members])
     first = offered.get(members[0].entry_id)
     if first == "person" or (want.batch_size == 1 and first is None):
@@ -139,3 +195,32 @@ def load_batch(db: Db, batch_id: int) -> BatchWork:
             "refusing to resend its key with another body"
         )
     return BatchWork(batch_id, key, operation, tuple(members), body)
+
+
+# A batch carries entries that exist when it is claimed, and batch ids and times grow together: the
+# batches that may hold an entry start at the first one written since the entry was, less this margin
+# (a clock set back meanwhile, or another host's behind, by up to it).
+CLOCK_MARGIN_S = 600.0
+
+
+def carriers(db: Db, created_at: float, entries: Sequence[tuple[int | None, str]]) -> tuple[int, int]:
+    """The ids (first, last) between which lie the batches that may have carried entries created at
+    `created_at` or later, given as (last ended batch, `entries.batch_id`; state as users see it):
+    since schema v12 a batch's members are an array on its row and no index finds an entry's batches,
+    so an operator command reads the arrays of this range alone, where it read every batch's. An
+    entry's batches end at its last ended one, or at the open and stalled ones for an entry that may
+    be in one of them (pending, unknown or in flight: `_types.in_open_batch`); they start at the first
+    batch written since it was (a seek per halving finds it). (1, 0) when no batch can hold them."""
+    last = max((b for b, _ in entries if b is not None), default=0)
+    if any(state in ("pending", "unknown", "in_flight") for _, state in entries):
+        in_flight = db.execute("SELECT max(id) FROM batches WHERE state IN ('open','stalled')").fetchone()[0]
+        last = max(last, in_flight or 0)
+    low, high, since = 1, last, created_at - CLOCK_MARGIN_S
+    while low < high:  # the first batch id at or after `since`
+        middle = (low + high) // 2
+        row = db.execute("SELECT id, created_at FROM batches WHERE id >= ? ORDER BY id LIMIT 1", (middle,)).fetchone()
+        if row is None or row[0] > high or row[1] >= since:
+            high = middle
+        else:
+            low = row[0] + 1
+    return (low, last) if last else (1, 0)

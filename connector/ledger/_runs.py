@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._db import Db, members_of
+from ._batches import carriers
+from ._db import Db, members_of, rows_of
 from ._run_view import FOLDED, LISTED, RUN_COLS, RUN_COUNTS, RunView, iso, run_view
 from ._types import BY_BATCH, LIVE, RARE, any_state, state_of
 
@@ -181,7 +182,7 @@ def entries(db: Db, run_id: int, state: str | None) -> list[RunEntry]:
     only = f" AND {state_of(db.dialect, 'e')} = ?" if state else ""
     columns = (
         f"SELECT e.id, e.key, e.source, e.record_id, {state_of(db.dialect, 'e')}, coalesce(e.last_error, e.notes), "
-        "e.updated_at, e.payload "
+        "e.updated_at, e.payload, e.created_at, e.batch_id "
     )
     parts = (
         f"{columns} FROM batches b CROSS JOIN {members_of(db.dialect)} JOIN entries e ON e.id = m.value "
@@ -192,10 +193,10 @@ def entries(db: Db, run_id: int, state: str | None) -> list[RunEntry]:
     each = (state,) if state else ()
     params = (run_id, run_id, *each, run_id, *each, run_id, *each)
     rows = db.execute(f"SELECT * FROM ({' UNION ALL '.join(parts)}) AS r ORDER BY 1", params).fetchall()
-    attempts = _attempts(db, [row[0] for row in rows])
+    attempts = _attempts(db, rows)
     return [
         RunEntry(key, source, record_id, state_, reason, attempts.get(eid, 0), iso(updated), _parsed(payload))
-        for eid, key, source, record_id, state_, reason, updated, payload in rows
+        for eid, key, source, record_id, state_, reason, updated, payload, _, _ in rows
     ]
 
 
@@ -227,16 +228,22 @@ def rejected_after(db: Db, after_id: int, limit: int) -> list[RejectedEntry]:
     ]
 
 
-def _attempts(db: Db, entry_ids: Sequence[int]) -> dict[int, int]:
-    """Entry id -> the requests that carried it, in any batch: one pass over the batches' members
-    (schema v12 keeps no index by entry), where a lookup per entry would read them all again each time."""
-    if not entry_ids:
+def _attempts(db: Db, rows: Sequence[tuple[Any, ...]]) -> dict[int, int]:
+    """Entry id -> the requests that carried it, in any batch, for `entries`' rows: one pass over the
+    members of the batches that may hold them (`_batches.carriers`; schema v12 keeps no index by
+    entry), where a lookup per entry would read them all again each time."""
+    if not rows:
         return {}
+    first, last = carriers(db, min(row[8] or 0.0 for row in rows), [(row[9], row[4]) for row in rows])
+    # The ids as a set both engines hash (a subquery): PostgreSQL's `= ANY(array)` compared each member
+    # with the whole list, members x entries.
+    ids, params = rows_of(db, (("id", "bigint"),), [(row[0],) for row in rows])
     return dict(
         db.execute(
             f"SELECT m.value, count(*) FROM batches b CROSS JOIN {members_of(db.dialect)} "
-            f"JOIN attempts a ON a.batch_id = b.id WHERE m.value {db.dialect.any_of} GROUP BY m.value",
-            (db.dialect.many(entry_ids),),
+            f"JOIN attempts a ON a.batch_id = b.id WHERE b.id BETWEEN ? AND ? AND m.value IN (SELECT w.id FROM {ids} AS w) "
+            "GROUP BY m.value",
+            (first, last, *params),
         ).fetchall()
     )
 

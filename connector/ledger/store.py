@@ -32,7 +32,7 @@ from ._db import Db, Store
 from ._lease import Lease
 from ._postgres import PgStore, PgTarget, is_url
 from ._sqlite import SqliteStore
-from ._types import IS_LIVE, BatchState, BatchWork, Claim, EnqueueCounts, EntryState, Mapped, Outcome, in_open_batch
+from ._types import IS_LIVE, BatchState, BatchWork, Claim, EnqueueCounts, EntryState, Mapped, Outcome
 from .schema import LedgerError
 
 if TYPE_CHECKING:  # `status` opens a ledger without loading the HTTP client
@@ -150,15 +150,11 @@ class Ledger:
         return self._read("SELECT coalesce(max(id), 0) FROM entries")[0][0]
 
     def backlog(self, after_id: int, limit: int) -> int:
-        """Pending entries newer than `after_id` and in no open or stalled batch (what is still to
-        send, not what is in hand or waits for `replay`), counted up to `limit` (the partial index
-        entries_live answers it without touching the rest of the ledger)."""
+        """Entries newer than `after_id` that claim could take now (`_batches.claimable`: not what is
+        in hand, waits for `replay`, or waits behind an older blocked or unknown version of its
+        record), counted up to `limit`, from the live entries alone (the partial index entries_live)."""
         with self._store.read() as db:
-            return db.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM entries e WHERE e.state = 'pending' AND e.id > ? "
-                f"AND NOT {in_open_batch(db.dialect, 'e')} LIMIT ?) AS backlog",
-                (after_id, limit),
-            ).fetchone()[0]
+            return _batches.claimable(db, after_id, limit)
 
     def raw_digests(self, source: str, record_ids: list[str]) -> dict[str, str]:
         """For the records among `record_ids` the ledger holds: the digest of the source record

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _counts
+from . import _batches, _counts
 from ._db import Db, members_of
 from ._run_view import LISTED, RUN_COLS, RunView, iso, run_view
 from ._state_counts import _OLDEST_LIVE, STATES, _in_stalled, counts
@@ -255,20 +255,22 @@ def versions(conn: Db, source: str, record_id: str) -> list[EntryDetail]:
 def show(conn: Db, key: str) -> EntryDetail | BatchDetail:
     """A per-person key gives the entry and every batch and attempt it was part of; a batch key the batch."""
     row = conn.execute(
-        f"SELECT id, {_ENTRY_COLS.format(state=state_of(conn.dialect, 'entries'))} FROM entries WHERE key = ?", (key,)
+        f"SELECT id, created_at, batch_id, {_ENTRY_COLS.format(state=state_of(conn.dialect, 'entries'))} "
+        "FROM entries WHERE key = ?",
+        (key,),
     ).fetchone()
     if row is not None:
-        batch_rows = conn.execute(
-            # Every batch's members are read (schema v12 keeps no index by entry): for an operator, once.
-            f"SELECT b.id, b.key FROM batches b CROSS JOIN {members_of(conn.dialect)} WHERE m.value = ? ORDER BY b.id",
-            (row[0],),
+        batch_rows = conn.execute(  # the members of the batches that may hold it (schema v12: no index by entry)
+            f"SELECT b.id, b.key FROM batches b CROSS JOIN {members_of(conn.dialect)} WHERE b.id BETWEEN ? AND ? "
+            "AND m.value = ? ORDER BY b.id",
+            (*_batches.carriers(conn, row[1] or 0.0, [(row[2], row[6])]), row[0]),
         ).fetchall()
         ids = [b[0] for b in batch_rows]
         attempts = conn.execute(
             f"SELECT {_ATTEMPT_COLS} FROM attempts WHERE batch_id {conn.dialect.any_of} ORDER BY id",
             (conn.dialect.many(ids),),
         ).fetchall()
-        return EntryDetail(_entry(row[1:]), [b[1] for b in batch_rows], [_attempt(a) for a in attempts])
+        return EntryDetail(_entry(row[3:]), [b[1] for b in batch_rows], [_attempt(a) for a in attempts])
     return batch_detail(conn, key)
 
 

@@ -18,6 +18,10 @@ def person(i: int) -> Mapped:
     return Mapped(str(i), payload=json.dumps({"name": f"Person {i}", "email": f"p{i}@example.com"}))
 
 
+def changed(i: int) -> Mapped:
+    return Mapped(str(i), payload=json.dumps({"name": f"Person {i}", "email": f"new{i}@example.com"}))
+
+
 def test_concurrent_claims_from_several_ledgers_never_put_an_entry_in_two_batches(ledger_target: str | Path) -> None:
     """Four connections claim at once. A batch written ahead is offered again to whoever claims (that is
     how a run resumes one after a crash; one sender per ledger is the daemon lock's job), but a pending
@@ -125,3 +129,48 @@ def test_the_backlog_a_streaming_sync_counts_is_counted_on_both_engines(ledger_t
         assert ledger.backlog(0, 100) == 20
         ledger.claim(Claim(10))
         assert ledger.backlog(0, 100) == 10
+
+
+def test_the_backlog_counts_only_what_claim_could_take(ledger_target: str | Path) -> None:
+    """A version that waits behind an older blocked or unknown one of its record is not work a
+    streaming sync's delivery can take: counted, it would hold the reader back (in lock-step with
+    delivery) for as long as the older one stays. One behind a version in flight counts: it goes
+    once that batch settles. A newer version replaces one never sent: one counts."""
+
+    with Ledger(ledger_target) as ledger:
+        ledger.enqueue("crm", "m", [person(i) for i in range(30)], None)
+        blocked = ledger.claim(Claim(10))
+        assert blocked is not None
+        ledger.block(blocked, "409", [])
+        in_hand = ledger.claim(Claim(10))
+        assert in_hand is not None
+        unknown = ledger.claim(Claim(10, skip={in_hand.id}))
+        assert unknown is not None
+        ledger.settle(unknown, [Outcome(m.entry_id, "unknown", error="no evidence") for m in unknown.members], [])
+        last = ledger.last_entry_id()
+        ledger.enqueue("crm", "m", [changed(i) for i in range(30)], None)  # each waits behind its older version
+        assert ledger.backlog(last, 100) == 10  # the ten behind the batch in flight
+        ledger.enqueue("crm", "m", [person(i) for i in range(30, 35)], None)
+        assert ledger.backlog(last, 100) == 15
+        assert ledger.backlog(last, 3) == 3
+
+        ledger.settle(in_hand, [Outcome(m.entry_id, "captured") for m in in_hand.members], [])
+        assert ledger.backlog(last, 100) == 15
+        ledger.enqueue("crm", "m", [person(i) for i in range(35, 40)], None)
+        ledger.enqueue("crm", "m", [changed(i) for i in range(35, 40)], None)  # replaces each (never sent)
+        assert ledger.backlog(last, 100) == 20
+        ledger.resolve(blocked.key, "dismiss")  # the blocked ones go: their newer versions can be sent
+        assert ledger.backlog(last, 100) == 30
+
+
+def test_the_backlog_leaves_out_versions_behind_a_stalled_batch(ledger_target: str | Path) -> None:
+    """A stalled batch waits for `replay`, not for this run: the newer versions of its members wait
+    as long, and are not counted."""
+    with Ledger(ledger_target) as ledger:
+        ledger.enqueue("crm", "m", [person(i) for i in range(10)], None)
+        stalled = ledger.claim(Claim(5))
+        assert stalled is not None
+        ledger.stall(stalled, "503 not retryable", [])
+        last = ledger.last_entry_id()
+        ledger.enqueue("crm", "m", [changed(i) for i in range(10)], None)  # 5-9 replace versions never sent
+        assert ledger.backlog(last, 100) == 5

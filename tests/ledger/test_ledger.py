@@ -186,6 +186,37 @@ def test_show_explains_an_entry_with_its_batches(ledger):
         ledger.show("b-unknown")
 
 
+def test_show_and_runs_show_find_every_batch_that_carried_an_entry_and_no_other(ledger):
+    """`ledger show` and `runs show` read the members of the batches that may hold an entry (written
+    since it was, up to its last one or the batches in flight), not every batch's: an entry carried
+    by a blocked batch, then requeued into another among batches of other entries, lists both."""
+    from connector.api.client import Attempt
+
+    def tried(work):
+        return [Attempt(work.operation, work.key, 1.7e9, 0.01, 409)]
+
+    run = ledger.start_run("sync")
+    ledger.enqueue("crm", "m1", [person(i) for i in range(1, 4)], None)
+    first = ledger.claim(Claim(2))  # persons 1 and 2, in bulk
+    ledger.block(first, "409", tried(first))
+    ledger.resolve(first.key, "requeue")
+    others = ledger.claim(Claim(1))  # person 1 comes first again, in another batch
+    assert [m.key for m in others.members] == [first.members[0].key]
+    ledger.settle(others, [Outcome(others.members[0].entry_id, "captured")], tried(others))
+    rest = ledger.claim(Claim(10))
+    ledger.settle(rest, [Outcome(m.entry_id, "captured") for m in rest.members], [])
+    ledger.enqueue("crm", "m1", [person(4)], None)
+    in_flight = ledger.claim(Claim(10))  # in flight: its open batch holds it
+
+    assert ledger.show(first.members[0].key).batches == [first.key, others.key]
+    assert [m.record_id for m in ledger.show(rest.key).members] == ["2", "3"]
+    assert ledger.show(rest.members[0].key).batches == [first.key, rest.key]
+    assert ledger.show(rest.members[1].key).batches == [rest.key]
+    assert ledger.show(in_flight.members[0].key).batches == [in_flight.key]
+    attempts = {e.record_id: e.attempts for e in ledger.run_entries(run)}
+    assert attempts == {"1": 2, "2": 1, "3": 0, "4": 0}
+
+
 def test_corrupt_file_gives_a_clear_error(tmp_path):
     path = tmp_path / "ledger.sqlite3"
     path.write_bytes(b"this is not sqlite" * 100)

@@ -12,10 +12,9 @@ import sqlite_utils
 
 from connector.ledger import SCHEMA_VERSION, Ledger
 from connector.ledger._counts import recount
-from connector.ledger._types import LIVE
+from connector.ledger._types import LIVE_MARKS
 from connector.ledger.schema import MIGRATIONS
 
-LIVE_MARKS = ",".join(f"'{s}'" for s in LIVE)
 # The definitions the indexed queries must agree with: a subquery per entry, as before v5.
 WAITING_BY_DEFINITION = (
     "SELECT count(*) FROM entries e WHERE e.state = 'pending' AND EXISTS (SELECT 1 FROM entries o "

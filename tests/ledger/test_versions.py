@@ -257,3 +257,38 @@ def test_an_unknown_entry_in_flight_alone_is_resolved_by_its_batch_not_by_its_ow
         assert ledger.status().by_state.get("in_flight") == 1
     assert ledger.resolve(alone.key, "dismiss") == 1
     assert ledger.status().by_state.get("dismissed") == 1
+
+
+def test_claim_walks_past_every_waiting_version_to_the_next_sendable_one(ledger):
+    """Claim checks each pending version against the records of the versions in flight: a record
+    whose older version is in flight waits however many such records lead the queue, and the first
+    record with nothing live before it is still found."""
+    ledger.enqueue("crm", "m", [version(rid, "Old") for rid in range(1, 51)], None)
+    in_flight = ledger.claim(Claim(50))
+    ledger.enqueue("crm", "m", [version(rid, "New") for rid in range(1, 51)], None)  # 50 wait behind it
+    ledger.enqueue("crm", "m", [version(51)], None)
+
+    claimed = ledger.claim(Claim(5, skip={in_flight.id}))
+    assert [json.loads(m.payload)["name"] for m in claimed.members] == ["Person 51"]
+    assert ledger.claim(Claim(5, skip={in_flight.id, claimed.id})) is None
+
+    settle_all(ledger, in_flight)  # the older versions settle: the newer ones go, in id order
+    settle_all(ledger, claimed)
+    newer = ledger.claim(Claim(100))
+    assert [json.loads(m.payload)["company"] for m in newer.members] == ["New"] * 50
+    assert [m.entry_id for m in newer.members] == sorted(m.entry_id for m in newer.members)
+
+
+def test_a_version_waits_behind_an_older_blocked_one_among_many_settled_versions(ledger):
+    """A record changed at every poll keeps its settled versions forever; the newest waits for an
+    older blocked one however many settled versions lie between them."""
+    ledger.enqueue("crm", "m", [version(1, "Blocked")], None)
+    blocked = ledger.claim(Claim(10))
+    ledger.block(blocked, "409", [])
+    for n in range(30):  # each new version replaces the one before (never sent): superseded
+        ledger.enqueue("crm", "m", [version(1, f"Company {n}")], None)
+    ledger.enqueue("crm", "m", [version(2)], None)
+
+    claimed = ledger.claim(Claim(10))
+    assert [json.loads(m.payload)["name"] for m in claimed.members] == ["Person 2"]
+    assert ledger.claim(Claim(10, skip={claimed.id})) is None
