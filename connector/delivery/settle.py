@@ -100,15 +100,20 @@ def _judge(found: _Found, identities: Identities) -> None:
             found.named.add(value)
         elif kind == "index":
             found.indices.add(value)
-        elif kind == "email" and (email := value.strip()):
-            echoes.append((kind, email.lower()))
-        elif kind == "phone" and (number := digits(value)):
-            echoes.append((kind, number))
+        elif kind == "email" or kind == "phone":
+            echoes.append((kind, value))
     # The keyed member's own email and phone: an echo of them is consistent, whoever else it would fit.
-    mine = identities.own(next(iter(found.named))) if echoes and len(found.named) == 1 else None
-    for kind, value in echoes:
-        if mine is not None and (value == mine[0] if kind == "email" else same_phone(mine[1], value)):
+    keyed = next(iter(found.named)) if echoes and len(found.named) == 1 else None
+    for kind, spelled in echoes:
+        if keyed is not None and identities.spelled(keyed, kind) == spelled:
+            continue  # spelled as the keyed member's own: normalised alike, so its own
+        value = spelled.strip().lower() if kind == "email" else digits(spelled)
+        if not value:
             continue
+        if keyed is not None:
+            mine = identities.own(keyed)
+            if value == mine[0] if kind == "email" else same_phone(mine[1], value):
+                continue
         hits = identities.matching(kind, value)
         if len(hits) == 1:
             found.named |= hits
