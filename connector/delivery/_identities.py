@@ -39,22 +39,21 @@ class Identities:
         self._own: list[tuple[str, str] | None] = [None] * len(members)
         self._by: dict[tuple[str, str], list[int]] | None = None
 
-    def spelled(self, pos: int, kind: str) -> Any:
-        """Member `pos`'s email or phone (`kind`) as its payload spells it (None when absent): an echo
-        spelled the same is the member's own whatever the normalising, so it is compared first."""
+    def spelled(self, pos: int) -> dict[str, Any]:
+        """Member `pos`'s email and phone fields as its payload spells them (absent when it has none):
+        an echo spelled the same is the member's own whatever the normalising, so it is compared first."""
         if self._raw is None:
             self._raw = contacts(self._members)
-        return self._raw[pos].get(kind)
+        return self._raw[pos]
 
-    def own(self, pos: int) -> tuple[str, str]:
+    def normalised(self, pos: int) -> tuple[str, str]:
         """Member `pos`'s email and phone digits, normalised ("" when absent)."""
         own = self._own[pos]
         if own is None:
-            email = self.spelled(pos, "email")
-            own = self._own[pos] = (
-                email.strip().lower() if isinstance(email, str) else "",
-                digits(self.spelled(pos, "phone")),
-            )
+            spelled = self.spelled(pos)
+            email = spelled.get("email")
+            own = (email.strip().lower() if isinstance(email, str) else "", digits(spelled.get("phone")))
+            self._own[pos] = own
         return own
 
     def matching(self, kind: str, value: str) -> set[int]:
@@ -62,14 +61,14 @@ class Identities:
         if self._by is None:
             self._by = {}
             for pos in range(len(self._members)):
-                email, phone = self.own(pos)
+                email, phone = self.normalised(pos)
                 for key in (("email", email), ("phone", phone[-MIN_PHONE_SUFFIX:])):
                     if key[1]:
                         self._by.setdefault(key, []).append(pos)
         if kind == "email":
             return set(self._by.get((kind, value), ()))
         tail = self._by.get((kind, value[-MIN_PHONE_SUFFIX:]), ())
-        return {pos for pos in tail if same_phone(self.own(pos)[1], value)}
+        return {pos for pos in tail if same_phone(self.normalised(pos)[1], value)}
 
 
 def contacts(members: Sequence[Member]) -> list[dict[str, Any]]:
