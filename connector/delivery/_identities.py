@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic_core import SchemaValidator, ValidationError, core_schema, from_json
+from pydantic_core import SchemaValidator, core_schema, from_json
 
 from ..ledger import Member
 
@@ -75,7 +75,7 @@ def contacts(members: Sequence[Member]) -> list[dict[str, Any]]:
     """Each member's email and phone fields, as `payloads` would find them in its parsed payload."""
     try:
         parsed = _CONTACTS.validate_json("[" + ",".join(m.payload for m in members) + "]")
-    except ValidationError:
+    except ValueError:  # pydantic-core's ValidationError among them
         parsed = None
     if isinstance(parsed, list) and len(parsed) == len(members):
         return parsed
