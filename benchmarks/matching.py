@@ -21,6 +21,7 @@ import os
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -107,8 +108,13 @@ def main() -> None:
                 for b, a in answers:
                     match_bulk(b, a)
                 best = min(best, time.process_time() - t0)
+            settled = Counter(o.state for b, a in answers for o in match_bulk(b, a))
             label = f"{shape}, {'mixed' if mixed else 'all captured'}"
-            print(f"{label:<28} {best / n * 1e6:6.2f} us CPU/member (best of {args.passes}, {n:,} members)")
+            print(
+                f"{label:<28} {best / n * 1e6:6.2f} us CPU/member (best of {args.passes}, {n:,} members; "
+                + ", ".join(f"{state} {count}" for state, count in sorted(settled.items()))
+                + ")"
+            )
 
 
 if __name__ == "__main__":
