@@ -37,6 +37,7 @@ _TEXT_FIELDS = {
 }
 _INDEX_FIELDS = frozenset({"index", "idx", "input_index", "request_index", "person_index"})
 _ERROR_FIELDS = ("error", "errors", "message", "reason")
+_ERROR_NAMES = frozenset(_ERROR_FIELDS)
 _FAILED = "the server listed this person as failed"
 _NO_REASON = f"{_FAILED} without a reason"
 
@@ -66,30 +67,26 @@ class _Found:
 
 def _collect(node: dict[str, Any], depth: int, by_key: dict[str, int], out: list[tuple[str, Any]]) -> None:
     """Every piece of evidence in `node`, `depth` levels down. What an error field holds is kept as the
-    reason only: it may well describe another person (the one this one clashed with)."""
+    reason only: it may well describe another person (the one this one clashed with). A string is a
+    member's key wherever it stands; otherwise its field name says what it is."""
     for name, value in node.items():
-        if name in _ERROR_FIELDS:
+        if name in _ERROR_NAMES:
             out.append(("error", value))
         elif isinstance(value, str):
-            _text(name, value, by_key, out)
-        elif isinstance(value, int) and not isinstance(value, bool):
-            if name in _INDEX_FIELDS:
+            pos = by_key.get(value)
+            if pos is not None:
+                out.append(("key", pos))
+            elif value and (kind := _TEXT_FIELDS.get(name)) is not None:
+                out.append((kind, value))
+        elif isinstance(value, int):
+            if name in _INDEX_FIELDS and not isinstance(value, bool):
                 out.append(("index", value))
         elif depth < _MAX_DEPTH and name not in _SKIPPED and isinstance(value, (dict, list)):
             for item in value if isinstance(value, list) else (value,):
                 if isinstance(item, dict):
                     _collect(item, depth + 1, by_key, out)
                 elif isinstance(item, str):
-                    _text(name, item, by_key, out)
-
-
-def _text(name: str, value: str, by_key: dict[str, int], out: list[tuple[str, Any]]) -> None:
-    """A string is a member's key wherever it stands; otherwise its field name says what it is."""
-    pos = by_key.get(value)
-    if pos is not None:
-        out.append(("key", pos))
-    elif value and name in _TEXT_FIELDS:
-        out.append((_TEXT_FIELDS[name], value))
+                    _collect({name: item}, depth, by_key, out)  # a string in a list reads as if alone
 
 
 def _judge(found: _Found, identities: Identities) -> None:
@@ -100,15 +97,21 @@ def _judge(found: _Found, identities: Identities) -> None:
             found.named.add(value)
         elif kind == "index":
             found.indices.add(value)
-        elif kind == "email" and (email := value.strip()):
-            echoes.append((kind, email.lower()))
-        elif kind == "phone" and (number := digits(value)):
-            echoes.append((kind, number))
+        elif kind == "email" or kind == "phone":
+            echoes.append((kind, value))
     # The keyed member's own email and phone: an echo of them is consistent, whoever else it would fit.
-    mine = identities.own(next(iter(found.named))) if echoes and len(found.named) == 1 else None
-    for kind, value in echoes:
-        if mine is not None and (value == mine[0] if kind == "email" else same_phone(mine[1], value)):
+    keyed = next(iter(found.named)) if echoes and len(found.named) == 1 else None
+    own = identities.spelled(keyed) if keyed is not None else None
+    for kind, spelled in echoes:
+        if own is not None and own.get(kind) == spelled:
+            continue  # spelled as the keyed member's own: normalised alike, so its own
+        value = spelled.strip().lower() if kind == "email" else digits(spelled)
+        if not value:
             continue
+        if keyed is not None:
+            mine = identities.normalised(keyed)
+            if value == mine[0] if kind == "email" else same_phone(mine[1], value):
+                continue
         hits = identities.matching(kind, value)
         if len(hits) == 1:
             found.named |= hits
