@@ -3,13 +3,15 @@ route rejects to a person (a log shipper tails the file, a script mails the new 
 
 The ledger is the feed's source: after each chunk that rejected something is committed, and once
 when a pass starts, the feed appends the ledger's rejected entries newer than the last one it holds
-(each line names its `entry` id, and the newest one written is also kept in a small position file
-beside the feed, `.FILE.position`, which survives the consumer truncating the feed). So the feed
+(each line names its `entry` id and its `ledger`, and the newest entry written of each ledger is
+also kept in a small position file beside the feed, `.FILE.position`, which survives the consumer
+truncating the feed). Entry ids are a ledger's own: positions are kept per ledger (`Ledger.identity`),
+so a ledger made afresh, or two integrations' processes sharing the file, lose no line. So the feed
 never names a reject the ledger lost, and a crash at any point (between the commit and the write, or
-between the write and the position) leaves every reject in the feed exactly once after the next
-start. A feed with neither lines nor a position file starts at the ledger's newest entry: turning
-the feed on does not replay the ledger's history (`capture-sync runs show RUN --state rejected`
-lists it). Contact data is masked as `runs show` masks it (`A*** L***`, `a***@example.org`,
+between the write and the position, or a write a full disk cut short) leaves every reject in the
+feed exactly once after the next start; the lines are fsynced before the position names them. A
+feed with neither lines nor a position file starts at the ledger's newest entry: turning the feed
+on does not replay the ledger's history (`capture-sync runs show RUN --state rejected` lists it). Contact data is masked as `runs show` masks it (`A*** L***`, `a***@example.org`,
 `+1 *** *** **04`, and inside the record id, the reason and every other field) unless
 `rejects_contact_data = true`. The file is created 0600 and never opened through a symbolic link (a
 link planted in a shared folder would send the contacts elsewhere); past `rejects_max_bytes` it is
