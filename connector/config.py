@@ -250,6 +250,25 @@ class Config(LedgerLocation):
         raise ConfigProblem([f"{self.path}: no source named {only!r} (configured: {names})"])
 
 
+def check_rejects_files(configs: list[Config]) -> None:
+    """One process's configs name distinct `[daemon] rejects_file`s: two integrations' feeds in one file
+    would interleave two ledgers' entry ids (raises ConfigProblem naming both configs)."""
+    named: dict[Path, Path] = {}
+    for config in configs:
+        feed = config.daemon.rejects_file
+        if feed is None:
+            continue
+        where = Path(os.path.realpath(beside(config.path.parent, feed)))
+        if where in named:
+            raise ConfigProblem(
+                [
+                    f"{named[where]} and {config.path} name the same [daemon] rejects_file ({where}): "
+                    "give each integration its own file, e.g. rejects-INTEGRATION.jsonl"
+                ]
+            )
+        named[where] = config.path
+
+
 def load_config(path: str | Path) -> Config:
     """Read and check the whole file; raises ConfigProblem with every problem, each as `FILE: key: what`."""
     path = Path(path)

@@ -5,7 +5,7 @@ import contextlib
 
 import typer
 
-from ..config import Config
+from ..config import Config, check_rejects_files
 from ..leadership import Leadership, holder_id
 from ..ops import HttpAddress, parse_address
 from ..problems import ConfigProblem
@@ -68,6 +68,7 @@ def run(
     names = [c.integration_name for c in configs]
     if len(set(names)) < len(names):
         raise ConfigProblem([f"two configs name the same integration ({', '.join(names)}): set [integration] name"])
+    check_rejects_files(configs)
     if once and len(configs) > 1:
         raise ConfigProblem(["--once runs one config: run it once per config file"])
 

@@ -7,6 +7,7 @@ so a streaming sync can pause the reading while enough work is queued and end it
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
@@ -190,9 +191,13 @@ def extract(
         chunk.clear()
         if not mapped and not (final and held and last_state != started_at):
             return
-        counts = ledger.enqueue(job.name, job.mapping.version, mapped, last_state)
-        if rejects is not None and counts.rejected:  # after the commit: the feed never names a reject the ledger lost
-            rejects.catch_up(ledger)
+        # the feed held from before the commit (a new feed's start point below it) to the catch-up after it
+        with rejects.committing(ledger) if rejects is not None else contextlib.nullcontext():
+            counts = ledger.enqueue(job.name, job.mapping.version, mapped, last_state)
+            if (
+                rejects is not None and counts.rejected
+            ):  # after the commit: the feed never names a reject the ledger lost
+                rejects.catch_up(ledger)
         held = False
         report.enqueued += counts.enqueued
         report.unchanged += counts.unchanged

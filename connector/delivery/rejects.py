@@ -3,13 +3,15 @@ route rejects to a person (a log shipper tails the file, a script mails the new 
 
 The ledger is the feed's source: after each chunk that rejected something is committed, and once
 when a pass starts, the feed appends the ledger's rejected entries newer than the last one it holds
-(each line names its `entry` id, and the newest one written is also kept in a small position file
-beside the feed, `.FILE.position`, which survives the consumer truncating the feed). So the feed
+(each line names its `entry` id and its `ledger`, and the newest entry written of each ledger is
+also kept in a small position file beside the feed, `.FILE.position`, which survives the consumer
+truncating the feed). Entry ids are a ledger's own: positions are kept per ledger (`Ledger.identity`),
+so a ledger made afresh, or two integrations' processes sharing the file, lose no line. So the feed
 never names a reject the ledger lost, and a crash at any point (between the commit and the write, or
-between the write and the position) leaves every reject in the feed exactly once after the next
-start. A feed with neither lines nor a position file starts at the ledger's newest entry: turning
-the feed on does not replay the ledger's history (`capture-sync runs show RUN --state rejected`
-lists it). Contact data is masked as `runs show` masks it (`A*** L***`, `a***@example.org`,
+between the write and the position, or a write a full disk cut short) leaves every reject in the
+feed exactly once after the next start; the lines are fsynced before the position names them. A
+feed with neither lines nor a position file starts at the ledger's newest entry: turning the feed
+on does not replay the ledger's history (`capture-sync runs show RUN --state rejected` lists it). Contact data is masked as `runs show` masks it (`A*** L***`, `a***@example.org`,
 `+1 *** *** **04`, and inside the record id, the reason and every other field) unless
 `rejects_contact_data = true`. The file is created 0600 and never opened through a symbolic link (a
 link planted in a shared folder would send the contacts elsewhere); past `rejects_max_bytes` it is
@@ -23,7 +25,7 @@ import errno
 import json
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,7 +42,7 @@ KEEP = 3  # rotated files kept: FILE.1 .. FILE.3
 REJECTS_MAX_BYTES = 10_000_000
 PAGE = 1000  # rejected entries read from the ledger and written at a time
 TAIL_BYTES = 65536  # what is read from the feed's end to find its newest entry
-_CATCHING_UP = threading.Lock()
+_CATCHING_UP = threading.RLock()  # held from a rejecting commit to its catch-up, and by each catch-up
 _MASKS = {
     "email": mask_email,
     "phone": mask_phone,
@@ -63,8 +65,23 @@ class RejectsFeed:
 
     @property
     def position_file(self) -> Path:
-        """The newest entry id written, beside the feed (hidden: a shipper's `FILE*` glob skips it)."""
+        """The newest entry id written of each ledger the feed has met (`{"ledgers": {IDENTITY: ID}}`),
+        beside the feed (hidden: a shipper's `FILE*` glob skips it)."""
         return self.path.with_name(f".{self.path.name}.position")
+
+    @contextlib.contextmanager
+    def committing(self, ledger: Ledger) -> Iterator[None]:
+        """Hold the feed around a commit that may reject and the catch-up after it: a brand-new feed's
+        start point is taken here, before the commit, so neither this commit's rejects nor those of
+        another pass of this process (whose catch-up waits for this one) fall below it."""
+        with _CATCHING_UP:
+            try:
+                identity = ledger.identity()
+                if identity not in self._positions()[0]:  # read per chunk: the position file alone
+                    self._start(ledger, identity, None)
+            except OSError:
+                pass  # the catch-up after the commit logs it
+            yield
 
     def catch_up(self, ledger: Ledger) -> None:
         """Append a line for each rejected entry of `ledger` newer than the newest the feed holds,
@@ -76,16 +93,14 @@ class RejectsFeed:
 
     def _catch_up(self, ledger: Ledger) -> None:
         try:
-            after = self._written()
-            if after is None:  # a new feed: from here on, not the ledger's history
-                after = ledger.last_entry_id()
-                self._keep_position(after)
+            identity = ledger.identity()
+            after = self._start(ledger, identity, ledger.last_entry_id())
             while page := ledger.rejected_after(after, PAGE):
                 failpoints.hit("before-rejects-write")
-                self._write([self._line(entry) for entry in page])
+                self._write([self._line(entry, identity) for entry in page])
                 failpoints.hit("after-rejects-write")
                 after = page[-1].entry_id
-                self._keep_position(after)
+                self._keep_position(identity, after)
         except OSError as exc:
             reason = "a symbolic link, not followed" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
             log.error(
@@ -95,34 +110,92 @@ class RejectsFeed:
                 then="the ledger keeps them: `capture-sync runs show RUN --state rejected` lists them",
             )
 
-    def _written(self) -> int | None:
-        """The newest entry id the feed holds: its position file, or the last line of the feed (or of
-        FILE.1, when a crash came between a rotation and the write after it) when the write got there
-        and the position did not; None for a feed never written."""
-        try:
-            position: int | None = int(self._read(self.position_file, 64))
-        except FileNotFoundError:
-            position = None
-        except ValueError:  # not a number (the file is replaced whole, so a person wrote it): the lines tell
-            position = None
-        for path in (self.path, self.path.with_name(f"{self.path.name}.1")):
-            last = self._last_entry(path)
-            if last is not None:
-                return max(last, position or 0)
-        return position
+    def _start(self, ledger: Ledger, identity: str, newest: int | None) -> int:
+        """Where this ledger's catch-up starts: the newest of its entries the feed holds. A ledger the
+        feed has not met starts at its newest entry (turning the feed on does not replay the ledger's
+        history), except a ledger met while it was empty (identity ""), whose every entry came after.
+        A position above the ledger's newest entry (`newest`, when given: a ledger put back from an
+        older copy) is logged and dropped to it, so the ids the ledger gives again are written."""
+        positions, mark = self._positions()
+        after = positions.get(identity, positions.get("?"))
+        # The lines are read when the feed changed since the position was kept (a crash between a write
+        # and its position); not otherwise, when the position may have been set below them (see below).
+        held = self._last_entry(identity) if identity and mark != self._feed_mark() else None
+        if held is not None:  # the write got there and the position did not
+            after = max(after or 0, held)
+        if after is None and identity and "" in positions:
+            after = 0  # met empty: its entries are all newer than the feed
+        if after is None:
+            after = ledger.last_entry_id() if newest is None else newest
+            if positions and after:  # a feed of other ledgers only (none: a new feed; 0: nothing missed)
+                log.error(
+                    "rejects.other_ledger",
+                    file=str(self.path),
+                    ledger=ledger.name,
+                    then=f"this ledger's rejects are written from its entry {after} on; the older ones: "
+                    "`capture-sync runs show RUN --state rejected`",
+                )
+            self._keep_position(identity, after)
+        elif newest is not None and after > newest:
+            log.error(
+                "rejects.position_ahead",
+                file=str(self.path),
+                ledger=ledger.name,
+                position=after,
+                newest=newest,
+                then=f"the ledger is older than the feed (put back from a copy?): its rejects are written "
+                f"from its entry {newest} on; the feed's lines above it are from before",
+            )
+            after = newest
+            self._keep_position(identity, after)
+        return after
 
-    def _last_entry(self, path: Path) -> int | None:
+    def _positions(self) -> tuple[dict[str, int], list[int] | None]:
+        """The position file: ledger identity -> the newest entry of it written, and the feed's
+        `_feed_mark` when it was kept. A bare number (a feed from before positions named their ledger)
+        is taken as the position of the ledger that meets it (key "?")."""
         try:
-            tail = self._read(path, TAIL_BYTES)
-        except FileNotFoundError:
-            return None
-        for line in reversed(tail.splitlines()):
+            value = json.loads(self._read(self.position_file, 1 << 20))
+        except (FileNotFoundError, ValueError):  # none, or not ours (a person wrote it): the lines tell
+            return {}, None
+        if isinstance(value, int):
+            return {"?": value}, None
+        ledgers = value.get("ledgers") if isinstance(value, dict) else None
+        if not isinstance(ledgers, dict):
+            return {}, None
+        return {k: v for k, v in ledgers.items() if isinstance(k, str) and isinstance(v, int)}, value.get("feed")
+
+    def _feed_mark(self) -> list[int]:
+        """The inode and size of the feed and of FILE.1 (0, 0 for a file not there): what tells whether
+        the lines changed (were written, rotated) since the position was kept."""
+        mark = []
+        for path in (self.path, self.path.with_name(f"{self.path.name}.1")):
             try:
-                entry = json.loads(line).get("entry")
-            except (ValueError, AttributeError):
-                continue  # a line from before lines named their entry, or the torn head of the tail
-            if isinstance(entry, int):
-                return entry
+                held = os.lstat(path)
+            except FileNotFoundError:
+                mark += [0, 0]
+            else:
+                mark += [held.st_ino, held.st_size]
+        return mark
+
+    def _last_entry(self, identity: str) -> int | None:
+        """The newest entry of the ledger `identity` in the feed's lines (or FILE.1's, when a crash came
+        between a rotation and the write after it): the write got there, the position did not."""
+        for path in (self.path, self.path.with_name(f"{self.path.name}.1")):
+            try:
+                tail = self._read(path, TAIL_BYTES)
+            except FileNotFoundError:
+                continue
+            if not tail.endswith(b"\n"):  # a torn line, cut off before the next append: not written
+                tail = tail[: tail.rfind(b"\n") + 1]
+            for line in reversed(tail.splitlines()):
+                try:
+                    held = json.loads(line)
+                    entry, of = held.get("entry"), held.get("ledger", identity)
+                except (ValueError, AttributeError):
+                    continue  # a line from before lines named their entry, or the torn head of the tail
+                if isinstance(entry, int) and of == identity:
+                    return entry
         return None
 
     @staticmethod
@@ -134,19 +207,24 @@ class RejectsFeed:
         finally:
             os.close(fd)
 
-    def _keep_position(self, entry_id: int) -> None:
-        """Write the position whole or not at all (a new file renamed over the old one)."""
+    def _keep_position(self, identity: str, entry_id: int) -> None:
+        """Write the position whole or not at all (a new file, on disk before it is renamed over the old
+        one: after a power loss the position never names lines the disk lost)."""
+        positions = self._positions()[0]
+        positions.pop("?", None)  # a bare number from before: the ledger that met it owns it now
+        positions[identity] = entry_id
         temp = self.position_file.with_name(f"{self.position_file.name}.new")
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
-            os.write(fd, str(entry_id).encode())
+            os.write(fd, json.dumps({"ledgers": positions, "feed": self._feed_mark()}).encode())
+            os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(temp, self.position_file)
 
-    def _line(self, entry: RejectedEntry) -> bytes:
+    def _line(self, entry: RejectedEntry, identity: str) -> bytes:
         reason = entry.reason or ""
         record_id = entry.record_id
         data = entry.raw
@@ -162,6 +240,7 @@ class RejectsFeed:
             "run": entry.run_id,
             "source": entry.source,
             "entry": entry.entry_id,
+            "ledger": identity,
             "record_id": record_id,
             "key": entry.key,
             "reason": reason,
@@ -188,12 +267,14 @@ class RejectsFeed:
     def _append(self, text: bytes) -> None:
         if not text:
             return
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             os.fchmod(fd, 0o600)  # O_CREAT's mode applies to a new file only
+            _cut_torn_line(fd)
             view = memoryview(text)
             while view:
                 view = view[os.write(fd, view) :]
+            os.fsync(fd)  # once per page: on disk before the position names it
         finally:
             os.close(fd)
 
@@ -204,3 +285,21 @@ class RejectsFeed:
             if os.path.lexists(older):
                 os.replace(older, self.path.with_name(f"{self.path.name}.{n + 1}"))
         os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
+
+
+def _cut_torn_line(fd: int) -> None:
+    """A write cut short (the disk full) left a line without its newline: cut it off, back to the last
+    whole line, so that the next line is not glued to it (the position never named it: it is written
+    again, whole)."""
+    end = os.fstat(fd).st_size
+    if not end or os.pread(fd, 1, end - 1) == b"\n":
+        return
+    start = end
+    while start:
+        start = max(0, start - TAIL_BYTES)
+        newline = os.pread(fd, end - start, start).rfind(b"\n")
+        if newline >= 0:
+            os.ftruncate(fd, start + newline + 1)
+            return
+        end = start
+    os.ftruncate(fd, 0)

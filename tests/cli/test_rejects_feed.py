@@ -162,3 +162,240 @@ def test_a_reject_of_a_source_no_longer_configured_has_every_field_masked_as_a_n
     assert known["data"] == {"First": "G***", "Nick": "Amazing Grace", "Email": "g***@example.org"}
     assert gone["data"] == {"First": "G***", "Nick": "A*** G***", "Email": "g***"}
     assert (known["entry"], gone["entry"]) == (1, 2) and stat.S_IMODE(feed.position_file.stat().st_mode) == 0o600
+
+
+def _bad(n: int):
+    from connector.ledger import Mapped
+
+    return Mapped(f"R{n}", raw={"id": f"R{n}"}, reasons=("`email` is not valid",))
+
+
+def _good(n: int):
+    from connector.ledger import Mapped
+
+    return Mapped(f"G{n}", payload=json.dumps({"name": f"P{n}", "email": f"p{n}@example.org"}))
+
+
+def test_two_ledgers_feeding_one_file_each_keep_their_own_position(tmp_path: Path) -> None:
+    """Two integrations (two processes: one process refuses it) name the same feed: each one's
+    rejects reach it, once, though their entry ids overlap."""
+    from connector.delivery import RejectsFeed
+    from connector.ledger import Ledger
+
+    feed = RejectsFeed(tmp_path / "rejects.jsonl")
+    with Ledger(tmp_path / "eu.sqlite3") as eu, Ledger(tmp_path / "us.sqlite3") as us:
+        feed.catch_up(eu)
+        feed.catch_up(us)  # each pass start
+        eu.enqueue("eu", "m", [*(_good(n) for n in range(50)), _bad(1)], None)
+        feed.catch_up(eu)
+        us.enqueue("us", "m", [_bad(2), _bad(3)], None)
+        feed.catch_up(us)
+        eu.enqueue("eu", "m", [_bad(4)], None)
+        feed.catch_up(eu)
+        feed.catch_up(us)
+        assert [(x["source"], x["record_id"]) for x in _lines(feed.path)] == [
+            ("eu", "R1"),
+            ("us", "R2"),
+            ("us", "R3"),
+            ("eu", "R4"),
+        ]
+        assert {x["ledger"] for x in _lines(feed.path)} == {eu.identity(), us.identity()}
+
+
+def test_a_ledger_made_afresh_beside_an_old_feed_has_its_rejects_written(tmp_path: Path) -> None:
+    """The ledger file was deleted (or a new PostgreSQL schema named): the old feed's position, far
+    above the new ledger's ids, is another ledger's, and holds nothing back."""
+    from connector.delivery import RejectsFeed
+    from connector.ledger import Ledger
+
+    feed = RejectsFeed(tmp_path / "rejects.jsonl")
+    with Ledger(tmp_path / "old.sqlite3") as old:
+        feed.catch_up(old)
+        old.enqueue("s", "m", [*(_good(n) for n in range(50)), _bad(1)], None)
+        feed.catch_up(old)
+    (tmp_path / "old.sqlite3").unlink()
+    with Ledger(tmp_path / "old.sqlite3") as new:
+        feed.catch_up(new)  # the pass start
+        new.enqueue("s", "m", [_bad(2)], None)
+        feed.catch_up(new)
+    assert [x["record_id"] for x in _lines(feed.path)] == ["R1", "R2"]
+
+
+def test_a_position_above_the_ledger_is_logged_and_the_feed_goes_on_from_its_newest(tmp_path: Path, capsys) -> None:
+    """A ledger put back from an older copy: its newest entry is below the feed's position. The feed
+    says so (`rejects.position_ahead`) and goes on from the ledger's newest entry, so the ids the
+    ledger gives again are written, not skipped."""
+    from connector.delivery import RejectsFeed
+    from connector.ledger import Ledger
+
+    feed = RejectsFeed(tmp_path / "rejects.jsonl")
+    with Ledger(tmp_path / "l.sqlite3") as ledger:
+        feed.catch_up(ledger)
+        ledger.enqueue("s", "m", [_bad(1)], None)
+    import shutil
+
+    shutil.copy(tmp_path / "l.sqlite3", tmp_path / "backup.sqlite3")
+    with Ledger(tmp_path / "l.sqlite3") as ledger:
+        feed.catch_up(ledger)
+        ledger.enqueue("s", "m", [_bad(2), _bad(3)], None)
+        feed.catch_up(ledger)
+    shutil.copy(tmp_path / "backup.sqlite3", tmp_path / "l.sqlite3")  # the older copy put back
+    capsys.readouterr()
+    with Ledger(tmp_path / "l.sqlite3") as ledger:
+        feed.catch_up(ledger)
+        assert "rejects.position_ahead" in "".join(capsys.readouterr())  # structlog's console: stdout here
+        ledger.enqueue("s", "m", [_bad(4)], None)
+        feed.catch_up(ledger)
+    assert [(x["record_id"], x["entry"]) for x in _lines(feed.path)] == [("R1", 1), ("R2", 2), ("R3", 3), ("R4", 2)]
+
+
+def test_a_torn_write_is_cut_off_and_written_again_whole(tmp_path: Path, monkeypatch) -> None:
+    """The disk fills part-way through a page: the next catch-up cuts the torn line off before it
+    appends, so every line parses and each reject is in the feed once."""
+    import errno
+    import os
+
+    from connector.delivery import RejectsFeed
+    from connector.delivery import rejects as module
+    from connector.ledger import Ledger
+
+    feed = RejectsFeed(tmp_path / "rejects.jsonl")
+    real = os.write
+    with Ledger(tmp_path / "l.sqlite3") as ledger:
+        feed.catch_up(ledger)
+        ledger.enqueue("s", "m", [_bad(1)], None)
+        feed.catch_up(ledger)
+        calls: list[int] = []
+
+        def disk_full(fd: int, data) -> int:
+            if not calls:
+                calls.append(1)
+                return real(fd, bytes(data)[:40])
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(module.os, "write", disk_full)
+        ledger.enqueue("s", "m", [_bad(2), _bad(3)], None)
+        feed.catch_up(ledger)
+        monkeypatch.setattr(module.os, "write", real)
+        ledger.enqueue("s", "m", [_bad(4)], None)
+        feed.catch_up(ledger)
+    assert [x["record_id"] for x in _lines(feed.path)] == ["R1", "R2", "R3", "R4"]
+
+
+def test_a_whole_line_without_its_newline_is_written_again_not_counted(tmp_path: Path, monkeypatch) -> None:
+    """The write stopped just before a line's newline: the line parses but is cut off with the torn
+    end, so it counts as not written."""
+    import errno
+    import os
+
+    from connector.delivery import RejectsFeed
+    from connector.delivery import rejects as module
+    from connector.ledger import Ledger
+
+    feed = RejectsFeed(tmp_path / "rejects.jsonl")
+    real = os.write
+    with Ledger(tmp_path / "l.sqlite3") as ledger:
+        feed.catch_up(ledger)
+
+        calls: list[int] = []
+
+        def all_but_the_newline(fd: int, data) -> int:
+            if not calls:
+                calls.append(1)
+                return real(fd, bytes(data)[:-1])
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(module.os, "write", all_but_the_newline)
+        ledger.enqueue("s", "m", [_bad(1)], None)
+        feed.catch_up(ledger)
+        monkeypatch.setattr(module.os, "write", real)
+        feed.catch_up(ledger)
+    assert [x["record_id"] for x in _lines(feed.path)] == ["R1"]
+
+
+def test_the_feed_is_on_disk_before_its_position_and_the_position_before_its_rename(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """After a power loss the position must never name lines the disk lost: the feed is fsynced
+    (once per page) before the position is written, and the position before it replaces the old one."""
+    import os
+
+    from connector.delivery import RejectsFeed
+    from connector.delivery import rejects as module
+    from connector.ledger import Ledger
+
+    feed = RejectsFeed(tmp_path / "rejects.jsonl")
+    events: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        events.append("fsync " + Path(os.readlink(f"/proc/self/fd/{fd}")).name)
+        real_fsync(fd)
+
+    def replace(src, dst) -> None:
+        events.append("replace " + Path(dst).name)
+        real_replace(src, dst)
+
+    with Ledger(tmp_path / "l.sqlite3") as ledger:
+        feed.catch_up(ledger)
+        ledger.enqueue("s", "m", [_bad(n) for n in range(1, 6)], None)
+        monkeypatch.setattr(module.os, "fsync", fsync)
+        monkeypatch.setattr(module.os, "replace", replace)
+        feed.catch_up(ledger)
+    assert events == [
+        "fsync rejects.jsonl",
+        "fsync .rejects.jsonl.position.new",
+        "replace .rejects.jsonl.position",
+    ]
+
+
+def test_a_pass_starting_while_another_commits_rejects_does_not_skip_them(tmp_path: Path) -> None:
+    """A brand-new feed: a pass commits rejects and, before its catch-up, another pass starts. The
+    feed's start point was taken before that commit (under the lock the commit holds), so the
+    starting pass's catch-up writes them."""
+    from connector.delivery import RejectsFeed
+    from connector.ledger import Ledger
+
+    feed = RejectsFeed(tmp_path / "rejects.jsonl")
+    with Ledger(tmp_path / "l.sqlite3") as ledger:
+        ledger.enqueue("s", "m", [_bad(1)], None)  # before the feed was turned on: history
+        with feed.committing(ledger):
+            ledger.enqueue("s", "m", [_bad(2)], None)
+        feed.catch_up(ledger)  # the other pass's start
+    assert [x["record_id"] for x in _lines(feed.path)] == ["R2"]
+
+
+def test_two_configs_of_one_daemon_naming_one_rejects_file_are_refused(kit, sandbox, tmp_path: Path) -> None:
+    configs = []
+    for name in ("eu", "us"):
+        folder = tmp_path / name
+        folder.mkdir()
+        config, _ = _setup(kit, sandbox, folder, f'rejects_file = "{tmp_path}/rejects.jsonl"')
+        Path(config).write_text(
+            Path(config).read_text().replace("[daemon]", f'[integration]\nname = "{name}"\n\n[daemon]')
+        )
+        configs.append(config)
+    refused = kit.run("run", "--once", "-c", configs[0], "-c", configs[1])
+    assert refused.code != 0
+    assert "rejects_file" in refused.stderr and "rejects.jsonl" in refused.stderr
+
+
+def test_a_ledger_is_told_apart_on_both_engines_and_a_copy_keeps_its_identity(
+    tmp_path: Path, ledger_target: str | Path, postgres_ledger_url: str
+) -> None:
+    """The feed's positions are per ledger: an empty ledger has no identity yet, one made afresh a
+    new one, and a `ledger copy` to PostgreSQL the identity of its source (its feed goes on)."""
+    from connector.ledger import Ledger
+
+    with Ledger(ledger_target) as ledger:
+        assert ledger.identity() == ""
+        ledger.enqueue("s", "m", [_bad(1)], None)
+        first = ledger.identity()
+        ledger.enqueue("s", "m", [_bad(2)], None)
+        assert ledger.identity() == first != ""
+    with Ledger(tmp_path / "other.sqlite3") as other:
+        other.enqueue("s", "m", [_bad(1)], None)
+        assert other.identity() not in ("", first)
+        with Ledger(postgres_ledger_url, integration="copied") as copy:
+            other.copy_to(copy)
+            assert copy.identity() == other.identity()
