@@ -19,6 +19,7 @@ import asyncio
 import contextvars
 import json
 import os
+import statistics
 import sys
 import tempfile
 import threading
@@ -192,6 +193,16 @@ def in_flight(spans: list[Span], start: float, stop: float) -> dict[int, float]:
     return dict(shares)
 
 
+def latency_by_in_flight(spans: list[Span]) -> dict[int, float]:
+    """Median HTTP latency (ms) by the number of requests out when it left, itself included: a
+    server that serves one request at a time answers n in flight in about n times one's latency."""
+    http = sorted((a, b) for _, what, a, b in spans if what == "http")
+    by: dict[int, list[float]] = defaultdict(list)
+    for a, b in http:
+        by[sum(1 for x, y in http if x <= a < y)].append((b - a) * 1000)
+    return {n: round(statistics.median(v), 1) for n, v in sorted(by.items())}
+
+
 def summarise(spans: list[Span]) -> dict[str, Any]:
     http = [s for s in spans if s[1] == "http"]
     first, last = min(s[2] for s in http), max(s[3] for s in http)
@@ -208,17 +219,15 @@ def summarise(spans: list[Span]) -> dict[str, Any]:
             worker_totals[what] += s
     n_workers = max(len(workers), 1)
     per_worker = {what: s / n_workers for what, s in worker_totals.items()}
-    per_worker["other (waiting for news, loop turns)"] = busy - sum(
-        per_worker.get(k, 0.0) for k in ("http", "claim", "settle", "hop.queue", "hop.back")
-    )
+    per_worker["no request out"] = busy - per_worker.get("http", 0.0)  # claims and settles overlap requests
     flight = in_flight(spans, first, last)
     return {
-        "read_s": read_all[3] - read_all[2],
-        "delivery_s": busy,
-        "read_starts_after_s": read_all[2] - first,
-        "read_ends_before_last_answer_s": last - read_all[3],
+        "read_s": round(read_all[3] - read_all[2], 3),
+        "delivery_s": round(busy, 3),
+        "read_ends_before_last_answer_s": round(last - read_all[3], 3),
         "in_flight_share": {n: round(s / busy, 3) for n, s in sorted(flight.items())},
-        "mean_in_flight": sum(n * s for n, s in flight.items()) / busy,
+        "mean_in_flight": round(sum(n * s for n, s in flight.items()) / busy, 2),
+        "latency_ms_by_in_flight": latency_by_in_flight(spans),
         "requests": len(http),
         "per_worker_s": {k: round(v, 3) for k, v in sorted(per_worker.items())},
         "read_thread_s": {k: round(v, 3) for k, v in sorted(by_who["read"].items())},
@@ -228,6 +237,16 @@ def summarise(spans: list[Span]) -> dict[str, Any]:
             _union([(a, b) for _, what, a, b in spans if what in ("txn", "read")]) / busy, 3
         ),
     }
+
+
+def _children_cpu_s() -> float:
+    """User + sys CPU of this process's live children (the sandbox), from /proc."""
+    total = 0.0
+    for task in Path("/proc/self/task").iterdir():
+        for pid in (task / "children").read_text().split():
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def main() -> None:
@@ -253,10 +272,18 @@ def main() -> None:
                 if done.code not in (0, None):
                     raise
             wall = time.perf_counter() - t0
+            sandbox_cpu = _children_cpu_s()
         taken = delivered(folder / "run" / "ledger.sqlite3")
     if taken != args.records:
         raise SystemExit(f"{taken} of {args.records} delivered")
-    summary = {"records": args.records, "wall_s": round(wall, 3), **summarise(SPANS)}
+    own_cpu = sum(os.times()[:2])
+    summary = {
+        "records": args.records,
+        "wall_s": round(wall, 3),
+        "cpu_s": round(own_cpu, 3),
+        "sandbox_cpu_s": round(sandbox_cpu, 3),
+        **summarise(SPANS),
+    }
     if args.spans:
         args.spans.write_text(json.dumps(SPANS))
     print(json.dumps(summary, indent=1))
