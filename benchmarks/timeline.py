@@ -1,7 +1,7 @@
 """Where a sync's wall time goes with no rate limit (issue 24): one `capture-sync sync` of the peers'
 contacts, run in this process with `time.perf_counter` spans around each wait, then summarised.
 
-    .venv/bin/python benchmarks/timeline.py --records 20000 [--spans spans.json]
+    .venv/bin/python benchmarks/timeline.py --records 20000 [--latency-ms 80] [--spans spans.json]
 
 Spans (per thread, or per delivery worker through a context variable that `asyncio.to_thread`
 carries): the HTTP exchange of each request, each thread hop of a claim or settle (from the
@@ -253,6 +253,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--spans", type=Path, help="also write every span here as JSON")
+    parser.add_argument(
+        "--latency-ms", type=int, default=0, help="the sandbox adds this to every answer: a CRM across a network"
+    )
     args = parser.parse_args()
     instrument()
     from connector.cli import main as cli
@@ -261,7 +264,7 @@ def main() -> None:
         folder = Path(tmp)
         csv = folder / "contacts.csv"
         generate(csv, args.records)
-        with sandbox(folder / "run") as api:
+        with sandbox(folder / "run", latency_ms=args.latency_ms or None) as api:
             config = write_config(folder / "run", api, csv)
             os.environ.update(api.env())
             sys.argv = ["capture-sync", "sync", "-c", str(config)]
