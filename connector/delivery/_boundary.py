@@ -78,6 +78,21 @@ def shown_text(text: str) -> str:
     return text if text.isprintable() or not _UNSTORABLE.search(text) else _UNSTORABLE.sub(_escaped, text)
 
 
+def kept_key(text: str) -> str:
+    """A position (`@where`) as a record id the ledger can keep: at most `MAX_ID_BYTES` in UTF-8 (an
+    index entry on PostgreSQL holds at most 2,704 bytes, and a longer one failed the chunk on every
+    pass), a longer one cut with a digest of the whole, so two long ones stay apart; a shorter one, as
+    existing ledgers hold it, unchanged."""
+    if len(text) <= _SURELY_SHORT:
+        return text
+    encoded = text.encode("utf-8")
+    if len(encoded) <= MAX_ID_BYTES:
+        return text
+    digest = hashlib.blake2b(encoded, digest_size=8).hexdigest()
+    head = encoded[: MAX_ID_BYTES - 80].decode("utf-8", "ignore")
+    return f"{head}... ({len(encoded)} bytes, digest {digest})"
+
+
 def _escaped(match: re.Match[str]) -> str:
     return ascii(match.group())[1:-1]
 

@@ -20,7 +20,7 @@ from ..api import encode_json
 from ..ledger import Ledger, Mapped
 from ..problems import ConfigProblem
 from ..source import BadRecord, Item, Passed, Record, SourceError
-from ._boundary import Checker, Slip, position, shown_text
+from ._boundary import Checker, Slip, kept_key, position, shown_text
 from .job import SourceJob
 from .preflight import preflight
 from .rejects import RejectsFeed
@@ -89,7 +89,7 @@ def _shown(value: object) -> str:
 def record_id(item: Record | BadRecord) -> str:
     """The id its entry is kept under: without an id, a bad record's position names it, so the same
     bad line read again is the same entry."""
-    return item.id if isinstance(item, Record) else item.id or f"@{shown_text(item.where)}"
+    return item.id if isinstance(item, Record) else item.id or kept_key(f"@{shown_text(item.where)}")
 
 
 def entry(mapping: Mapping, item: Record | BadRecord, report: RunReport, raw: str | None = None) -> Mapped:

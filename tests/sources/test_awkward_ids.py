@@ -202,3 +202,22 @@ def test_every_record_is_captured_or_rejected_with_its_id_rule_the_same_on_both_
     on_sqlite = _one_engine(tmp_path / f"ledger-{n}.sqlite3", None, sandbox, rows)
     on_postgres = _one_engine(postgres_ledger_url, f"edges_{n}", sandbox, rows)
     assert on_sqlite == on_postgres
+
+
+def test_a_bad_record_with_a_long_position_is_rejected_under_a_bounded_key_on_both_engines(
+    tmp_path: Path, postgres_ledger_url: str, sandbox: Any
+) -> None:
+    """A bad record without an id is kept under its position (`@where`); a position of thousands of
+    bytes made an index entry PostgreSQL refuses (2,704 bytes at most), failing the chunk on every
+    pass. Two long positions alike but for their end stay two entries."""
+    none = next(case for case in CASES if case.kind == "none")
+    long_wheres = ["\u4e00" * 1500 + " row {n}", "w" * 4000 + " row {n}"]
+    rows = [Row(none, "ok", "Note", where, True) for where in long_wheres * 2] + [
+        Row(CASES[0], "ok", "Note", None, False)
+    ]
+    n = next(_integrations)
+    on_sqlite = _one_engine(tmp_path / f"ledger-{n}.sqlite3", None, sandbox, rows)
+    on_postgres = _one_engine(postgres_ledger_url, f"edges_{n}", sandbox, rows)
+    assert on_sqlite == on_postgres
+    kept = [record_id for record_id, state, _ in on_sqlite if state == "rejected"]
+    assert len(set(kept)) == 4 and all(len(k.encode()) <= MAX_ID_BYTES for k in kept), kept
