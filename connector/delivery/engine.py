@@ -155,22 +155,24 @@ def _recorded(ledger: Ledger, report: RunReport) -> Iterator[None]:
         report.unsettled = ledger.unsettled_count()
         report.blocked_total = ledger.blocked_count()
         report.duration_s = time.monotonic() - t0
-        report.run_id = ledger.finish_run(
-            run_id,
-            report.counts(),
-            report.duration_s,
-            int(report.exit_code),
-            report.sources_read,
-            report.reason,
-        )
-        log.info(
-            "run.finished",
-            kind=report.kind,
-            duration_s=round(report.duration_s, 3),
-            unsettled=report.unsettled,
-            exit_code=int(report.exit_code),
-            **report.counts(),
-        )
+        try:
+            report.run_id = ledger.finish_run(
+                run_id,
+                report.counts(),
+                report.duration_s,
+                int(report.exit_code),
+                report.sources_read,
+                report.reason,
+            )
+        finally:  # said even when the ledger cannot record it (a full disk): the figures are this run's
+            log.info(
+                "run.finished",
+                kind=report.kind,
+                duration_s=round(report.duration_s, 3),
+                unsettled=report.unsettled,
+                exit_code=int(report.exit_code),
+                **report.counts(),
+            )
 
 
 async def sync(
