@@ -115,13 +115,15 @@ class RejectsFeed:
         feed has not met starts at its newest entry (turning the feed on does not replay the ledger's
         history), except a ledger met while it was empty (identity ""), whose every entry came after.
         A position above the ledger's newest entry (`newest`, when given: a ledger put back from an
-        older copy) is logged and dropped to it, so the ids the ledger gives again are written."""
-        positions, mark = self._positions()
+        older copy) is logged and dropped to it, so the ids the ledger gives again are written; the
+        position file keeps the old position as the ledger's floor, so that the feed's lines from
+        before the copy (read again once a rotation changed the feed) do not lift it back."""
+        positions, mark, floors = self._positions()
         after = positions.get(identity, positions.get("?"))
         # The lines are read when the feed changed since the position was kept (a crash between a write
         # and its position); not otherwise, when the position may have been set below them (see below).
         held = self._last_entry(identity) if identity and mark != self._feed_mark() else None
-        if held is not None:  # the write got there and the position did not
+        if held is not None and held > floors.get(identity, 0):  # the write got there and the position did not
             after = max(after or 0, held)
         if after is None and identity and "" in positions:
             after = 0  # met empty: its entries are all newer than the feed
@@ -146,24 +148,29 @@ class RejectsFeed:
                 then=f"the ledger is older than the feed (put back from a copy?): its rejects are written "
                 f"from its entry {newest} on; the feed's lines above it are from before",
             )
+            self._keep_position(identity, newest, floor=max(after, floors.get(identity, 0)))
             after = newest
-            self._keep_position(identity, after)
         return after
 
-    def _positions(self) -> tuple[dict[str, int], list[int] | None]:
-        """The position file: ledger identity -> the newest entry of it written, and the feed's
-        `_feed_mark` when it was kept. A bare number (a feed from before positions named their ledger)
-        is taken as the position of the ledger that meets it (key "?")."""
+    def _positions(self) -> tuple[dict[str, int], list[int] | None, dict[str, int]]:
+        """The position file: ledger identity -> the newest entry of it written, the feed's
+        `_feed_mark` when it was kept, and ledger identity -> its floor: the newest of its entry ids the
+        feed held when the ledger was found older than the feed (put back from a copy). The lines up to
+        the floor may be from before the copy was put back, so they never move the position (a crash
+        between a write and its position there costs those lines twice, not a skipped id); the floor
+        goes once the position passes it. A bare number (a feed from before positions named their
+        ledger) is taken as the position of the ledger that meets it (key "?")."""
         try:
             value = json.loads(self._read(self.position_file, 1 << 20))
         except (FileNotFoundError, ValueError):  # none, or not ours (a person wrote it): the lines tell
-            return {}, None
+            return {}, None, {}
         if isinstance(value, int):
-            return {"?": value}, None
+            return {"?": value}, None, {}
         ledgers = value.get("ledgers") if isinstance(value, dict) else None
         if not isinstance(ledgers, dict):
-            return {}, None
-        return {k: v for k, v in ledgers.items() if isinstance(k, str) and isinstance(v, int)}, value.get("feed")
+            return {}, None, {}
+        floors = value.get("floors")
+        return _ids(ledgers), value.get("feed"), _ids(floors) if isinstance(floors, dict) else {}
 
     def _feed_mark(self) -> list[int]:
         """The inode and size of the feed and of FILE.1 (0, 0 for a file not there): what tells whether
@@ -207,18 +214,24 @@ class RejectsFeed:
         finally:
             os.close(fd)
 
-    def _keep_position(self, identity: str, entry_id: int) -> None:
-        """Write the position whole or not at all (a new file, on disk before it is renamed over the old
-        one: after a power loss the position never names lines the disk lost)."""
-        positions = self._positions()[0]
+    def _keep_position(self, identity: str, entry_id: int, floor: int | None = None) -> None:
+        """Write the position (and `floor`, when given) whole or not at all (a new file, on disk before
+        it is renamed over the old one: after a power loss the position never names lines the disk
+        lost)."""
+        positions, _, floors = self._positions()
         positions.pop("?", None)  # a bare number from before: the ledger that met it owns it now
         positions[identity] = entry_id
+        if floor is not None:
+            floors[identity] = floor
+        if floors.get(identity, entry_id) <= entry_id:  # passed: the lines above it are this ledger's own
+            floors.pop(identity, None)
+        state = {"ledgers": positions, "feed": self._feed_mark()} | ({"floors": floors} if floors else {})
         temp = self.position_file.with_name(f"{self.position_file.name}.new")
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
-            os.write(fd, json.dumps({"ledgers": positions, "feed": self._feed_mark()}).encode())
+            os.write(fd, json.dumps(state).encode())
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -285,6 +298,11 @@ class RejectsFeed:
             if os.path.lexists(older):
                 os.replace(older, self.path.with_name(f"{self.path.name}.{n + 1}"))
         os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
+
+
+def _ids(held: dict[object, object]) -> dict[str, int]:
+    """The entries of a position file's map that are what they should be (ledger identity -> entry id)."""
+    return {k: v for k, v in held.items() if isinstance(k, str) and isinstance(v, int)}
 
 
 def _cut_torn_line(fd: int) -> None:

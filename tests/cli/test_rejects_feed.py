@@ -399,3 +399,41 @@ def test_a_ledger_is_told_apart_on_both_engines_and_a_copy_keeps_its_identity(
         with Ledger(postgres_ledger_url, integration="copied") as copy:
             other.copy_to(copy)
             assert copy.identity() == other.identity()
+
+
+@pytest.mark.parametrize("rotation", ["logrotate", "the consumer deletes FILE.1"])
+def test_a_restored_ledgers_reissued_ids_are_written_after_the_feed_is_rotated(tmp_path: Path, rotation: str) -> None:
+    """A ledger put back from an older copy gives its ids again while the feed's lines of those ids
+    from before the restore are still there. Rotating the feed (logrotate's rename, or the feed's own
+    rotation with the consumer deleting FILE.1) changes its inode and size, so the next catch-up reads
+    the lines for a write its position missed: the old lines must not count. The position file keeps
+    a floor per ledger (the newest id written before the restore) up to which the lines tell nothing."""
+    import os
+    import shutil
+
+    from connector.delivery import RejectsFeed
+    from connector.ledger import Ledger
+
+    feed = RejectsFeed(tmp_path / "rejects.jsonl", max_bytes=1)  # a file per line: FILE.1 .. FILE.3 rotated
+    with Ledger(tmp_path / "l.sqlite3") as ledger:
+        feed.catch_up(ledger)
+        ledger.enqueue("s", "m", [_bad(1)], None)
+        feed.catch_up(ledger)
+    shutil.copy(tmp_path / "l.sqlite3", tmp_path / "backup.sqlite3")
+    with Ledger(tmp_path / "l.sqlite3") as ledger:
+        ledger.enqueue("s", "m", [_bad(2), _bad(3)], None)
+        feed.catch_up(ledger)
+    shutil.copy(tmp_path / "backup.sqlite3", tmp_path / "l.sqlite3")  # the older copy put back
+    first = feed.path.with_name("rejects.jsonl.1")
+    with Ledger(tmp_path / "l.sqlite3") as ledger:
+        feed.catch_up(ledger)  # the pass start: the position dropped to the ledger's newest, 1
+        if rotation == "logrotate":
+            os.replace(first, feed.path.with_name("rejects.jsonl.2"))
+            os.replace(feed.path, first)
+        else:
+            first.unlink()
+        ledger.enqueue("s", "m", [_bad(4), _bad(5)], None)
+        feed.catch_up(ledger)
+    files = [feed.path.with_name(f"rejects.jsonl.{n}") for n in (3, 2, 1)] + [feed.path]
+    lines = [line for path in files if path.exists() for line in _lines(path)]
+    assert [(x["record_id"], x["entry"]) for x in lines][-2:] == [("R4", 2), ("R5", 3)]
