@@ -6,7 +6,8 @@ when a pass starts, the feed appends the ledger's rejected entries newer than th
 (each line names its `entry` id and its `ledger`, and the newest entry written of each ledger is
 also kept in a small position file beside the feed, `.FILE.position`, which survives the consumer
 truncating the feed). Entry ids are a ledger's own: positions are kept per ledger (`Ledger.identity`),
-so a ledger made afresh, or two integrations' processes sharing the file, lose no line. So the feed
+so a ledger made afresh, or two integrations' processes sharing the file (they take turns by an
+advisory lock on `.FILE.lock`), lose no line. So the feed
 never names a reject the ledger lost, and a crash at any point (between the commit and the write, or
 between the write and the position, or a write a full disk cut short) leaves every reject in the
 feed exactly once after the next start; the lines are fsynced before the position names them. A
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 import threading
@@ -42,7 +44,9 @@ KEEP = 3  # rotated files kept: FILE.1 .. FILE.3
 REJECTS_MAX_BYTES = 10_000_000
 PAGE = 1000  # rejected entries read from the ledger and written at a time
 TAIL_BYTES = 65536  # what is read from the feed's end to find its newest entry
-_CATCHING_UP = threading.RLock()  # held from a rejecting commit to its catch-up, and by each catch-up
+# Per feed file, in this process: held from a rejecting commit to its catch-up, and by each catch-up.
+_CATCHING_UP: dict[str, threading.RLock] = {}
+_CATCHING_UP_MADE = threading.Lock()
 _MASKS = {
     "email": mask_email,
     "phone": mask_phone,
@@ -69,16 +73,23 @@ class RejectsFeed:
         beside the feed (hidden: a shipper's `FILE*` glob skips it)."""
         return self.path.with_name(f".{self.path.name}.position")
 
+    @property
+    def lock_file(self) -> Path:
+        """What processes sharing the feed lock (`flock`) around reading and writing the position file
+        and the lines: the position file itself is replaced, never written in place, so not it."""
+        return self.path.with_name(f".{self.path.name}.lock")
+
     @contextlib.contextmanager
     def committing(self, ledger: Ledger) -> Iterator[None]:
         """Hold the feed around a commit that may reject and the catch-up after it: a brand-new feed's
         start point is taken here, before the commit, so neither this commit's rejects nor those of
         another pass of this process (whose catch-up waits for this one) fall below it."""
-        with _CATCHING_UP:
+        with self._in_process():
             try:
-                identity = ledger.identity()
-                if identity not in self._positions()[0]:  # read per chunk: the position file alone
-                    self._start(ledger, identity, None)
+                with self._across_processes():
+                    identity = ledger.identity()
+                    if identity not in self._positions()[0]:  # read per chunk: the position file alone
+                        self._start(ledger, identity, None)
             except OSError:
                 pass  # the catch-up after the commit logs it
             yield
@@ -88,27 +99,47 @@ class RejectsFeed:
         rotating first when the file would outgrow `max_bytes`. A file that cannot be written is
         logged, never raised: the ledger holds every reject, the next call writes what this one could
         not, and a sync must not stop for its copy."""
-        with _CATCHING_UP:  # two passes of one daemon at once would both write what neither had written
-            self._catch_up(ledger)
+        with self._in_process():  # two passes of one daemon at once would both write what neither had written
+            try:
+                with self._across_processes():
+                    self._catch_up(ledger)
+            except OSError as exc:
+                reason = "a symbolic link, not followed" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
+                log.error(
+                    "rejects.unwritable",
+                    file=str(self.path),
+                    reason=reason,
+                    then="the ledger keeps them: `capture-sync runs show RUN --state rejected` lists them",
+                )
+
+    def _in_process(self) -> threading.RLock:
+        """This feed's lock among the threads of this process (one per file: another feed's fsyncs do not
+        hold this one's commits)."""
+        key = os.path.abspath(self.path)
+        with _CATCHING_UP_MADE:
+            return _CATCHING_UP.setdefault(key, threading.RLock())
+
+    @contextlib.contextmanager
+    def _across_processes(self) -> Iterator[None]:
+        """An exclusive `flock` of `lock_file` (released when its descriptor closes, by a crash too):
+        two processes sharing the feed (two integrations, or `sync` beside the daemon) would each
+        write its position over the other's, and then the lines again."""
+        fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     def _catch_up(self, ledger: Ledger) -> None:
-        try:
-            identity = ledger.identity()
-            after = self._start(ledger, identity, ledger.last_entry_id())
-            while page := ledger.rejected_after(after, PAGE):
-                failpoints.hit("before-rejects-write")
-                self._write([self._line(entry, identity) for entry in page])
-                failpoints.hit("after-rejects-write")
-                after = page[-1].entry_id
-                self._keep_position(identity, after)
-        except OSError as exc:
-            reason = "a symbolic link, not followed" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
-            log.error(
-                "rejects.unwritable",
-                file=str(self.path),
-                reason=reason,
-                then="the ledger keeps them: `capture-sync runs show RUN --state rejected` lists them",
-            )
+        identity = ledger.identity()
+        after = self._start(ledger, identity, ledger.last_entry_id())
+        while page := ledger.rejected_after(after, PAGE):
+            failpoints.hit("before-rejects-write")
+            self._write([self._line(entry, identity) for entry in page])
+            failpoints.hit("after-rejects-write")
+            after = page[-1].entry_id
+            self._keep_position(identity, after)
 
     def _start(self, ledger: Ledger, identity: str, newest: int | None) -> int:
         """Where this ledger's catch-up starts: the newest of its entries the feed holds. A ledger the

@@ -437,3 +437,83 @@ def test_a_restored_ledgers_reissued_ids_are_written_after_the_feed_is_rotated(t
     files = [feed.path.with_name(f"rejects.jsonl.{n}") for n in (3, 2, 1)] + [feed.path]
     lines = [line for path in files if path.exists() for line in _lines(path)]
     assert [(x["record_id"], x["entry"]) for x in lines][-2:] == [("R4", 2), ("R5", 3)]
+
+
+def test_a_commit_of_one_feed_does_not_hold_another_feeds_catch_up(tmp_path: Path) -> None:
+    """Two integrations of one daemon have a feed each: one feed's commit and catch-up (its fsyncs)
+    hold that feed alone, not every integration's chunk commits."""
+    import threading
+
+    from connector.delivery import RejectsFeed
+    from connector.ledger import Ledger
+
+    eu, us = RejectsFeed(tmp_path / "eu.jsonl"), RejectsFeed(tmp_path / "us.jsonl")
+    done = threading.Event()
+
+    def other_integration() -> None:
+        with Ledger(tmp_path / "us.sqlite3") as ledger:
+            ledger.enqueue("us", "m", [_good(1)], None)
+            with us.committing(ledger):
+                ledger.enqueue("us", "m", [_bad(1)], None)
+                us.catch_up(ledger)
+        done.set()
+
+    with Ledger(tmp_path / "eu.sqlite3") as ledger, eu.committing(ledger):
+        thread = threading.Thread(target=other_integration)
+        thread.start()
+        assert done.wait(60), "the us feed waited for the eu feed's commit"
+    thread.join()
+    assert [x["record_id"] for x in _lines(us.path)] == ["R1"]
+
+
+SHARER = """
+import sys
+from pathlib import Path
+from connector.delivery import RejectsFeed
+from connector.ledger import Ledger, Mapped
+
+feed, ledger_path, name, go = RejectsFeed(Path(sys.argv[1])), sys.argv[2], sys.argv[3], Path(sys.argv[4])
+with Ledger(ledger_path) as ledger:
+    ledger.enqueue(name, "m", [Mapped("first", payload='{"name": "P", "email": "p@example.org"}')], None)
+    feed.catch_up(ledger)
+    while not go.exists():
+        pass
+    for n in range(40):
+        ledger.enqueue(name, "m", [Mapped(f"R{n}", raw={"id": f"R{n}"}, reasons=("`email` is not valid",))], None)
+        feed.catch_up(ledger)
+    print(ledger.identity(), ledger.last_entry_id())
+"""
+
+
+def test_two_processes_sharing_a_feed_keep_each_others_positions(tmp_path: Path) -> None:
+    """Two integrations' processes name one feed (one process refuses it, two cannot see each other):
+    each one's position update reads the other's under a lock, so none is lost (a lost one would
+    have the lines written again after the next rotation) and every reject is in the feed once."""
+    import os
+    import subprocess
+    import sys
+
+    feed = tmp_path / "rejects.jsonl"
+    go = tmp_path / "go"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", SHARER, str(feed), str(tmp_path / f"{name}.sqlite3"), name, str(go)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for name in ("eu", "us")
+    ]
+    go.touch()
+    newest = {}
+    for child in children:
+        out, _ = child.communicate(timeout=120)
+        assert child.returncode == 0
+        identity, last = out.splitlines()[-1].split()  # structlog writes to stdout too
+        newest[identity] = int(last)
+    lines = _lines(feed)
+    assert sorted((x["source"], x["record_id"]) for x in lines) == sorted(
+        (name, f"R{n}") for name in ("eu", "us") for n in range(40)
+    )
+    assert json.loads(feed.with_name(".rejects.jsonl.position").read_text())["ledgers"] == newest
