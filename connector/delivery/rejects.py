@@ -144,7 +144,9 @@ class RejectsFeed:
     def _start(self, ledger: Ledger, identity: str, newest: int | None) -> int:
         """Where this ledger's catch-up starts: the newest of its entries the feed holds. A ledger the
         feed has not met starts at its newest entry (turning the feed on does not replay the ledger's
-        history), except a ledger met while it was empty (identity ""), whose every entry came after.
+        history), except a ledger met while it was empty (identity ""), whose every entry came after:
+        the first ledger with entries the feed has not met takes that mark, and it goes (an empty
+        ledger is marked again before each of its commits, `committing`, so two met empty lose none).
         A position above the ledger's newest entry (`newest`, when given: a ledger put back from an
         older copy) is logged and dropped to it, so the ids the ledger gives again are written; the
         position file keeps the old position as the ledger's floor, so that the feed's lines from
@@ -157,7 +159,8 @@ class RejectsFeed:
         if held is not None and held > floors.get(identity, 0):  # the write got there and the position did not
             after = max(after or 0, held)
         if after is None and identity and "" in positions:
-            after = 0  # met empty: its entries are all newer than the feed
+            after = 0  # met empty: its entries are all newer than the feed; the mark was for this ledger
+            self._keep_position(identity, after, met_empty=True)
         if after is None:
             after = ledger.last_entry_id() if newest is None else newest
             if positions and after:  # a feed of other ledgers only (none: a new feed; 0: nothing missed)
@@ -245,12 +248,15 @@ class RejectsFeed:
         finally:
             os.close(fd)
 
-    def _keep_position(self, identity: str, entry_id: int, floor: int | None = None) -> None:
+    def _keep_position(self, identity: str, entry_id: int, floor: int | None = None, met_empty: bool = False) -> None:
         """Write the position (and `floor`, when given) whole or not at all (a new file, on disk before
         it is renamed over the old one: after a power loss the position never names lines the disk
-        lost)."""
+        lost). `met_empty`: this ledger is the one the feed met empty, so that mark (identity "") goes,
+        and a ledger with history met later starts at its newest entry."""
         positions, _, floors = self._positions()
         positions.pop("?", None)  # a bare number from before: the ledger that met it owns it now
+        if met_empty:
+            positions.pop("", None)
         positions[identity] = entry_id
         if floor is not None:
             floors[identity] = floor
@@ -262,7 +268,7 @@ class RejectsFeed:
             os.unlink(temp)
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
-            os.write(fd, json.dumps(state).encode())
+            _write_all(fd, json.dumps(state).encode())
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -315,9 +321,7 @@ class RejectsFeed:
         try:
             os.fchmod(fd, 0o600)  # O_CREAT's mode applies to a new file only
             _cut_torn_line(fd)
-            view = memoryview(text)
-            while view:
-                view = view[os.write(fd, view) :]
+            _write_all(fd, text)
             os.fsync(fd)  # once per page: on disk before the position names it
         finally:
             os.close(fd)
@@ -329,6 +333,13 @@ class RejectsFeed:
             if os.path.lexists(older):
                 os.replace(older, self.path.with_name(f"{self.path.name}.{n + 1}"))
         os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """`os.write` until all of `data` is written (a write may take only part of it)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _ids(held: dict[object, object]) -> dict[str, int]:

@@ -178,7 +178,8 @@ def _good(n: int):
 
 def test_two_ledgers_feeding_one_file_each_keep_their_own_position(tmp_path: Path) -> None:
     """Two integrations (two processes: one process refuses it) name the same feed: each one's
-    rejects reach it, once, though their entry ids overlap."""
+    rejects reach it, once, though their entry ids overlap. Each commit is held by the feed as a
+    sync holds it (`committing`: an empty ledger is marked as met before it gets its first entries)."""
     from connector.delivery import RejectsFeed
     from connector.ledger import Ledger
 
@@ -186,12 +187,15 @@ def test_two_ledgers_feeding_one_file_each_keep_their_own_position(tmp_path: Pat
     with Ledger(tmp_path / "eu.sqlite3") as eu, Ledger(tmp_path / "us.sqlite3") as us:
         feed.catch_up(eu)
         feed.catch_up(us)  # each pass start
-        eu.enqueue("eu", "m", [*(_good(n) for n in range(50)), _bad(1)], None)
-        feed.catch_up(eu)
-        us.enqueue("us", "m", [_bad(2), _bad(3)], None)
-        feed.catch_up(us)
-        eu.enqueue("eu", "m", [_bad(4)], None)
-        feed.catch_up(eu)
+        with feed.committing(eu):
+            eu.enqueue("eu", "m", [*(_good(n) for n in range(50)), _bad(1)], None)
+            feed.catch_up(eu)
+        with feed.committing(us):
+            us.enqueue("us", "m", [_bad(2), _bad(3)], None)
+            feed.catch_up(us)
+        with feed.committing(eu):
+            eu.enqueue("eu", "m", [_bad(4)], None)
+            feed.catch_up(eu)
         feed.catch_up(us)
         assert [(x["source"], x["record_id"]) for x in _lines(feed.path)] == [
             ("eu", "R1"),
@@ -338,6 +342,8 @@ def test_the_feed_is_on_disk_before_its_position_and_the_position_before_its_ren
 
     with Ledger(tmp_path / "l.sqlite3") as ledger:
         feed.catch_up(ledger)
+        ledger.enqueue("s", "m", [_bad(0)], None)
+        feed.catch_up(ledger)  # the ledger met empty has entries: its mark goes (a position written)
         ledger.enqueue("s", "m", [_bad(n) for n in range(1, 6)], None)
         monkeypatch.setattr(module.os, "fsync", fsync)
         monkeypatch.setattr(module.os, "replace", replace)
@@ -517,3 +523,24 @@ def test_two_processes_sharing_a_feed_keep_each_others_positions(tmp_path: Path)
         (name, f"R{n}") for name in ("eu", "us") for n in range(40)
     )
     assert json.loads(feed.with_name(".rejects.jsonl.position").read_text())["ledgers"] == newest
+
+
+def test_a_ledger_with_history_met_after_an_empty_one_has_its_history_left_out(tmp_path: Path) -> None:
+    """The feed met an empty ledger (a new installation): that ledger's rejects are all written, from
+    its first. A ledger with history that the feed meets later (another integration's process) starts
+    at its newest entry, as on any feed that already holds a ledger: the empty ledger's mark is gone
+    once that ledger has entries."""
+    from connector.delivery import RejectsFeed
+    from connector.ledger import Ledger
+
+    feed = RejectsFeed(tmp_path / "rejects.jsonl")
+    with Ledger(tmp_path / "new.sqlite3") as new:
+        feed.catch_up(new)  # empty
+        new.enqueue("new", "m", [_bad(1)], None)
+        feed.catch_up(new)
+    with Ledger(tmp_path / "old.sqlite3") as old:
+        old.enqueue("old", "m", [_bad(2)], None)  # before the feed met it: history
+        feed.catch_up(old)
+        old.enqueue("old", "m", [_bad(3)], None)
+        feed.catch_up(old)
+    assert [x["record_id"] for x in _lines(feed.path)] == ["R1", "R3"]
