@@ -53,6 +53,14 @@ class Api:
         return {**os.environ, "CAPTURE_API_KEY": self.api_key, "CAPTURE_API_SECRET": self.api_secret}
 
 
+def alternately(trees: dict[str, Path], rounds: int) -> Iterator[tuple[int, str, Path]]:
+    """(round, name, tree) for each tree of each round, the order swapped each round (this, base, then
+    base, this), so that a busy moment of the machine falls on every tree."""
+    for r in range(rounds):
+        for name, tree in trees.items() if r % 2 == 0 else reversed(trees.items()):
+            yield r, name, tree
+
+
 @contextmanager
 def sandbox(folder: Path, *, rate_limit: int = UNLIMITED, **flags: Any) -> Iterator[Api]:
     """A fresh `capture-sync sandbox serve` child (own database) with one client; flags as in spawn_sandbox."""

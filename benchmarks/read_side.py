@@ -27,6 +27,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from harness import alternately
+
 HERE = Path(__file__).resolve().parents[1]
 PASSES = 7
 
@@ -113,13 +115,12 @@ def main() -> None:
     figures: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
     with tempfile.TemporaryDirectory(prefix="capture-sync-read-side-") as tmp:
         csv_path, jsonl_path = _write_inputs(Path(tmp), args.records)
-        for r in range(args.rounds):
-            for name, tree in trees.items() if r % 2 == 0 else reversed(trees.items()):
-                figures[name].append(_child(tree, csv_path, jsonl_path, args.records))
-                print(
-                    f"round {r + 1} {name}: " + ", ".join(f"{k} {v:.2f}" for k, v in figures[name][-1].items()),
-                    flush=True,
-                )
+        for r, name, tree in alternately(trees, args.rounds):
+            figures[name].append(_child(tree, csv_path, jsonl_path, args.records))
+            print(
+                f"round {r + 1} {name}: " + ", ".join(f"{k} {v:.2f}" for k, v in figures[name][-1].items()),
+                flush=True,
+            )
     print(f"\nus CPU per record, median (range) of {args.rounds} runs, {args.records:,} records")
     for step in figures["this"][0]:
         cells = []

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness import CLI, ChildRun, delivered, run_child, sandbox, write_config
+from harness import CLI, ChildRun, alternately, delivered, run_child, sandbox, write_config
 
 sys.path.insert(0, str(Path(__file__).with_name("peers")))
 from contacts import generate  # benchmarks/peers is not a package
@@ -70,11 +70,10 @@ def main() -> None:
             print(f"profiled: {run.per_record_us(args.records):.1f} us CPU/record (under py-spy); {args.profile}")
             return
         cpu: dict[str, list[float]] = {name: [] for name in trees}
-        for r in range(args.rounds):
-            for name, tree in trees.items() if r % 2 == 0 else reversed(trees.items()):
-                run = one_sync(tree, csv, args.records, Path(tmp) / f"{name}-{r}")
-                cpu[name].append(run.per_record_us(args.records))
-                print(f"round {r + 1} {name}: {cpu[name][-1]:.1f} us CPU/record, wall {run.wall_s:.2f} s", flush=True)
+        for r, name, tree in alternately(trees, args.rounds):
+            run = one_sync(tree, csv, args.records, Path(tmp) / f"{name}-{r}")
+            cpu[name].append(run.per_record_us(args.records))
+            print(f"round {r + 1} {name}: {cpu[name][-1]:.1f} us CPU/record, wall {run.wall_s:.2f} s", flush=True)
     for name, values in cpu.items():
         print(
             f"{name} ({trees[name]}): median {statistics.median(values):.1f} us CPU/record "

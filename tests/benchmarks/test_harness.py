@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .alternation import run_against_itself
+
 RUN_ALL = Path(__file__).parents[2] / "benchmarks" / "run_all.py"
 
 
@@ -80,14 +82,4 @@ def test_the_split_by_side_runs_each_side_to_its_end() -> None:
 
 def test_the_a_b_comparison_runs_both_trees_alternately_and_prints_their_ratio() -> None:
     """`benchmarks/sync_ab.py --base`: each run raises unless it delivered every record."""
-    tree = str(RUN_ALL.parents[1])
-    done = subprocess.run(
-        [sys.executable, str(RUN_ALL.with_name("sync_ab.py")), "--records", "300", "--rounds", "2", "--base", tree],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    rounds = [line.split(":")[0] for line in done.stdout.splitlines() if line.startswith("round")]
-    assert rounds == ["round 1 this", "round 1 base", "round 2 base", "round 2 this"]
-    assert "this / base: " in done.stdout
+    assert "this / base: " in run_against_itself("sync_ab.py", "--records", "300")

@@ -3,11 +3,8 @@ checkout, alternately. Its timings are noise at this size and are not checked.""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
+from .alternation import run_against_itself
 
-READ_SIDE = Path(__file__).parents[2] / "benchmarks" / "read_side.py"
 STEPS = [
     "csv source",
     "jsonl source",
@@ -19,16 +16,7 @@ STEPS = [
 
 
 def test_the_read_side_runs_both_trees_alternately_and_prints_every_step() -> None:
-    tree = str(READ_SIDE.parents[1])
-    done = subprocess.run(
-        [sys.executable, str(READ_SIDE), "--records", "200", "--rounds", "2", "--base", tree],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    rounds = [line.split(":")[0] for line in done.stdout.splitlines() if line.startswith("round")]
-    assert rounds == ["round 1 this", "round 1 base", "round 2 base", "round 2 this"]
-    table = done.stdout.split("records\n", 1)[1].splitlines()
+    output = run_against_itself("read_side.py", "--records", "200")
+    table = output.split("records\n", 1)[1].splitlines()
     assert [line.split("  this ")[0].strip() for line in table] == STEPS
     assert all("   base " in line for line in table)
