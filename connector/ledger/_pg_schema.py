@@ -17,6 +17,7 @@ from .schema import (
     V11_INDEXES,
     V12_COMMON,
     V12_MEMBERS_POSTGRESQL,
+    V13_INDEXES,
     LedgerError,
 )
 
@@ -47,7 +48,7 @@ CREATE = [
     "state text NOT NULL, payload text, content_hash text NOT NULL, mapping_version text NOT NULL, revision bigint NOT NULL, "
     "person_id text, last_error text, batch_id bigint, created_at double precision, updated_at double precision, "
     "notes text, run_id bigint, source_order text, merged bigint, raw_digest text)",
-    "CREATE UNIQUE INDEX idx_entries_key ON entries (key)",
+    V13_INDEXES[1],
     "CREATE INDEX idx_entries_source_record_id_content_hash ON entries (source, record_id, content_hash)",
     *(statement for statement in V11_INDEXES if statement.startswith("CREATE INDEX entries_")),
     "CREATE INDEX entries_person ON entries (person_id) WHERE person_id IS NOT NULL",
@@ -108,7 +109,13 @@ def _v12(conn: Any) -> None:
         conn.execute(statement)
 
 
-MIGRATIONS: dict[int, Callable[[Any], None]] = {9: _v9, 10: _v10, 11: _v11, 12: _v12}
+def _v13(conn: Any) -> None:
+    """As SQLite's `schema._v13`: entries' key index on a prefix of the key, not the whole key."""
+    for statement in V13_INDEXES:
+        conn.execute(statement)
+
+
+MIGRATIONS: dict[int, Callable[[Any], None]] = {9: _v9, 10: _v10, 11: _v11, 12: _v12, 13: _v13}
 
 TABLES = (
     "source_state",
@@ -148,7 +155,7 @@ def migrate(conn: Any, name: str, schema: str) -> None:
                 f"ledger {name} has schema version {version}; this capture-sync knows up to {SCHEMA_VERSION}. "
                 "Upgrade capture-sync."
             )
-        if version < SCHEMA_VERSION:  # v10, v11 and v12 alike: see `_no_older_leader`
+        if version < SCHEMA_VERSION:  # v10 to v13 alike: see `_no_older_leader`
             _no_older_leader(conn, name, schema)
         for target in range(version + 1, SCHEMA_VERSION + 1):
             MIGRATIONS[target](conn)
@@ -164,7 +171,8 @@ def _no_older_leader(conn: Any, name: str, schema: str) -> None:
     still be sent: the same keys in two requests. v11 counts the settled states in `settled_counts`,
     which its code would not keep: the counts `status` shows would drift from the entries. v12 drops
     `batch_members`, into which its claim would write: it would fail, or (on a later v11 ledger
-    copy) claim again what is in flight."""
+    copy) claim again what is in flight. v13 drops the unique index on entries' keys, by which its
+    `ledger show` and resolve find an entry: each would read the whole table."""
     leader = _lease.live_holder(conn, schema)
     if leader is not None:
         raise LedgerError(

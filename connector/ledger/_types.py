@@ -44,6 +44,21 @@ RARE: tuple[EntryState, ...] = ("failed", "rejected", "superseded", "dismissed")
 BY_BATCH: tuple[EntryState, ...] = tuple(s for s in SETTLED if s not in RARE)
 
 
+# The index on entries' keys (schema v13, `entries_key_prefix`) holds 8 characters of a key's digest:
+# a key is "p-" and 40 hex digits of a SHA-256 (`keys.person_key`), so the prefix spreads as the digest
+# does. SQL over `{key}`, a key column or a parameter; both engines read an expression index for a
+# query that writes the indexed expression the same way (`by_key`).
+KEY_PREFIX = "substr({key}, 3, 8)"
+
+
+def by_key(column: str = "key") -> str:
+    """SQL: the entry's key is the parameter given twice (`(key, key)`): a seek of the key's prefix in
+    entries_key_prefix, the full key compared on each row found (a prefix may be shared). The full key
+    is compared as `key || ''`: SQLite propagates a `key = ?` into the prefix's term, which then no
+    longer names the indexed expression, and scans the table."""
+    return f"{KEY_PREFIX.format(key=column)} = {KEY_PREFIX.format(key='?')} AND {column} || '' = ?"
+
+
 def any_state(states: tuple[EntryState, ...], column: str = "state") -> str:
     """SQL: `column` is one of `states`, written as an OR of equalities, as the partial indexes are:
     SQLite reads a partial index for a query that carries its WHERE as a term, or names one state

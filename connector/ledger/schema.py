@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from ..secret_files import create_private
 from . import _counts
-from ._types import IS_LIVE, RARE, any_state
+from ._types import IS_LIVE, KEY_PREFIX, RARE, any_state
 
 if TYPE_CHECKING:  # imported by _migrate only: every command opens a ledger, few create one
     import sqlite_utils
@@ -379,6 +379,27 @@ def _v12(db: sqlite_utils.Database) -> None:
         db.execute(statement)
 
 
+# Both engines' v13 (see `_v13`), written out as they ran.
+V13_INDEXES = (
+    "DROP INDEX idx_entries_key",
+    f"CREATE INDEX entries_key_prefix ON entries ({KEY_PREFIX.format(key='key')})",
+)
+
+
+def _v13(db: sqlite_utils.Database) -> None:
+    """Fewer pages written per record (issue 24). A key is a digest, so each new entry went into the
+    unique index on the full key (44 bytes a cell) at a random place: a chunk of 1,000 entries dirtied
+    nearly as many leaf pages of that index, each written to the WAL (two pwrite64 calls) and again at
+    the checkpoint, the most pages any structure wrote at enqueue. The index now holds 8 characters of
+    the key's digest (`_types.KEY_PREFIX`, 32 bits), a third of the cell, so a third of the leaves to
+    dirty; a lookup by key seeks the prefix and compares the full key on the row (`_types.by_key`),
+    where a prefix shared by chance (one in some 4 billion pairs) costs one more row read. Keys stay
+    unique by construction (a digest of source, record, content and the content's revision, counted under the write
+    lock), no longer by the index. Only an index changes: nothing is re-sent, every entry keeps its state."""
+    for statement in V13_INDEXES:
+        db.execute(statement)
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1,
     _v2,
@@ -392,6 +413,7 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v10,
     _v11,
     _v12,
+    _v13,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -454,7 +476,9 @@ def _no_older_daemon(path: Path) -> None:
     sync or replay: each holds the daemon lock beside it; one of this release would have migrated the
     file already). Since v10 its code
     would claim again the entries v10 turns pending, since v11 settle without keeping the settled
-    states' counters (`_counts`), and since v12 write members into a table v12 dropped: the migration
+    states' counters (`_counts`), since v12 write members into a table v12 dropped, and since v13
+    find no entry by key without a full scan (ledger show, resolve) and no longer have its
+    key uniqueness checked by an index: the migration
     waits until it is stopped. As PostgreSQL's
     `_pg_schema._no_older_leader`."""
     lock = path.with_name(path.name + ".lock")

@@ -1,0 +1,81 @@
+"""A ledger of schema v12 (a unique index on entries' whole keys) migrates to v13 (the index on a
+prefix of the key) on both engines: the same `status`, lists, `runs show`, `ledger show` and stored
+states, and nothing sent again (`test_v12_migration.migrates_unseen`); every entry is still found by
+its key, and an older process on the ledger holds the migration back."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from connector.ledger import Ledger
+from connector.ledger.schema import LedgerError
+
+from .test_v9_migration import as_version, claimed, indexes, person_at
+from .test_v12_migration import migrates_unseen
+
+
+def test_a_version_12_ledger_migrates_with_the_same_views_and_sends_nothing_again(ledger_target: str | Path) -> None:
+    migrates_unseen(ledger_target, 12)
+    assert "entries_key_prefix" in indexes(ledger_target) and "idx_entries_key" not in indexes(ledger_target)
+
+
+def test_entries_sharing_a_key_prefix_are_told_apart_by_the_whole_key(ledger_target: str | Path) -> None:
+    """Two keys with the same 8 characters after "p-" (one in some 4 billion pairs by chance): each
+    `ledger show` and resolve finds its own entry."""
+    with Ledger(ledger_target) as ledger:
+        ledger.enqueue("crm", "m", [person_at(1), person_at(2)], None)
+        ledger.fail(claimed(ledger, 2), "HTTP 422", [])
+        (first,), (second,) = ledger._read("SELECT key FROM entries ORDER BY id")
+        twin = first[:10] + second[10:]  # the first's prefix, the second's rest
+        with ledger._write() as db:
+            db.execute("UPDATE entries SET key = ? WHERE key = ?", (twin, second))
+        assert ledger.show(first).entry.record_id == "1"  # type: ignore[union-attr]
+        assert ledger.show(twin).entry.record_id == "2"  # type: ignore[union-attr]
+        with pytest.raises(KeyError):
+            ledger.show(first[:10] + "0" * 32)
+        assert ledger.resolve(twin, "dismiss") == 1
+        assert [e.record_id for e in ledger.list_entries("dismissed")] == ["2"]
+        assert [e.record_id for e in ledger.list_entries("failed")] == ["1"]
+
+
+def test_a_version_12_sqlite_ledger_is_not_migrated_while_an_older_daemon_runs_on_it(tmp_path: Path) -> None:
+    """Its `ledger show` and resolve would read the whole table, which v13 no longer indexes by key."""
+    import fcntl
+    import sqlite3
+
+    path = tmp_path / "ledger.sqlite3"
+    with Ledger(path) as ledger:
+        ledger.enqueue("crm", "m", [person_at(1)], None)
+    as_version(path, 12)
+    fd = os.open(tmp_path / "ledger.sqlite3.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # the older daemon, in another process
+    try:
+        with pytest.raises(LedgerError, match=r"while a capture-sync process of an older release"):
+            Ledger(path)
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("PRAGMA user_version").fetchone() == (12,)  # nothing changed
+    finally:
+        os.close(fd)
+    with Ledger(path) as ledger:
+        assert ledger.status().by_state["pending"] == 1
+
+
+def test_a_version_12_postgresql_ledger_is_not_migrated_while_an_older_daemon_leads_it(
+    postgres_ledger_url: str,
+) -> None:
+    import psycopg
+
+    with Ledger(postgres_ledger_url) as ledger:
+        ledger.enqueue("crm", "m", [person_at(1)], None)
+        assert ledger.lease("old-host:41", 60).take() is not None
+    as_version(postgres_ledger_url, 12)
+    with pytest.raises(LedgerError, match="while old-host:41, a daemon of an older capture-sync, leads"):
+        Ledger(postgres_ledger_url)
+    with psycopg.connect(postgres_ledger_url, autocommit=True) as pg:
+        assert pg.execute("SELECT version FROM schema_version").fetchone() == (12,)  # nothing changed
+        pg.execute("UPDATE capture_sync_ha.leases SET expires_at = now()")  # the old daemon stopped
+    with Ledger(postgres_ledger_url) as ledger:
+        assert ledger.status().by_state["pending"] == 1
