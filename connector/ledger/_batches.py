@@ -164,15 +164,16 @@ def _person_batch(db: Db, member: Member) -> BatchWork:
 
 
 def new_batch(db: Db, operation: Operation, members: Sequence[Member], key: str | None = None) -> BatchWork:
-    """The batch row with its members (entry ids in position order), and nothing else: one row
-    written per batch (schema v12), and its pending members are in flight because the batch is open
-    (`in_open_batch`), so claiming writes no entry (schema v10)."""
+    """The batch row with its members (entry ids in position order) and the highest entry id now
+    (`top_entry`, schema v13: see `carriers`), and nothing else: one row written per batch (schema
+    v12), and its pending members are in flight because the batch is open (`in_open_batch`), so
+    claiming writes no entry (schema v10)."""
     body = build_body(operation, members)
     now = time.time()
     key = key or batch_key()
     batch_id: int = db.execute(
-        "INSERT INTO batches (key, operation, state, body_hash, size, created_at, updated_at, members) "
-        "VALUES (?, ?, 'open', ?, ?, ?, ?, ?) RETURNING id",
+        "INSERT INTO batches (key, operation, state, body_hash, size, created_at, updated_at, members, top_entry) "
+        "VALUES (?, ?, 'open', ?, ?, ?, ?, ?, (SELECT coalesce(max(id), 0) FROM entries)) RETURNING id",
         (key, operation, content_hash(body), len(members), now, now, db.dialect.many(m.entry_id for m in members)),
     ).fetchone()[0]
     return BatchWork(batch_id, key, operation, tuple(members), body)
@@ -199,29 +200,25 @@ def load_batch(db: Db, batch_id: int) -> BatchWork:
     return BatchWork(batch_id, key, operation, tuple(members), body)
 
 
-# A batch carries entries that exist when it is claimed, and batch ids and times grow together: the
-# batches that may hold an entry start at the first one written since the entry was, less this margin
-# (a clock set back meanwhile, or another host's behind, by up to it).
-CLOCK_MARGIN_S = 600.0
-
-
-def carriers(db: Db, created_at: float, entries: Sequence[tuple[int | None, str]]) -> tuple[int, int]:
-    """The ids (first, last) between which lie the batches that may have carried entries created at
-    `created_at` or later, given as (last ended batch, `entries.batch_id`; state as users see it):
+def carriers(db: Db, first_entry: int, entries: Sequence[tuple[int | None, str]]) -> tuple[int, int]:
+    """The ids (first, last) between which lie the batches that may have carried entries of id
+    `first_entry` or above, given as (last ended batch, `entries.batch_id`; state as users see it):
     since schema v12 a batch's members are an array on its row and no index finds an entry's batches,
     so an operator command reads the arrays of this range alone, where it read every batch's. An
     entry's batches end at its last ended one, or at the open and stalled ones for an entry that may
     be in one of them (pending, unknown or in flight: `_types.in_open_batch`); they start at the first
-    batch written since it was (a seek per halving finds it). (1, 0) when no batch can hold them."""
+    batch whose `top_entry` (schema v13: the highest entry id when it was written, which grows with
+    the batch id) reaches the entry, as no batch holds an entry written after it (a seek per halving
+    finds it; whatever the clocks said). (1, 0) when no batch can hold them."""
     last = max((b for b, _ in entries if b is not None), default=0)
     if any(state in ("pending", "unknown", "in_flight") for _, state in entries):
         in_flight = db.execute("SELECT max(id) FROM batches WHERE state IN ('open','stalled')").fetchone()[0]
         last = max(last, in_flight or 0)
-    low, high, since = 1, last, created_at - CLOCK_MARGIN_S
-    while low < high:  # the first batch id at or after `since`
+    low, high = 1, last
+    while low < high:  # the first batch id whose top entry reaches `first_entry`
         middle = (low + high) // 2
-        row = db.execute("SELECT id, created_at FROM batches WHERE id >= ? ORDER BY id LIMIT 1", (middle,)).fetchone()
-        if row is None or row[0] > high or row[1] >= since:
+        row = db.execute("SELECT id, top_entry FROM batches WHERE id >= ? ORDER BY id LIMIT 1", (middle,)).fetchone()
+        if row is None or row[0] > high or row[1] is None or row[1] >= first_entry:
             high = middle
         else:
             low = row[0] + 1

@@ -18,6 +18,7 @@ from .schema import (
     V12_COMMON,
     V12_MEMBERS_POSTGRESQL,
     V13_INDEXES,
+    V13_TOP_POSTGRESQL,
     LedgerError,
 )
 
@@ -57,7 +58,7 @@ CREATE = [
     "PRIMARY KEY (source, record_id))",
     f"CREATE TABLE batches (id {_ID}, key text NOT NULL, operation text NOT NULL, state text NOT NULL, "
     "body_hash text NOT NULL, size bigint NOT NULL, last_error text, created_at double precision, updated_at double precision, "
-    "run_id bigint, members bigint[])",
+    "run_id bigint, members bigint[], top_entry bigint)",
     "CREATE UNIQUE INDEX idx_batches_key ON batches (key)",
     "CREATE INDEX idx_batches_state ON batches (state)",
     *(statement for statement in V11_INDEXES if statement.startswith("CREATE INDEX batches_")),
@@ -110,8 +111,9 @@ def _v12(conn: Any) -> None:
 
 
 def _v13(conn: Any) -> None:
-    """As SQLite's `schema._v13`: entries' key index on a prefix of the key, not the whole key."""
-    for statement in V13_INDEXES:
+    """As SQLite's `schema._v13`: entries' key index on a prefix of the key, not the whole key, and the
+    highest entry id on each batch."""
+    for statement in (*V13_INDEXES, *V13_TOP_POSTGRESQL):
         conn.execute(statement)
 
 

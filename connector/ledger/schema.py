@@ -386,6 +386,23 @@ V13_INDEXES = (
 )
 
 
+# Each batch's `top_entry` as v13 gives it to the batches before: the highest member id of it and of
+# every batch before it, which every batch's members stay at or below and which grows with the batch
+# id, as the highest entry id at claim does for the batches after.
+_V13_TOP = (
+    "UPDATE batches SET top_entry = t.top FROM (SELECT id, coalesce(max(m) OVER (ORDER BY id), 0) AS top "
+    "FROM (SELECT b.id, (SELECT max({member}) FROM {members}) AS m FROM batches b) AS s) AS t WHERE t.id = batches.id"
+)
+V13_TOP_SQLITE = (
+    "ALTER TABLE batches ADD COLUMN top_entry INTEGER",
+    _V13_TOP.format(member="j.value", members="json_each(b.members) AS j"),
+)
+V13_TOP_POSTGRESQL = (
+    "ALTER TABLE batches ADD COLUMN top_entry bigint",
+    _V13_TOP.format(member="x", members="unnest(b.members) AS x"),
+)
+
+
 def _v13(db: sqlite_utils.Database) -> None:
     """Fewer pages written per record (issue 24). A key is a digest, so each new entry went into the
     unique index on the full key (44 bytes a cell) at a random place: a chunk of 1,000 entries dirtied
@@ -395,8 +412,12 @@ def _v13(db: sqlite_utils.Database) -> None:
     dirty; a lookup by key seeks the prefix and compares the full key on the row (`_types.by_key`),
     where a prefix shared by chance (one in some 4 billion pairs) costs one more row read. Keys stay
     unique by construction (a digest of source, record, content and the content's revision, counted under the write
-    lock), no longer by the index. Only an index changes: nothing is re-sent, every entry keeps its state."""
-    for statement in V13_INDEXES:
+    lock), no longer by the index.
+    A batch keeps the highest entry id when it was written (`batches.top_entry`), so `ledger show`
+    and `runs show` find the batches that may hold an entry by its id (`_batches.carriers`), where
+    they searched by time with a 10-minute margin and missed batches after a clock stepped back
+    further. Nothing is re-sent: every entry keeps its state, every batch its members."""
+    for statement in (*V13_INDEXES, *V13_TOP_SQLITE):
         db.execute(statement)
 
 

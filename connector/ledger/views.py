@@ -263,7 +263,7 @@ def show(conn: Db, key: str) -> EntryDetail | BatchDetail:
         batch_rows = conn.execute(  # the members of the batches that may hold it (schema v12: no index by entry)
             f"SELECT b.id, b.key FROM batches b CROSS JOIN {members_of(conn.dialect)} WHERE b.id BETWEEN ? AND ? "
             "AND m.value = ? ORDER BY b.id",
-            (*_batches.carriers(conn, row[1] or 0.0, [(row[2], row[6])]), row[0]),
+            (*_batches.carriers(conn, row[0], [(row[2], row[6])]), row[0]),
         ).fetchall()
         ids = [b[0] for b in batch_rows]
         attempts = conn.execute(

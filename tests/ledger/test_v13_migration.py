@@ -1,17 +1,21 @@
 """A ledger of schema v12 (a unique index on entries' whole keys) migrates to v13 (the index on a
 prefix of the key) on both engines: the same `status`, lists, `runs show`, `ledger show` and stored
 states, and nothing sent again (`test_v12_migration.migrates_unseen`); every entry is still found by
-its key, and an older process on the ledger holds the migration back."""
+its key, an entry's batches are found by entry id whatever the clock did, and an older process on
+the ledger holds the migration back."""
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
 
-from connector.ledger import Ledger
+from connector.api.client import Attempt
+from connector.ledger import Ledger, Outcome
 from connector.ledger.schema import LedgerError
+from connector.ledger.views import EntryDetail
 
 from .test_v9_migration import as_version, claimed, indexes, person_at
 from .test_v12_migration import migrates_unseen
@@ -39,6 +43,26 @@ def test_entries_sharing_a_key_prefix_are_told_apart_by_the_whole_key(ledger_tar
         assert ledger.resolve(twin, "dismiss") == 1
         assert [e.record_id for e in ledger.list_entries("dismissed")] == ["2"]
         assert [e.record_id for e in ledger.list_entries("failed")] == ["1"]
+
+
+def test_an_entrys_batches_are_found_after_the_clock_stepped_back(
+    ledger_target: str | Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ledger show` and `runs show` list every batch and request that carried an entry, also when the
+    clock was set back an hour between its enqueue and its claim (v12 searched batches by time, with
+    a 10-minute margin, and missed the first one)."""
+    with Ledger(ledger_target) as ledger:
+        run = ledger.start_run("sync")
+        ledger.enqueue("crm", "m", [person_at(1), person_at(2)], None)
+        real = time.time
+        monkeypatch.setattr(time, "time", lambda: real() - 3600)
+        ledger.keep_open(first := claimed(ledger, 2), "HTTP 503", [Attempt("bulk", "k", 1.7e9, 0.01, 503)])
+        half, _ = ledger.split(first, "HTTP 400", [Attempt("bulk", first.key, 1.7e9, 0.01, 400)])
+        ledger.settle(half, [Outcome(m.entry_id, "captured") for m in half.members], [])
+        shown = ledger.show(half.members[0].key)
+        assert isinstance(shown, EntryDetail) and shown.batches == [first.key, half.key]
+        assert [a.status_code for a in shown.attempts] == [503, 400]
+        assert [e.attempts for e in ledger.run_entries(run, "captured")] == [2]
 
 
 def test_a_version_12_sqlite_ledger_is_not_migrated_while_an_older_daemon_runs_on_it(tmp_path: Path) -> None:
