@@ -13,8 +13,10 @@ mode is never changed (`check` warns when others may read it).
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import sqlite3
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -403,6 +405,23 @@ V13_TOP_POSTGRESQL = (
 )
 
 
+IDENTITY_TABLE = "CREATE TABLE ledger_identity (id TEXT NOT NULL)"
+
+
+def stored_identity(first_entry: tuple[str, float] | None) -> str:
+    """The id v13 stores for a ledger (`Ledger.identity`): a new one's is random (16 hex digits of a
+    UUID4, as wide as the identities before: the rejects feed writes it on every line); one with
+    entries keeps the identity it had before (a digest of its first entry's key and time), so the
+    rejects feed's positions, kept per ledger identity, stay its own."""
+    if first_entry is None:
+        return uuid.uuid4().hex[:16]
+    key, created_at = first_entry
+    return hashlib.sha256(f"{key} {float(created_at)!r}".encode()).hexdigest()[:16]
+
+
+FIRST_ENTRY = "SELECT key, created_at FROM entries ORDER BY id LIMIT 1"
+
+
 def _v13(db: sqlite_utils.Database) -> None:
     """Fewer pages written per record (issue 24). A key is a digest, so each new entry went into the
     unique index on the full key (44 bytes a cell) at a random place: a chunk of 1,000 entries dirtied
@@ -416,9 +435,12 @@ def _v13(db: sqlite_utils.Database) -> None:
     A batch keeps the highest entry id when it was written (`batches.top_entry`), so `ledger show`
     and `runs show` find the batches that may hold an entry by its id (`_batches.carriers`), where
     they searched by time with a 10-minute margin and missed batches after a clock stepped back
-    further. Nothing is re-sent: every entry keeps its state, every batch its members."""
-    for statement in (*V13_INDEXES, *V13_TOP_SQLITE):
+    further. The ledger stores its identity (`ledger_identity`, `stored_identity`), which told
+    it from another one as a digest of its first entry, "" while it had none.
+    Nothing is re-sent: every entry keeps its state, every batch its members."""
+    for statement in (*V13_INDEXES, *V13_TOP_SQLITE, IDENTITY_TABLE):
         db.execute(statement)
+    db.execute("INSERT INTO ledger_identity (id) VALUES (?)", (stored_identity(db.execute(FIRST_ENTRY).fetchone()),))
 
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [

@@ -6,6 +6,7 @@ the ledger holds the migration back."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from pathlib import Path
@@ -24,6 +25,17 @@ from .test_v12_migration import migrates_unseen
 def test_a_version_12_ledger_migrates_with_the_same_views_and_sends_nothing_again(ledger_target: str | Path) -> None:
     migrates_unseen(ledger_target, 12)
     assert "entries_key_prefix" in indexes(ledger_target) and "idx_entries_key" not in indexes(ledger_target)
+
+
+def test_a_ledger_keeps_its_identity_through_v13(ledger_target: str | Path) -> None:
+    """v13 stores a ledger's identity: one with entries keeps the one v12 derived from its first
+    entry (the rejects feed's positions are kept by it), and an empty one gets a new one."""
+    with Ledger(ledger_target) as ledger:
+        ledger.enqueue("crm", "m", [person_at(1), person_at(2)], None)
+        (key, created_at), _ = ledger._read("SELECT key, created_at FROM entries ORDER BY id")
+    as_version(ledger_target, 12)
+    with Ledger(ledger_target) as ledger:  # what v12's `identity()` said
+        assert ledger.identity() == hashlib.sha256(f"{key} {float(created_at)!r}".encode()).hexdigest()[:16]
 
 
 def test_entries_sharing_a_key_prefix_are_told_apart_by_the_whole_key(ledger_target: str | Path) -> None:
