@@ -16,21 +16,19 @@ from collections.abc import Sequence
 
 from ..keys import batch_key, content_hash
 from ._db import Db, Dialect, members_of
-from ._types import IS_LIVE, LIVE, BatchWork, Claim, Member, Operation, in_open_batch
+from ._types import STUCK, BatchWork, Claim, Member, Operation, in_open_batch
 from .schema import LedgerError
 
 # The one-live-version rule: a pending entry is sendable only when no older version of its record is
 # live (the newer one waits until the older settles, so that the newest data always lands last).
-# Since schema v11 the only index by record holds every version (source, record_id, content_hash), so
-# asking it per candidate read every older version's row: a record changed at every poll for months
-# (200,000 versions) cost a claim 25-350 ms. The live versions that were sent and have not settled
-# are few (in an open or stalled batch, or stored in flight, unknown or blocked): `_sendable` reads their
-# records once per statement (an ephemeral index on SQLite, a hashed subplan on PostgreSQL), and a
-# pending entry of one of them waits. Such a version is older than any pending one outside a batch:
-# a new version gets the highest id, and `_operator` requeues only a record's newest. A live version
-# never sent is pending too, before the candidate in the walk's id order: `claim` keeps the first of
-# a record's versions it finds (enqueue supersedes such a version when a newer one comes, so that is rare).
-_SENT_LIVE = ",".join(f"'{s}'" for s in LIVE if s != "pending")
+# The live versions that were sent and have not settled are few on a good day and hundreds of
+# thousands after an outage (unknown or blocked, or stored in flight): `_NOT_STUCK` probes their
+# partial index by record (schema v13) per candidate, and the records of an open or stalled batch's
+# pending members are read once per statement (few: the batches in hand). Such a version is older
+# than any pending one outside a batch: a new version gets the highest id, and `_operator` requeues
+# only a record's newest. A live version never sent is pending too, before the candidate in the walk's
+# id order: `claim` keeps the first of a record's versions it finds (enqueue supersedes such a version
+# when a newer one comes, so that is rare).
 
 
 def _record(entry: str) -> str:
@@ -39,7 +37,14 @@ def _record(entry: str) -> str:
     return f"length({entry}.source) || ':' || {entry}.source || {entry}.record_id"
 
 
-_STUCK = f"SELECT {_record('sl')} FROM entries sl WHERE {IS_LIVE} AND state IN ({_SENT_LIVE})"
+# The one-live-version rule against the versions sent and not settled (unknown, blocked, in flight as
+# stored before v10), by the partial index entries_stuck (schema v13) on their record: one probe per
+# candidate, where reading them all per claim (hashed on PostgreSQL under work_mem: an outage leaves
+# hundreds of thousands) cost the claim in proportion to them.
+_NOT_STUCK = (
+    "NOT EXISTS (SELECT 1 FROM entries sl WHERE sl.source = e.source AND sl.record_id = e.record_id "
+    f"AND {STUCK.format(state='sl.state')})"
+)
 
 
 _OPEN, _STALLED = "'open','stalled'", "'stalled'"
@@ -59,8 +64,8 @@ def _sendable(dialect: Dialect) -> str:
     entry), and so is its record."""
     return (
         "SELECT e.id, e.key, e.payload, e.source, e.record_id FROM entries e WHERE e.state = 'pending' "
-        f"AND NOT {in_open_batch(dialect, 'e')} AND NOT {_record('e')} IN "
-        f"({_STUCK} UNION ALL {_members_records(dialect, _OPEN)}) ORDER BY e.id LIMIT ?"
+        f"AND NOT {in_open_batch(dialect, 'e')} AND {_NOT_STUCK} AND NOT {_record('e')} IN "
+        f"({_members_records(dialect, _OPEN)}) ORDER BY e.id LIMIT ?"
     )
 
 
@@ -68,8 +73,8 @@ def _sendable(dialect: Dialect) -> str:
 def _claimable(dialect: Dialect) -> str:
     return (
         "SELECT count(*) FROM (SELECT 1 FROM entries e WHERE e.state = 'pending' AND e.id > ? "
-        f"AND NOT {in_open_batch(dialect, 'e')} AND NOT {_record('e')} IN "
-        f"({_STUCK} UNION ALL {_members_records(dialect, _STALLED)}) LIMIT ?) AS c"
+        f"AND NOT {in_open_batch(dialect, 'e')} AND {_NOT_STUCK} AND NOT {_record('e')} IN "
+        f"({_members_records(dialect, _STALLED)}) LIMIT ?) AS c"
     )
 
 

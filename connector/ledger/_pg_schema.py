@@ -52,7 +52,7 @@ CREATE = [
     "state text NOT NULL, payload text, content_hash text NOT NULL, mapping_version text NOT NULL, revision bigint NOT NULL, "
     "person_id text, last_error text, batch_id bigint, created_at double precision, updated_at double precision, "
     "notes text, run_id bigint, source_order text, merged bigint, raw_digest text)",
-    V13_INDEXES[1],
+    *V13_INDEXES[1:],
     "CREATE INDEX idx_entries_source_record_id_content_hash ON entries (source, record_id, content_hash)",
     *(statement for statement in V11_INDEXES if statement.startswith("CREATE INDEX entries_")),
     "CREATE INDEX entries_person ON entries (person_id) WHERE person_id IS NOT NULL",

@@ -33,6 +33,9 @@ LIVE_MARKS = ",".join(f"'{s}'" for s in LIVE)  # as SQL: `state IN ({LIVE_MARKS}
 # As SQL, exactly as the partial index entries_live (schema v11) is written: a query that carries it as
 # a term (or names one state with `state = 'x'`) may read that index on SQLite.
 IS_LIVE = "(" + " OR ".join(f"state = '{s}'" for s in LIVE) + ")"  # as `any_state(LIVE)`
+# The live states of a version that was sent and has not settled (`in_flight` as stored before v10),
+# as SQL over `{state}`, exactly as the partial index entries_stuck (schema v13) is written.
+STUCK = "({state} = 'in_flight' OR {state} = 'unknown' OR {state} = 'blocked')"
 # Every other state: the version left the hot path. Since schema v11 `status` counts them from
 # `settled_counts` (`_counts`), and no index holds them all.
 SETTLED: tuple[EntryState, ...] = tuple(s for s in get_args(EntryState) if s not in LIVE)

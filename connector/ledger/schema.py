@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from ..secret_files import create_private
 from . import _counts
-from ._types import IS_LIVE, KEY_PREFIX, RARE, any_state
+from ._types import IS_LIVE, KEY_PREFIX, RARE, STUCK, any_state
 
 if TYPE_CHECKING:  # imported by _migrate only: every command opens a ledger, few create one
     import sqlite_utils
@@ -385,6 +385,7 @@ def _v12(db: sqlite_utils.Database) -> None:
 V13_INDEXES = (
     "DROP INDEX idx_entries_key",
     f"CREATE INDEX entries_key_prefix ON entries ({KEY_PREFIX.format(key='key')})",
+    f"CREATE INDEX entries_stuck ON entries (source, record_id) WHERE {STUCK.format(state='state')}",
 )
 
 
@@ -432,6 +433,10 @@ def _v13(db: sqlite_utils.Database) -> None:
     where a prefix shared by chance (one in some 4 billion pairs) costs one more row read. Keys stay
     unique by construction (a digest of source, record, content and the content's revision, counted under the write
     lock), no longer by the index.
+    `entries_stuck` holds the versions sent and not settled (unknown, blocked, in flight as stored
+    before v10) by record: claim's one-live-version rule probes it per candidate (`_batches._NOT_STUCK`),
+    where it read every such version per claim, hashed on PostgreSQL while they fit in its work_mem
+    and rescanned per candidate past it. An entry enters it only when it becomes unknown or blocked.
     A batch keeps the highest entry id when it was written (`batches.top_entry`), so `ledger show`
     and `runs show` find the batches that may hold an entry by its id (`_batches.carriers`), where
     they searched by time with a 10-minute margin and missed batches after a clock stepped back

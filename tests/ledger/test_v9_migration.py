@@ -99,10 +99,11 @@ def undo_v12(execute: Callable[[str], Any], engine: str) -> None:
 
 
 def undo_v13(execute: Callable[[str], Any]) -> None:
-    """The unique index on the whole key in place of v13's on its prefix; no highest entry id on a
-    batch, no stored identity."""
+    """The unique index on the whole key in place of v13's on its prefix; no index of the stuck
+    versions, no highest entry id on a batch, no stored identity."""
     for statement in (
         "DROP INDEX entries_key_prefix",
+        "DROP INDEX entries_stuck",
         "CREATE UNIQUE INDEX idx_entries_key ON entries (key)",
         "ALTER TABLE batches DROP COLUMN top_entry",
         "DROP TABLE ledger_identity",
