@@ -16,21 +16,19 @@ from collections.abc import Sequence
 
 from ..keys import batch_key, content_hash
 from ._db import Db, Dialect, members_of
-from ._types import IS_LIVE, LIVE, BatchWork, Claim, Member, Operation, in_open_batch
+from ._types import STUCK, BatchWork, Claim, Member, Operation, in_open_batch
 from .schema import LedgerError
 
 # The one-live-version rule: a pending entry is sendable only when no older version of its record is
 # live (the newer one waits until the older settles, so that the newest data always lands last).
-# Since schema v11 the only index by record holds every version (source, record_id, content_hash), so
-# asking it per candidate read every older version's row: a record changed at every poll for months
-# (200,000 versions) cost a claim 25-350 ms. The live versions that were sent and have not settled
-# are few (in an open or stalled batch, or stored in flight, unknown or blocked): `_sendable` reads their
-# records once per statement (an ephemeral index on SQLite, a hashed subplan on PostgreSQL), and a
-# pending entry of one of them waits. Such a version is older than any pending one outside a batch:
-# a new version gets the highest id, and `_operator` requeues only a record's newest. A live version
-# never sent is pending too, before the candidate in the walk's id order: `claim` keeps the first of
-# a record's versions it finds (enqueue supersedes such a version when a newer one comes, so that is rare).
-_SENT_LIVE = ",".join(f"'{s}'" for s in LIVE if s != "pending")
+# The live versions that were sent and have not settled are few on a good day and hundreds of
+# thousands after an outage (unknown or blocked, or stored in flight): `_NOT_STUCK` probes their
+# partial index by record (schema v13) per candidate, and the records of an open or stalled batch's
+# pending members are read once per statement (few: the batches in hand). Such a version is older
+# than any pending one outside a batch: a new version gets the highest id, and `_operator` requeues
+# only a record's newest. A live version never sent is pending too, before the candidate in the walk's
+# id order: `claim` keeps the first of a record's versions it finds (enqueue supersedes such a version
+# when a newer one comes, so that is rare).
 
 
 def _record(entry: str) -> str:
@@ -39,7 +37,14 @@ def _record(entry: str) -> str:
     return f"length({entry}.source) || ':' || {entry}.source || {entry}.record_id"
 
 
-_STUCK = f"SELECT {_record('sl')} FROM entries sl WHERE {IS_LIVE} AND state IN ({_SENT_LIVE})"
+# The one-live-version rule against the versions sent and not settled (unknown, blocked, in flight as
+# stored before v10), by the partial index entries_stuck (schema v13) on their record: one probe per
+# candidate, where reading them all per claim (hashed on PostgreSQL under work_mem: an outage leaves
+# hundreds of thousands) cost the claim in proportion to them.
+_NOT_STUCK = (
+    "NOT EXISTS (SELECT 1 FROM entries sl WHERE sl.source = e.source AND sl.record_id = e.record_id "
+    f"AND {STUCK.format(state='sl.state')})"
+)
 
 
 _OPEN, _STALLED = "'open','stalled'", "'stalled'"
@@ -59,8 +64,8 @@ def _sendable(dialect: Dialect) -> str:
     entry), and so is its record."""
     return (
         "SELECT e.id, e.key, e.payload, e.source, e.record_id FROM entries e WHERE e.state = 'pending' "
-        f"AND NOT {in_open_batch(dialect, 'e')} AND NOT {_record('e')} IN "
-        f"({_STUCK} UNION ALL {_members_records(dialect, _OPEN)}) ORDER BY e.id LIMIT ?"
+        f"AND NOT {in_open_batch(dialect, 'e')} AND {_NOT_STUCK} AND NOT {_record('e')} IN "
+        f"({_members_records(dialect, _OPEN)}) ORDER BY e.id LIMIT ?"
     )
 
 
@@ -68,8 +73,8 @@ def _sendable(dialect: Dialect) -> str:
 def _claimable(dialect: Dialect) -> str:
     return (
         "SELECT count(*) FROM (SELECT 1 FROM entries e WHERE e.state = 'pending' AND e.id > ? "
-        f"AND NOT {in_open_batch(dialect, 'e')} AND NOT {_record('e')} IN "
-        f"({_STUCK} UNION ALL {_members_records(dialect, _STALLED)}) LIMIT ?) AS c"
+        f"AND NOT {in_open_batch(dialect, 'e')} AND {_NOT_STUCK} AND NOT {_record('e')} IN "
+        f"({_members_records(dialect, _STALLED)}) LIMIT ?) AS c"
     )
 
 
@@ -164,15 +169,16 @@ def _person_batch(db: Db, member: Member) -> BatchWork:
 
 
 def new_batch(db: Db, operation: Operation, members: Sequence[Member], key: str | None = None) -> BatchWork:
-    """The batch row with its members (entry ids in position order), and nothing else: one row
-    written per batch (schema v12), and its pending members are in flight because the batch is open
-    (`in_open_batch`), so claiming writes no entry (schema v10)."""
+    """The batch row with its members (entry ids in position order) and the highest entry id now
+    (`top_entry`, schema v13: see `carriers`), and nothing else: one row written per batch (schema
+    v12), and its pending members are in flight because the batch is open (`in_open_batch`), so
+    claiming writes no entry (schema v10)."""
     body = build_body(operation, members)
     now = time.time()
     key = key or batch_key()
     batch_id: int = db.execute(
-        "INSERT INTO batches (key, operation, state, body_hash, size, created_at, updated_at, members) "
-        "VALUES (?, ?, 'open', ?, ?, ?, ?, ?) RETURNING id",
+        "INSERT INTO batches (key, operation, state, body_hash, size, created_at, updated_at, members, top_entry) "
+        "VALUES (?, ?, 'open', ?, ?, ?, ?, ?, (SELECT coalesce(max(id), 0) FROM entries)) RETURNING id",
         (key, operation, content_hash(body), len(members), now, now, db.dialect.many(m.entry_id for m in members)),
     ).fetchone()[0]
     return BatchWork(batch_id, key, operation, tuple(members), body)
@@ -199,29 +205,25 @@ def load_batch(db: Db, batch_id: int) -> BatchWork:
     return BatchWork(batch_id, key, operation, tuple(members), body)
 
 
-# A batch carries entries that exist when it is claimed, and batch ids and times grow together: the
-# batches that may hold an entry start at the first one written since the entry was, less this margin
-# (a clock set back meanwhile, or another host's behind, by up to it).
-CLOCK_MARGIN_S = 600.0
-
-
-def carriers(db: Db, created_at: float, entries: Sequence[tuple[int | None, str]]) -> tuple[int, int]:
-    """The ids (first, last) between which lie the batches that may have carried entries created at
-    `created_at` or later, given as (last ended batch, `entries.batch_id`; state as users see it):
+def carriers(db: Db, first_entry: int, entries: Sequence[tuple[int | None, str]]) -> tuple[int, int]:
+    """The ids (first, last) between which lie the batches that may have carried entries of id
+    `first_entry` or above, given as (last ended batch, `entries.batch_id`; state as users see it):
     since schema v12 a batch's members are an array on its row and no index finds an entry's batches,
     so an operator command reads the arrays of this range alone, where it read every batch's. An
     entry's batches end at its last ended one, or at the open and stalled ones for an entry that may
     be in one of them (pending, unknown or in flight: `_types.in_open_batch`); they start at the first
-    batch written since it was (a seek per halving finds it). (1, 0) when no batch can hold them."""
+    batch whose `top_entry` (schema v13: the highest entry id when it was written, which grows with
+    the batch id) reaches the entry, as no batch holds an entry written after it (a seek per halving
+    finds it; whatever the clocks said). (1, 0) when no batch can hold them."""
     last = max((b for b, _ in entries if b is not None), default=0)
     if any(state in ("pending", "unknown", "in_flight") for _, state in entries):
         in_flight = db.execute("SELECT max(id) FROM batches WHERE state IN ('open','stalled')").fetchone()[0]
         last = max(last, in_flight or 0)
-    low, high, since = 1, last, created_at - CLOCK_MARGIN_S
-    while low < high:  # the first batch id at or after `since`
+    low, high = 1, last
+    while low < high:  # the first batch id whose top entry reaches `first_entry`
         middle = (low + high) // 2
-        row = db.execute("SELECT id, created_at FROM batches WHERE id >= ? ORDER BY id LIMIT 1", (middle,)).fetchone()
-        if row is None or row[0] > high or row[1] >= since:
+        row = db.execute("SELECT id, top_entry FROM batches WHERE id >= ? ORDER BY id LIMIT 1", (middle,)).fetchone()
+        if row is None or row[0] > high or row[1] is None or row[1] >= first_entry:
             high = middle
         else:
             low = row[0] + 1

@@ -11,7 +11,7 @@ from typing import Literal
 from . import _counts
 from ._db import Db, members_of
 from ._stamp import STAMP_SET
-from ._types import EntryState, state_of
+from ._types import EntryState, by_key, state_of
 
 # The record's newest version (schema v12): its `records` row where it has one, else its highest id.
 _NEWEST = (
@@ -68,7 +68,7 @@ def resolve(db: Db, key: str, action: Literal["requeue", "dismiss"], now: float)
         # As users see it: an unknown entry re-offered alone is in flight in that batch (schema v10),
         # which may still be sent, and its settle would overwrite what was decided here.
         entry = db.execute(
-            f"SELECT id, {state_of(db.dialect, 'entries')} FROM entries WHERE key = ?", (key,)
+            f"SELECT id, {state_of(db.dialect, 'entries')} FROM entries WHERE {by_key()}", (key, key)
         ).fetchone()
         if entry is None:
             raise KeyError(key)
@@ -79,7 +79,7 @@ def resolve(db: Db, key: str, action: Literal["requeue", "dismiss"], now: float)
             )
         if entry[1] not in ("blocked", "failed", "unknown"):
             raise ValueError(f"entry {key} is {entry[1]}: only blocked, failed or unknown entries are resolved by hand")
-        where, params = "key = ?", (key,)
+        where, params = by_key(), (key, key)
         sent = None
     if action == "dismiss":
         _counts.move_where(db, where, params, "dismissed")

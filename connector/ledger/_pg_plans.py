@@ -50,14 +50,13 @@ log = logs.get_logger("capture_sync.ledger")
 # since the last ANALYZE). For the rest of the claim's transaction only (`set_config(..., true)` is
 # SET LOCAL): the claim is always the last part of its transaction, and its other statements look
 # rows up by key, for which index scans are the right plan anyway.
-# The records of the versions sent and not settled are hashed once per claim (`_batches._STUCK`); past
-# work_mem (4 MB by default: some 150,000 of them, an outage's unknown or blocked entries) PostgreSQL
-# gives up the hash and rescans them all for each candidate, seconds per claim. 64 MB keeps it hashed
-# to some two million (a claim uses what it needs, and only while it runs).
+# The versions sent and not settled (an outage leaves hundreds of thousands unknown or blocked) are
+# probed per candidate in their own partial index (`_batches._NOT_STUCK`, schema v13), where v12
+# hashed them all once per claim under a work_mem of 64 MB (past work_mem PostgreSQL gave the hash up
+# and rescanned them per candidate, seconds per claim).
 CLAIM_PLAN = (
     "SELECT set_config('enable_bitmapscan', 'off', true), "
-    "set_config('random_page_cost', current_setting('seq_page_cost'), true), "
-    "set_config('work_mem', '64MB', true)"
+    "set_config('random_page_cost', current_setting('seq_page_cost'), true)"
 )
 
 # Entries changed before the first ANALYZE: below this the worst plans cost a few milliseconds a batch.

@@ -234,7 +234,7 @@ def _attempts(db: Db, rows: Sequence[tuple[Any, ...]]) -> dict[int, int]:
     entry), where a lookup per entry would read them all again each time."""
     if not rows:
         return {}
-    first, last = carriers(db, min(row[8] or 0.0 for row in rows), [(row[9], row[4]) for row in rows])
+    first, last = carriers(db, min(row[0] for row in rows), [(row[9], row[4]) for row in rows])
     # The ids as a set both engines hash (a subquery): PostgreSQL's `= ANY(array)` compared each member
     # with the whole list, members x entries.
     ids, params = rows_of(db, (("id", "bigint"),), [(row[0],) for row in rows])

@@ -33,6 +33,9 @@ LIVE_MARKS = ",".join(f"'{s}'" for s in LIVE)  # as SQL: `state IN ({LIVE_MARKS}
 # As SQL, exactly as the partial index entries_live (schema v11) is written: a query that carries it as
 # a term (or names one state with `state = 'x'`) may read that index on SQLite.
 IS_LIVE = "(" + " OR ".join(f"state = '{s}'" for s in LIVE) + ")"  # as `any_state(LIVE)`
+# The live states of a version that was sent and has not settled (`in_flight` as stored before v10),
+# as SQL over `{state}`, exactly as the partial index entries_stuck (schema v13) is written.
+STUCK = "({state} = 'in_flight' OR {state} = 'unknown' OR {state} = 'blocked')"
 # Every other state: the version left the hot path. Since schema v11 `status` counts them from
 # `settled_counts` (`_counts`), and no index holds them all.
 SETTLED: tuple[EntryState, ...] = tuple(s for s in get_args(EntryState) if s not in LIVE)
@@ -42,6 +45,21 @@ IS_SETTLED = "(" + " OR ".join(f"state = '{s}'" for s in SETTLED) + ")"
 # (schema v11); captured and duplicate, which most entries reach, are found through their batch.
 RARE: tuple[EntryState, ...] = ("failed", "rejected", "superseded", "dismissed")
 BY_BATCH: tuple[EntryState, ...] = tuple(s for s in SETTLED if s not in RARE)
+
+
+# The index on entries' keys (schema v13, `entries_key_prefix`) holds 8 characters of a key's digest:
+# a key is "p-" and 40 hex digits of a SHA-256 (`keys.person_key`), so the prefix spreads as the digest
+# does. SQL over `{key}`, a key column or a parameter; both engines read an expression index for a
+# query that writes the indexed expression the same way (`by_key`).
+KEY_PREFIX = "substr({key}, 3, 8)"
+
+
+def by_key(column: str = "key") -> str:
+    """SQL: the entry's key is the parameter given twice (`(key, key)`): a seek of the key's prefix in
+    entries_key_prefix, the full key compared on each row found (a prefix may be shared). The full key
+    is compared as `key || ''`: SQLite propagates a `key = ?` into the prefix's term, which then no
+    longer names the indexed expression, and scans the table."""
+    return f"{KEY_PREFIX.format(key=column)} = {KEY_PREFIX.format(key='?')} AND {column} || '' = ?"
 
 
 def any_state(states: tuple[EntryState, ...], column: str = "state") -> str:

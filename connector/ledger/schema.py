@@ -13,15 +13,17 @@ mode is never changed (`check` warns when others may read it).
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import sqlite3
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..secret_files import create_private
 from . import _counts
-from ._types import IS_LIVE, RARE, any_state
+from ._types import IS_LIVE, KEY_PREFIX, RARE, STUCK, any_state
 
 if TYPE_CHECKING:  # imported by _migrate only: every command opens a ledger, few create one
     import sqlite_utils
@@ -379,6 +381,73 @@ def _v12(db: sqlite_utils.Database) -> None:
         db.execute(statement)
 
 
+# Both engines' v13 (see `_v13`), written out as they ran.
+V13_INDEXES = (
+    "DROP INDEX idx_entries_key",
+    f"CREATE INDEX entries_key_prefix ON entries ({KEY_PREFIX.format(key='key')})",
+    f"CREATE INDEX entries_stuck ON entries (source, record_id) WHERE {STUCK.format(state='state')}",
+)
+
+
+# Each batch's `top_entry` as v13 gives it to the batches before: the highest member id of it and of
+# every batch before it, which every batch's members stay at or below and which grows with the batch
+# id, as the highest entry id at claim does for the batches after.
+_V13_TOP = (
+    "UPDATE batches SET top_entry = t.top FROM (SELECT id, coalesce(max(m) OVER (ORDER BY id), 0) AS top "
+    "FROM (SELECT b.id, (SELECT max({member}) FROM {members}) AS m FROM batches b) AS s) AS t WHERE t.id = batches.id"
+)
+V13_TOP_SQLITE = (
+    "ALTER TABLE batches ADD COLUMN top_entry INTEGER",
+    _V13_TOP.format(member="j.value", members="json_each(b.members) AS j"),
+)
+V13_TOP_POSTGRESQL = (
+    "ALTER TABLE batches ADD COLUMN top_entry bigint",
+    _V13_TOP.format(member="x", members="unnest(b.members) AS x"),
+)
+
+
+IDENTITY_TABLE = "CREATE TABLE ledger_identity (id TEXT NOT NULL)"
+
+
+def stored_identity(first_entry: tuple[str, float] | None) -> str:
+    """The id v13 stores for a ledger (`Ledger.identity`): a new one's is random (16 hex digits of a
+    UUID4, as wide as the identities before: the rejects feed writes it on every line); one with
+    entries keeps the identity it had before (a digest of its first entry's key and time), so the
+    rejects feed's positions, kept per ledger identity, stay its own."""
+    if first_entry is None:
+        return uuid.uuid4().hex[:16]
+    key, created_at = first_entry
+    return hashlib.sha256(f"{key} {float(created_at)!r}".encode()).hexdigest()[:16]
+
+
+FIRST_ENTRY = "SELECT key, created_at FROM entries ORDER BY id LIMIT 1"
+
+
+def _v13(db: sqlite_utils.Database) -> None:
+    """Fewer pages written per record (issue 24). A key is a digest, so each new entry went into the
+    unique index on the full key (44 bytes a cell) at a random place: a chunk of 1,000 entries dirtied
+    nearly as many leaf pages of that index, each written to the WAL (two pwrite64 calls) and again at
+    the checkpoint, the most pages any structure wrote at enqueue. The index now holds 8 characters of
+    the key's digest (`_types.KEY_PREFIX`, 32 bits), a third of the cell, so a third of the leaves to
+    dirty; a lookup by key seeks the prefix and compares the full key on the row (`_types.by_key`),
+    where a prefix shared by chance (one in some 4 billion pairs) costs one more row read. Keys stay
+    unique by construction (a digest of source, record, content and the content's revision, counted under the write
+    lock), no longer by the index.
+    `entries_stuck` holds the versions sent and not settled (unknown, blocked, in flight as stored
+    before v10) by record: claim's one-live-version rule probes it per candidate (`_batches._NOT_STUCK`),
+    where it read every such version per claim, hashed on PostgreSQL while they fit in its work_mem
+    and rescanned per candidate past it. An entry enters it only when it becomes unknown or blocked.
+    A batch keeps the highest entry id when it was written (`batches.top_entry`), so `ledger show`
+    and `runs show` find the batches that may hold an entry by its id (`_batches.carriers`), where
+    they searched by time with a 10-minute margin and missed batches after a clock stepped back
+    further. The ledger stores its identity (`ledger_identity`, `stored_identity`), which told
+    it from another one as a digest of its first entry, "" while it had none.
+    Nothing is re-sent: every entry keeps its state, every batch its members."""
+    for statement in (*V13_INDEXES, *V13_TOP_SQLITE, IDENTITY_TABLE):
+        db.execute(statement)
+    db.execute("INSERT INTO ledger_identity (id) VALUES (?)", (stored_identity(db.execute(FIRST_ENTRY).fetchone()),))
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1,
     _v2,
@@ -392,6 +461,7 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v10,
     _v11,
     _v12,
+    _v13,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -454,7 +524,9 @@ def _no_older_daemon(path: Path) -> None:
     sync or replay: each holds the daemon lock beside it; one of this release would have migrated the
     file already). Since v10 its code
     would claim again the entries v10 turns pending, since v11 settle without keeping the settled
-    states' counters (`_counts`), and since v12 write members into a table v12 dropped: the migration
+    states' counters (`_counts`), since v12 write members into a table v12 dropped, and since v13
+    find no entry by key without a full scan (ledger show, resolve) and no longer have its
+    key uniqueness checked by an index: the migration
     waits until it is stopped. As PostgreSQL's
     `_pg_schema._no_older_leader`."""
     lock = path.with_name(path.name + ".lock")

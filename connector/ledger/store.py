@@ -7,7 +7,6 @@ wholly on disk or not at all.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Iterable, Sequence
@@ -133,14 +132,10 @@ class Ledger(LedgerReads):
 
     def identity(self) -> str:
         """What tells this ledger from another one (a file deleted and made again, another PostgreSQL
-        schema) without a stored id: a digest of its first entry's key and time, which nothing
-        changes or deletes (a copy to the other engine keeps both, so it keeps the identity); "" for a
-        ledger with no entry yet."""
-        rows = self._read("SELECT key, created_at FROM entries ORDER BY id LIMIT 1")
-        if not rows:
-            return ""
-        key, created_at = rows[0]
-        return hashlib.sha256(f"{key} {float(created_at)!r}".encode()).hexdigest()[:16]
+        schema): its stored id (schema v13, `schema.stored_identity`), which nothing changes and
+        `ledger copy` carries to the copy."""
+        identity: str = self._read("SELECT id FROM ledger_identity")[0][0]
+        return identity
 
     def backlog(self, after_id: int, limit: int) -> int:
         """Entries newer than `after_id` that claim could take now (`_batches.claimable`: not what is

@@ -10,7 +10,7 @@ from . import _batches, _counts
 from ._db import Db, members_of
 from ._run_view import LISTED, RUN_COLS, RunView, iso, run_view
 from ._state_counts import _OLDEST_LIVE, STATES, _in_stalled, counts
-from ._types import IN_FLIGHT_AS, IS_LIVE, LIVE, RARE, in_open_batch, state_of
+from ._types import IN_FLIGHT_AS, IS_LIVE, LIVE, RARE, by_key, in_open_batch, state_of
 
 
 @dataclass
@@ -256,14 +256,14 @@ def show(conn: Db, key: str) -> EntryDetail | BatchDetail:
     """A per-person key gives the entry and every batch and attempt it was part of; a batch key the batch."""
     row = conn.execute(
         f"SELECT id, created_at, batch_id, {_ENTRY_COLS.format(state=state_of(conn.dialect, 'entries'))} "
-        "FROM entries WHERE key = ?",
-        (key,),
+        f"FROM entries WHERE {by_key()}",
+        (key, key),
     ).fetchone()
     if row is not None:
         batch_rows = conn.execute(  # the members of the batches that may hold it (schema v12: no index by entry)
             f"SELECT b.id, b.key FROM batches b CROSS JOIN {members_of(conn.dialect)} WHERE b.id BETWEEN ? AND ? "
             "AND m.value = ? ORDER BY b.id",
-            (*_batches.carriers(conn, row[1] or 0.0, [(row[2], row[6])]), row[0]),
+            (*_batches.carriers(conn, row[0], [(row[2], row[6])]), row[0]),
         ).fetchall()
         ids = [b[0] for b in batch_rows]
         attempts = conn.execute(

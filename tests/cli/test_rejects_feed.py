@@ -389,16 +389,16 @@ def test_two_configs_of_one_daemon_naming_one_rejects_file_are_refused(kit, sand
 def test_a_ledger_is_told_apart_on_both_engines_and_a_copy_keeps_its_identity(
     tmp_path: Path, ledger_target: str | Path, postgres_ledger_url: str
 ) -> None:
-    """The feed's positions are per ledger: an empty ledger has no identity yet, one made afresh a
-    new one, and a `ledger copy` to PostgreSQL the identity of its source (its feed goes on)."""
+    """The feed's positions are per ledger: a ledger has its identity from its creation on (schema v13),
+    one made afresh a new one, and a `ledger copy` to PostgreSQL the identity of its source (its feed goes on)."""
     from connector.ledger import Ledger
 
     with Ledger(ledger_target) as ledger:
-        assert ledger.identity() == ""
-        ledger.enqueue("s", "m", [_bad(1)], None)
         first = ledger.identity()
-        ledger.enqueue("s", "m", [_bad(2)], None)
+        ledger.enqueue("s", "m", [_bad(1)], None)
         assert ledger.identity() == first != ""
+    with Ledger(ledger_target) as ledger:
+        assert ledger.identity() == first
     with Ledger(tmp_path / "other.sqlite3") as other:
         other.enqueue("s", "m", [_bad(1)], None)
         assert other.identity() not in ("", first)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -37,60 +37,83 @@ def everything(ledger: Ledger, run: int) -> dict[str, object]:
     }
 
 
-def test_a_version_11_ledger_migrates_with_the_same_views_and_sends_nothing_again(ledger_target: str | Path) -> None:
-    with Ledger(ledger_target) as ledger:
-        run = ledger.start_run("sync")
-        ledger.enqueue("crm", "m", [person_at(i) for i in range(1, 15)] + [rejected(20)], None)
-        ledger.enqueue("crm", "m", [person_at(1, "B")], None)  # supersedes version 1, never sent
-        settled = claimed(ledger, 3)  # persons 2, 3, 4
-        states: list[SettledState] = ["captured", "duplicate", "captured"]
-        outcomes = [
-            Outcome(m.entry_id, st, person_id=f"p-{m.entry_id}") for m, st in zip(settled.members, states, strict=True)
-        ]
-        ledger.settle(settled, outcomes, tried(settled, 2))
-        ledger.fail(failed := claimed(ledger, 2), "HTTP 422", tried(failed))  # 5, 6
-        ledger.block(blocked := claimed(ledger, 1), "HTTP 409", tried(blocked))  # 7
-        ledger.block(requeued := claimed(ledger, 1), "HTTP 409", tried(requeued))  # 8: requeued below
-        ledger.stall(stalled := claimed(ledger, 1), "HTTP 500", tried(stalled))  # 9
-        alone = claimed(ledger, 1)  # 10: unknown in a batch of its own, left for an operator
-        ledger.settle(alone, [Outcome(alone.members[0].entry_id, "unknown", error="no evidence")], tried(alone))
-        ledger.keep_open(open_ := claimed(ledger, 2), "HTTP 503", tried(open_))  # 11, 12
-        to_split = ledger.claim(Claim(2, skip=frozenset({open_.id})))  # 13, 14
-        assert to_split is not None
-        halves = ledger.split(to_split, "HTTP 400", tried(to_split))  # two open batches of one
-        ledger.resolve(failed.members[0].key, "dismiss")
-        ledger.resolve(requeued.key, "requeue")
-        before = everything(ledger, run)
-    stored = stored_states(ledger_target)
-    assert set(stored) == {*SETTLED, "pending", "unknown", "blocked"}
-    as_version(ledger_target, 11)
-    assert stored_states(ledger_target) == stored
+@dataclass(frozen=True)
+class EveryState:
+    """A ledger holding an entry in every stored state, and the batches an older release left in hand."""
 
-    with Ledger(ledger_target) as ledger:
-        assert everything(ledger, run) == before
-        assert stored_states(ledger_target) == stored
+    run: int
+    open_: BatchWork  # kept open after a 503
+    halves: tuple[BatchWork, BatchWork]  # the open halves of a split
+    requeued: BatchWork  # blocked, then requeued by an operator
+    stalled: BatchWork
+
+
+def every_state(ledger: Ledger) -> EveryState:
+    """Enqueue, claim and settle so that the ledger holds every stored state, open, stalled, split,
+    requeued and settled batches, an operator's dismissal and a run."""
+    run = ledger.start_run("sync")
+    ledger.enqueue("crm", "m", [person_at(i) for i in range(1, 15)] + [rejected(20)], None)
+    ledger.enqueue("crm", "m", [person_at(1, "B")], None)  # supersedes version 1, never sent
+    settled = claimed(ledger, 3)  # persons 2, 3, 4
+    states: list[SettledState] = ["captured", "duplicate", "captured"]
+    outcomes = [
+        Outcome(m.entry_id, st, person_id=f"p-{m.entry_id}") for m, st in zip(settled.members, states, strict=True)
+    ]
+    ledger.settle(settled, outcomes, tried(settled, 2))
+    ledger.fail(failed := claimed(ledger, 2), "HTTP 422", tried(failed))  # 5, 6
+    ledger.block(blocked := claimed(ledger, 1), "HTTP 409", tried(blocked))  # 7
+    ledger.block(requeued := claimed(ledger, 1), "HTTP 409", tried(requeued))  # 8: requeued below
+    ledger.stall(stalled := claimed(ledger, 1), "HTTP 500", tried(stalled))  # 9
+    alone = claimed(ledger, 1)  # 10: unknown in a batch of its own, left for an operator
+    ledger.settle(alone, [Outcome(alone.members[0].entry_id, "unknown", error="no evidence")], tried(alone))
+    ledger.keep_open(open_ := claimed(ledger, 2), "HTTP 503", tried(open_))  # 11, 12
+    to_split = ledger.claim(Claim(2, skip=frozenset({open_.id})))  # 13, 14
+    assert to_split is not None
+    first, second = ledger.split(to_split, "HTTP 400", tried(to_split))  # two open batches of one
+    ledger.resolve(failed.members[0].key, "dismiss")
+    ledger.resolve(requeued.key, "requeue")
+    return EveryState(run, open_, (first, second), requeued, stalled)
+
+
+def migrates_unseen(target: str | Path, version: int) -> None:
+    """Build a ledger in every state, take it back to `version`, open it (migrating it): the same
+    views and stored states, the settled counts as the entries say, and nothing sent again: a newer
+    version of the requeued entry waits for it (it was sent: the CRM may hold it), one of never-sent
+    Person 1 replaces it; the open batches come back under their keys and bytes, in order, then the
+    requeued entry in the POST /person batch it was first offered in, then the one pending entry
+    never sent; the stalled batch only for replay."""
+    with Ledger(target) as ledger:
+        st = every_state(ledger)
+        before = everything(ledger, st.run)
+    stored = stored_states(target)
+    assert set(stored) == {*SETTLED, "pending", "unknown", "blocked"}
+    as_version(target, version)
+    assert stored_states(target) == stored
+
+    with Ledger(target) as ledger:
+        assert everything(ledger, st.run) == before
+        assert stored_states(target) == stored
         shown, defined = settled_counts(ledger)
         assert shown == defined
-        # A newer version of the requeued entry waits for it (it was sent: the CRM may hold it), and
-        # one of never-sent Person 1 replaces it.
         counts = ledger.enqueue("crm", "m", [person_at(8, "C"), person_at(1, "C")], None)
         assert (counts.enqueued, counts.superseded) == (2, 1)
-        # The open batches again under their keys and bytes, in order; then the requeued entry, in the
-        # POST /person batch it was first offered in; then the one pending entry never sent (the newer
-        # version of the requeued one waits); the stalled batch only for replay.
-        for again_of in (open_, *halves):
+        for again_of in (st.open_, *st.halves):
             again = ledger.claim(Claim(10))
             assert again is not None and (again.key, again.body) == (again_of.key, again_of.body)
             ledger.settle(again, [Outcome(m.entry_id, "captured") for m in again.members], [])
         again = ledger.claim(Claim(10))
-        assert again is not None and (again.key, again.body) == (requeued.key, requeued.body)
+        assert again is not None and (again.key, again.body) == (st.requeued.key, st.requeued.body)
         fresh = ledger.claim(Claim(10, skip=frozenset({again.id})))
         assert fresh is not None and fresh.operation == "bulk"
         sent = [(json.loads(m.payload)["name"], json.loads(m.payload)["company"]) for m in fresh.members]
         assert sent == [("Person 1", "C")]
         assert ledger.claim(Claim(10, skip=frozenset({again.id, fresh.id}))) is None
         replayed = ledger.claim(Claim(10, skip=frozenset({again.id, fresh.id}), include_stalled=True))
-        assert replayed is not None and (replayed.key, replayed.body) == (stalled.key, stalled.body)
+        assert replayed is not None and (replayed.key, replayed.body) == (st.stalled.key, st.stalled.body)
+
+
+def test_a_version_11_ledger_migrates_with_the_same_views_and_sends_nothing_again(ledger_target: str | Path) -> None:
+    migrates_unseen(ledger_target, 11)
 
 
 def test_a_version_11_postgresql_ledger_is_not_migrated_while_an_older_daemon_leads_it(

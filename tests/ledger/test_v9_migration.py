@@ -98,13 +98,28 @@ def undo_v12(execute: Callable[[str], Any], engine: str) -> None:
         execute(statement)
 
 
+def undo_v13(execute: Callable[[str], Any]) -> None:
+    """The unique index on the whole key in place of v13's on its prefix; no index of the stuck
+    versions, no highest entry id on a batch, no stored identity."""
+    for statement in (
+        "DROP INDEX entries_key_prefix",
+        "DROP INDEX entries_stuck",
+        "CREATE UNIQUE INDEX idx_entries_key ON entries (key)",
+        "ALTER TABLE batches DROP COLUMN top_entry",
+        "DROP TABLE ledger_identity",
+    ):
+        execute(statement)
+
+
 def as_version(target: str | Path, version: int, *extra: str) -> None:
     """The ledger as the release of `version` left it (then the `extra` statements), and saying so."""
     older = [undo_v11] if version < 11 else []
     older += ([undo_v10] if version < 10 else []) + ([undo_v9] if version < 9 else [])
     if isinstance(target, Path):
         conn = sqlite3.connect(target, isolation_level=None)
-        undo_v12(conn.execute, "sqlite")
+        undo_v13(conn.execute)
+        if version < 12:
+            undo_v12(conn.execute, "sqlite")
         for step in older:
             step(conn.execute)
         for statement in extra:
@@ -115,7 +130,9 @@ def as_version(target: str | Path, version: int, *extra: str) -> None:
     import psycopg
 
     with psycopg.connect(target, autocommit=True) as pg:
-        undo_v12(pg.execute, "postgresql")
+        undo_v13(pg.execute)
+        if version < 12:
+            undo_v12(pg.execute, "postgresql")
         for step in older:
             step(pg.execute)
         for statement in extra:

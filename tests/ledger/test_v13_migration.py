@@ -1,0 +1,118 @@
+"""A ledger of schema v12 (a unique index on entries' whole keys) migrates to v13 (the index on a
+prefix of the key) on both engines: the same `status`, lists, `runs show`, `ledger show` and stored
+states, and nothing sent again (`test_v12_migration.migrates_unseen`); every entry is still found by
+its key, an entry's batches are found by entry id whatever the clock did, and an older process on
+the ledger holds the migration back."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from connector.api.client import Attempt
+from connector.ledger import Ledger, Outcome
+from connector.ledger.schema import LedgerError
+from connector.ledger.views import EntryDetail
+
+from .test_v9_migration import as_version, claimed, indexes, person_at
+from .test_v12_migration import migrates_unseen
+
+
+def test_a_version_12_ledger_migrates_with_the_same_views_and_sends_nothing_again(ledger_target: str | Path) -> None:
+    migrates_unseen(ledger_target, 12)
+    assert {"entries_key_prefix", "entries_stuck"} <= indexes(ledger_target)
+    assert "idx_entries_key" not in indexes(ledger_target)
+
+
+def test_a_ledger_keeps_its_identity_through_v13(ledger_target: str | Path) -> None:
+    """v13 stores a ledger's identity: one with entries keeps the one v12 derived from its first
+    entry (the rejects feed's positions are kept by it), and an empty one gets a new one."""
+    with Ledger(ledger_target) as ledger:
+        ledger.enqueue("crm", "m", [person_at(1), person_at(2)], None)
+        (key, created_at), _ = ledger._read("SELECT key, created_at FROM entries ORDER BY id")
+    as_version(ledger_target, 12)
+    with Ledger(ledger_target) as ledger:  # what v12's `identity()` said
+        assert ledger.identity() == hashlib.sha256(f"{key} {float(created_at)!r}".encode()).hexdigest()[:16]
+
+
+def test_entries_sharing_a_key_prefix_are_told_apart_by_the_whole_key(ledger_target: str | Path) -> None:
+    """Two keys with the same 8 characters after "p-" (one in some 4 billion pairs by chance): each
+    `ledger show` and resolve finds its own entry."""
+    with Ledger(ledger_target) as ledger:
+        ledger.enqueue("crm", "m", [person_at(1), person_at(2)], None)
+        ledger.fail(claimed(ledger, 2), "HTTP 422", [])
+        (first,), (second,) = ledger._read("SELECT key FROM entries ORDER BY id")
+        twin = first[:10] + second[10:]  # the first's prefix, the second's rest
+        with ledger._write() as db:
+            db.execute("UPDATE entries SET key = ? WHERE key = ?", (twin, second))
+        assert ledger.show(first).entry.record_id == "1"  # type: ignore[union-attr]
+        assert ledger.show(twin).entry.record_id == "2"  # type: ignore[union-attr]
+        with pytest.raises(KeyError):
+            ledger.show(first[:10] + "0" * 32)
+        assert ledger.resolve(twin, "dismiss") == 1
+        assert [e.record_id for e in ledger.list_entries("dismissed")] == ["2"]
+        assert [e.record_id for e in ledger.list_entries("failed")] == ["1"]
+
+
+def test_an_entrys_batches_are_found_after_the_clock_stepped_back(
+    ledger_target: str | Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ledger show` and `runs show` list every batch and request that carried an entry, also when the
+    clock was set back an hour between its enqueue and its claim (v12 searched batches by time, with
+    a 10-minute margin, and missed the first one)."""
+    with Ledger(ledger_target) as ledger:
+        run = ledger.start_run("sync")
+        ledger.enqueue("crm", "m", [person_at(1), person_at(2)], None)
+        real = time.time
+        monkeypatch.setattr(time, "time", lambda: real() - 3600)
+        ledger.keep_open(first := claimed(ledger, 2), "HTTP 503", [Attempt("bulk", "k", 1.7e9, 0.01, 503)])
+        half, _ = ledger.split(first, "HTTP 400", [Attempt("bulk", first.key, 1.7e9, 0.01, 400)])
+        ledger.settle(half, [Outcome(m.entry_id, "captured") for m in half.members], [])
+        shown = ledger.show(half.members[0].key)
+        assert isinstance(shown, EntryDetail) and shown.batches == [first.key, half.key]
+        assert [a.status_code for a in shown.attempts] == [503, 400]
+        assert [e.attempts for e in ledger.run_entries(run, "captured")] == [2]
+
+
+def test_a_version_12_sqlite_ledger_is_not_migrated_while_an_older_daemon_runs_on_it(tmp_path: Path) -> None:
+    """Its `ledger show` and resolve would read the whole table, which v13 no longer indexes by key."""
+    import fcntl
+    import sqlite3
+
+    path = tmp_path / "ledger.sqlite3"
+    with Ledger(path) as ledger:
+        ledger.enqueue("crm", "m", [person_at(1)], None)
+    as_version(path, 12)
+    fd = os.open(tmp_path / "ledger.sqlite3.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # the older daemon, in another process
+    try:
+        with pytest.raises(LedgerError, match=r"while a capture-sync process of an older release"):
+            Ledger(path)
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("PRAGMA user_version").fetchone() == (12,)  # nothing changed
+    finally:
+        os.close(fd)
+    with Ledger(path) as ledger:
+        assert ledger.status().by_state["pending"] == 1
+
+
+def test_a_version_12_postgresql_ledger_is_not_migrated_while_an_older_daemon_leads_it(
+    postgres_ledger_url: str,
+) -> None:
+    import psycopg
+
+    with Ledger(postgres_ledger_url) as ledger:
+        ledger.enqueue("crm", "m", [person_at(1)], None)
+        assert ledger.lease("old-host:41", 60).take() is not None
+    as_version(postgres_ledger_url, 12)
+    with pytest.raises(LedgerError, match="while old-host:41, a daemon of an older capture-sync, leads"):
+        Ledger(postgres_ledger_url)
+    with psycopg.connect(postgres_ledger_url, autocommit=True) as pg:
+        assert pg.execute("SELECT version FROM schema_version").fetchone() == (12,)  # nothing changed
+        pg.execute("UPDATE capture_sync_ha.leases SET expires_at = now()")  # the old daemon stopped
+    with Ledger(postgres_ledger_url) as ledger:
+        assert ledger.status().by_state["pending"] == 1
