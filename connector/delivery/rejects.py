@@ -144,9 +144,9 @@ class RejectsFeed:
     def _start(self, ledger: Ledger, identity: str, newest: int | None) -> int:
         """Where this ledger's catch-up starts: the newest of its entries the feed holds. A ledger the
         feed has not met starts at its newest entry (turning the feed on does not replay the ledger's
-        history), except a ledger met while it was empty (identity ""), whose every entry came after:
-        the first ledger with entries the feed has not met takes that mark, and it goes (an empty
-        ledger is marked again before each of its commits, `committing`, so two met empty lose none).
+        history), except a ledger met while it was empty by a release before schema v13 (identity "":
+        a ledger had no stored id then), whose every entry came after: the first ledger the feed has not
+        met takes that mark, and it goes. Since v13 every ledger has its id from creation.
         A position above the ledger's newest entry (`newest`, when given: a ledger put back from an
         older copy) is logged and dropped to it, so the ids the ledger gives again are written; the
         position file keeps the old position as the ledger's floor, so that the feed's lines from
