@@ -24,10 +24,12 @@ from typing import NamedTuple, Protocol
 
 import httpcore
 import httpx
+from httpcore._backends.auto import AutoBackend
 from httpx._transports.default import map_httpcore_exceptions
 from pydantic import SecretStr
 
 from ..outbound import origin_of
+from ._streams import AsyncioBackend
 
 
 class CredentialPair(Protocol):
@@ -109,6 +111,10 @@ class Exchange:
         self._pool: httpcore.AsyncConnectionPool | None = (
             self._transport._pool if type(self._transport) is httpx.AsyncHTTPTransport else None
         )
+        if self._pool is not None and type(self._pool._network_backend) is AutoBackend:
+            # The pool's sockets on asyncio's own transports, not through anyio (`_streams`); a proxy's
+            # pool opens its connections through the same backend. Set before any connection is made.
+            self._pool._network_backend = AsyncioBackend()
         # Accept, Accept-Encoding, Connection, User-Agent
         self._fixed = [(key.encode(), value.encode()) for key, value in self.http.headers.multi_items()]
         self._timeout = self.http.timeout.as_dict()
