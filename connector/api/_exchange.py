@@ -51,14 +51,20 @@ class Credentials:
     def __init__(self, api_key: str, api_secret: SecretStr) -> None:
         self._api_key = api_key
         self._api_secret = api_secret
+        self._headers = self._encoded()
 
     def holds(self, pair: CredentialPair) -> bool:
         return (self._api_key, self._api_secret) == (pair.api_key, pair.api_secret)
 
     def use(self, pair: CredentialPair) -> None:
         self._api_key, self._api_secret = pair.api_key, pair.api_secret
+        self._headers = self._encoded()
 
     def headers(self) -> list[tuple[bytes, bytes]]:
+        """Both headers, encoded once per pair (never changed by a caller: a request copies them)."""
+        return self._headers
+
+    def _encoded(self) -> list[tuple[bytes, bytes]]:
         return [
             (b"X-API-Key", self._api_key.encode("ascii")),
             (b"X-API-Secret", self._api_secret.get_secret_value().encode("ascii")),
@@ -74,7 +80,7 @@ class _Target(NamedTuple):
 
     url: httpx.URL
     core: httpcore.URL
-    host: bytes
+    head: list[tuple[bytes, bytes]]  # Host and the client's fixed headers, first in every request
 
 
 @functools.cache
@@ -130,7 +136,8 @@ class Exchange:
             if origin_of(url) != self._origin:  # the paths are the client's own: this cannot happen
                 raise ValueError("a Capture API path must stay under the base URL")
             core = httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path)
-            target = self._targets[path] = _Target(url, core, built.headers["Host"].encode())
+            head = [(b"Host", built.headers["Host"].encode()), *self._fixed]
+            target = self._targets[path] = _Target(url, core, head)
         return target
 
     async def send(
@@ -141,7 +148,7 @@ class Exchange:
         if self.http.is_closed:  # as httpx's own check: its pool would open a socket nobody closes
             raise RuntimeError("Cannot send a request, as the client has been closed.")
         target = self._target(path)
-        headers = [(b"Host", target.host), *self._fixed, *credentials.headers()]
+        headers = target.head + credentials.headers()
         if body is not None:
             headers += [(b"Content-Type", b"application/json"), (b"Content-Length", str(len(body)).encode())]
         if key is not None:

@@ -26,7 +26,6 @@ from typing import Any
 
 import httpcore
 from httpcore._backends.base import SOCKET_OPTION
-from httpcore._utils import is_socket_readable
 
 _HIGH_WATER = 256 * 1024  # received bytes held unread before the socket is no longer read from
 
@@ -186,9 +185,12 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
             return transport.get_extra_info("peername")
         if info == "socket":
             return transport.get_extra_info("socket")
-        if info == "is_readable":  # asked of an idle connection: has the server closed it, or sent more?
+        if info == "is_readable":
+            # Asked of each idle connection whenever the pool assigns a request: has the server closed it,
+            # or sent what nobody asked for? The loop reads every socket as soon as it is readable, so the
+            # protocol's own state answers without the poll(2) per connection that anyio's backend makes.
             connection = self._connection
-            return connection.eof or bool(connection.received) or is_socket_readable(transport.get_extra_info("socket"))
+            return connection.eof or bool(connection.received)
         return None
 
 
