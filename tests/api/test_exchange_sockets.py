@@ -266,3 +266,32 @@ async def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None
         await answered.wait()
         await client.info()  # not an unknown outcome: a fresh connection carries it
     assert connections == 2
+
+
+async def test_a_request_cancelled_while_it_waits_for_its_answer_leaves_the_client_usable() -> None:
+    requests = 0
+    first_read = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal requests
+        while not reader.at_eof():
+            try:
+                await read_request(reader)
+            except asyncio.IncompleteReadError:
+                break
+            requests += 1
+            if requests == 1:
+                first_read.set()
+                continue  # never answered: the client gives up on it
+            writer.write(answer(200, envelope(INFO)))
+            await writer.drain()
+        writer.close()
+
+    async with serving(handler) as base, client_for(base) as client:
+        waiting = asyncio.create_task(client.info())
+        await first_read.wait()
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        info = await client.info()  # on another connection: the cancelled one was closed
+    assert info.client_name == INFO["client_name"] and requests == 2
