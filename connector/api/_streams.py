@@ -148,8 +148,14 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
             await connection.wait(timeout, httpcore.WriteTimeout)
 
     async def aclose(self) -> None:
+        """Closed at once, as anyio's backend closes it: the socket is shut in the loop's next turn, which
+        this waits for, so that a loop closing right after the client (the end of a sync) leaks none."""
         self._unsent.clear()
-        self._transport.close()
+        transport = self._transport
+        if not transport.is_closing():
+            transport.close()
+            await asyncio.sleep(0)
+            transport.abort()
 
     async def start_tls(
         self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
