@@ -295,3 +295,19 @@ async def test_a_request_cancelled_while_it_waits_for_its_answer_leaves_the_clie
             await waiting
         info = await client.info()  # on another connection: the cancelled one was closed
     assert info.client_name == INFO["client_name"] and requests == 2
+
+
+async def test_a_body_the_server_does_not_read_is_a_write_timeout() -> None:
+    release = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await release.wait()  # reads nothing: the client's socket buffers fill
+        writer.close()
+
+    body = b"[" + b",".join([b'{"name":"' + b"x" * 1000 + b'"}'] * 32_000) + b"]"  # ~32 MB
+    async with serving(handler) as base, client_for(base, timeout_s=0.3) as client:
+        try:
+            with pytest.raises(OutcomeUnknown, match=r"request timed out \(WriteTimeout\)"):
+                await client.capture_bulk(body, "bulk-key-unread", cost=1)
+        finally:
+            release.set()
