@@ -165,14 +165,12 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
         loop = asyncio.get_running_loop()
         connection = _Connection()  # the TLS layer's own protocol; this one stays with the raw transport
         try:
+            # The timeout is ours, not the handshake's own (an abort, which would read as a refused connection).
             with _connect_errors():
-                transport = await loop.start_tls(
-                    self._transport,
-                    connection,
-                    ssl_context,
-                    server_hostname=server_hostname,
-                    ssl_handshake_timeout=timeout,
-                )
+                async with asyncio.timeout(timeout):
+                    transport = await loop.start_tls(
+                        self._transport, connection, ssl_context, server_hostname=server_hostname
+                    )
         except BaseException:
             self._transport.close()
             raise

@@ -311,3 +311,20 @@ async def test_a_body_the_server_does_not_read_is_a_write_timeout() -> None:
                 await client.capture_bulk(body, "bulk-key-unread", cost=1)
         finally:
             release.set()
+
+
+async def test_a_tls_handshake_the_server_never_answers_is_a_connect_timeout() -> None:
+    release = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await release.wait()  # a plain TCP server: the client's hello goes unanswered
+        writer.close()
+
+    async with serving(handler) as base:
+        tls_base = base.replace("http://", "https://")
+        async with CaptureClient(tls_base, API_KEY, API_SECRET, retry_policy=NO_RETRY, connect_timeout_s=0.3) as client:
+            try:
+                with pytest.raises(OutcomeUnknown, match=r"request timed out \(ConnectTimeout\)"):
+                    await client.info()
+            finally:
+                release.set()
