@@ -11,8 +11,9 @@ exceptions as before.
 
 A request's head and body are written in one system call: what httpcore writes is held until it
 reads the answer (it always reads after writing a request), then sent at once. A write that cannot
-leave (the peer reads nothing and the socket's buffer is full) waits for room there, under the write
-timeout, as before.
+leave (the peer reads nothing and the socket's buffer is full) waits for room there and fails as a
+`WriteTimeout`, as before; its limit is the one httpcore gives that read (the client's read and write
+timeouts are one value, `timeout_s`).
 """
 
 from __future__ import annotations
