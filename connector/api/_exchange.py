@@ -24,10 +24,12 @@ from typing import NamedTuple, Protocol
 
 import httpcore
 import httpx
+from httpcore._backends.auto import AutoBackend
 from httpx._transports.default import map_httpcore_exceptions
 from pydantic import SecretStr
 
 from ..outbound import origin_of
+from ._streams import AsyncioBackend
 
 
 class CredentialPair(Protocol):
@@ -49,14 +51,20 @@ class Credentials:
     def __init__(self, api_key: str, api_secret: SecretStr) -> None:
         self._api_key = api_key
         self._api_secret = api_secret
+        self._headers = self._encoded()
 
     def holds(self, pair: CredentialPair) -> bool:
         return (self._api_key, self._api_secret) == (pair.api_key, pair.api_secret)
 
     def use(self, pair: CredentialPair) -> None:
         self._api_key, self._api_secret = pair.api_key, pair.api_secret
+        self._headers = self._encoded()
 
     def headers(self) -> list[tuple[bytes, bytes]]:
+        """Both headers, encoded once per pair (never changed by a caller: a request copies them)."""
+        return self._headers
+
+    def _encoded(self) -> list[tuple[bytes, bytes]]:
         return [
             (b"X-API-Key", self._api_key.encode("ascii")),
             (b"X-API-Secret", self._api_secret.get_secret_value().encode("ascii")),
@@ -72,7 +80,7 @@ class _Target(NamedTuple):
 
     url: httpx.URL
     core: httpcore.URL
-    host: bytes
+    head: list[tuple[bytes, bytes]]  # Host and the client's fixed headers, first in every request
 
 
 @functools.cache
@@ -109,6 +117,10 @@ class Exchange:
         self._pool: httpcore.AsyncConnectionPool | None = (
             self._transport._pool if type(self._transport) is httpx.AsyncHTTPTransport else None
         )
+        if self._pool is not None and type(self._pool._network_backend) is AutoBackend:
+            # The pool's sockets on asyncio's own transports, not through anyio (`_streams`); a proxy's
+            # pool opens its connections through the same backend. Set before any connection is made.
+            self._pool._network_backend = AsyncioBackend()
         # Accept, Accept-Encoding, Connection, User-Agent
         self._fixed = [(key.encode(), value.encode()) for key, value in self.http.headers.multi_items()]
         self._timeout = self.http.timeout.as_dict()
@@ -124,7 +136,8 @@ class Exchange:
             if origin_of(url) != self._origin:  # the paths are the client's own: this cannot happen
                 raise ValueError("a Capture API path must stay under the base URL")
             core = httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path)
-            target = self._targets[path] = _Target(url, core, built.headers["Host"].encode())
+            head = [(b"Host", built.headers["Host"].encode()), *self._fixed]
+            target = self._targets[path] = _Target(url, core, head)
         return target
 
     async def send(
@@ -135,7 +148,7 @@ class Exchange:
         if self.http.is_closed:  # as httpx's own check: its pool would open a socket nobody closes
             raise RuntimeError("Cannot send a request, as the client has been closed.")
         target = self._target(path)
-        headers = [(b"Host", target.host), *self._fixed, *credentials.headers()]
+        headers = target.head + credentials.headers()
         if body is not None:
             headers += [(b"Content-Type", b"application/json"), (b"Content-Length", str(len(body)).encode())]
         if key is not None:

@@ -1,29 +1,34 @@
 """The HTTP exchange over real sockets (connector/api/_exchange.py sends to httpx's httpcore pool
-itself): the request the server reads, and the answers a failed exchange becomes."""
+itself, on asyncio's own sockets: _streams.py): the request the server reads, TLS and proxies, and
+the answers a failed exchange becomes."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import pytest
 
 from connector.api import NO_RETRY, CaptureClient, OutcomeUnknown, UnexpectedStatus
+from connector.api._exchange import _tls_context
 
+from ..origins.upstream import self_signed
 from .conftest import API_KEY, API_SECRET, BULK_RESULT, INFO, PERSON
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
 @asynccontextmanager
-async def serving(handler: Handler) -> AsyncIterator[str]:
-    """A server on 127.0.0.1 that runs `handler` for each connection; yields its base URL."""
-    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+async def serving(handler: Handler, tls: ssl.SSLContext | None = None) -> AsyncIterator[str]:
+    """A server on 127.0.0.1 that runs `handler` for each connection (over TLS with `tls`); yields its base URL."""
+    server = await asyncio.start_server(handler, "127.0.0.1", 0, ssl=tls)
     port = server.sockets[0].getsockname()[1]
     try:
-        yield f"http://127.0.0.1:{port}/api/v1/capture"
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{port}/api/v1/capture"
     finally:
         server.close()
         await server.wait_closed()
@@ -130,3 +135,196 @@ async def test_a_redirect_names_its_target_and_no_response_keeps_the_secret() ->
         with pytest.raises(UnexpectedStatus) as raised:
             await client.info()
     assert "/elsewhere/info" in str(raised.value) and API_SECRET not in str(raised.value)
+
+
+# The sockets are asyncio's own (connector/api/_streams.py): TLS, proxies, answers bigger than what
+# the connection holds unread, and a connection the server closed while it was idle.
+
+
+@pytest.fixture
+def trusted_tls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ssl.SSLContext]:
+    """A server context for 127.0.0.1 whose certificate the client trusts (through SSL_CERT_FILE)."""
+    cert, context = self_signed(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    _tls_context.cache_clear()  # the client loads its CA bundle once per process
+    yield context
+    _tls_context.cache_clear()
+
+
+async def echo_bulk(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Answers every request on the connection with a bulk result naming the request's key."""
+    while not reader.at_eof():
+        try:
+            head, _ = await read_request(reader)
+        except asyncio.IncompleteReadError:
+            break
+        key = next(line.split(": ", 1)[1] for line in head if line.lower().startswith("idempotency-key:"))
+        writer.write(answer(200, envelope({"successful": [{"idempotency_key": key}], "duplicates": [], "failed": []})))
+        await writer.drain()
+    writer.close()
+
+
+async def test_https_with_a_trusted_certificate_carries_requests_over_one_connection(
+    trusted_tls: ssl.SSLContext,
+) -> None:
+    async with serving(echo_bulk, tls=trusted_tls) as base, client_for(base) as client:
+        assert base.startswith("https://")
+        for n in range(3):
+            result = await client.capture_bulk([PERSON], f"tls-key-{n}")
+            assert result.successful == [{"idempotency_key": f"tls-key-{n}"}]
+
+
+async def test_a_certificate_the_client_does_not_trust_fails_the_connection(tmp_path: Path) -> None:
+    _, context = self_signed(tmp_path)  # not in the client's CA bundle
+    _tls_context.cache_clear()
+    async with serving(echo_bulk, tls=context) as base, client_for(base) as client:
+        with pytest.raises(OutcomeUnknown, match=r"connection failed \(ConnectError\)"):
+            await client.capture_bulk([PERSON], "tls-untrusted")
+
+
+async def test_an_https_proxy_from_the_environment_tunnels_to_the_api(
+    trusted_tls: ssl.SSLContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tunnels: list[str] = []
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head, _ = await read_request(reader)
+        tunnels.append(head[0])
+        host, port = head[0].split()[1].rsplit(":", 1)
+        upstream_reader, upstream_writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+
+        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            while data := await source.read(65536):
+                sink.write(data)
+                await sink.drain()
+            sink.close()
+
+        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+
+    async with serving(echo_bulk, tls=trusted_tls) as base, serving(proxy) as proxy_base:
+        for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HTTPS_PROXY", proxy_base.split("/api")[0])
+        async with client_for(base) as client:
+            result = await client.capture_bulk([PERSON], "proxied-key")
+    assert result.successful == [{"idempotency_key": "proxied-key"}]
+    assert tunnels == [f"CONNECT {base.split('/')[2]} HTTP/1.1"]
+
+
+async def test_a_plain_http_proxy_from_the_environment_is_sent_the_absolute_url(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[str] = []
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head, _ = await read_request(reader)
+        seen.append(head[0])
+        writer.write(answer(200, envelope(INFO)))
+        await writer.drain()
+        writer.close()
+
+    async with serving(proxy) as proxy_base:
+        for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HTTP_PROXY", proxy_base.split("/api")[0])
+        async with client_for("http://127.0.0.1:9/api/v1/capture") as client:  # nothing listens there
+            await client.info()
+    assert seen == ["GET http://127.0.0.1:9/api/v1/capture/info HTTP/1.1"]
+
+
+async def test_an_answer_larger_than_the_connection_holds_unread_arrives_whole() -> None:
+    successful = [{"idempotency_key": f"big-{n:06d}", "note": "x" * 200} for n in range(5000)]  # ~1.2 MB
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(answer(200, envelope({"successful": successful, "duplicates": [], "failed": []})))
+        await writer.drain()
+        writer.close()
+
+    async with serving(handler) as base, client_for(base) as client:
+        result = await client.capture_bulk([PERSON], "big-answer")
+    assert result.successful == successful
+
+
+async def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None:
+    connections = 0
+    answered = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        await read_request(reader)
+        writer.write(answer(200, envelope(INFO)))
+        await writer.drain()
+        writer.close()  # keep-alive refused after the answer, without saying so
+        await writer.wait_closed()
+        answered.set()
+
+    async with serving(handler) as base, client_for(base) as client:
+        await client.info()
+        await answered.wait()
+        await client.info()  # not an unknown outcome: a fresh connection carries it
+    assert connections == 2
+
+
+async def test_a_request_cancelled_while_it_waits_for_its_answer_leaves_the_client_usable() -> None:
+    requests = 0
+    first_read = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal requests
+        while not reader.at_eof():
+            try:
+                await read_request(reader)
+            except asyncio.IncompleteReadError:
+                break
+            requests += 1
+            if requests == 1:
+                first_read.set()
+                continue  # never answered: the client gives up on it
+            writer.write(answer(200, envelope(INFO)))
+            await writer.drain()
+        writer.close()
+
+    async with serving(handler) as base, client_for(base) as client:
+        waiting = asyncio.create_task(client.info())
+        await first_read.wait()
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        info = await client.info()  # on another connection: the cancelled one was closed
+    assert info.client_name == INFO["client_name"] and requests == 2
+
+
+async def test_a_body_the_server_does_not_read_is_a_write_timeout() -> None:
+    release = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await release.wait()  # reads nothing: the client's socket buffers fill
+        writer.close()
+
+    body = b"[" + b",".join([b'{"name":"' + b"x" * 1000 + b'"}'] * 32_000) + b"]"  # ~32 MB
+    async with serving(handler) as base, client_for(base, timeout_s=0.3) as client:
+        try:
+            with pytest.raises(OutcomeUnknown, match=r"request timed out \(WriteTimeout\)"):
+                await client.capture_bulk(body, "bulk-key-unread", cost=1)
+        finally:
+            release.set()
+
+
+async def test_a_tls_handshake_the_server_never_answers_is_a_connect_timeout() -> None:
+    release = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await release.wait()  # a plain TCP server: the client's hello goes unanswered
+        writer.close()
+
+    async with serving(handler) as base:
+        tls_base = base.replace("http://", "https://")
+        async with CaptureClient(tls_base, API_KEY, API_SECRET, retry_policy=NO_RETRY, connect_timeout_s=0.3) as client:
+            try:
+                with pytest.raises(OutcomeUnknown, match=r"request timed out \(ConnectTimeout\)"):
+                    await client.info()
+            finally:
+                release.set()
