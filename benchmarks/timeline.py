@@ -42,6 +42,7 @@ from connector.ledger._sqlite import SqliteDb, SqliteStore
 
 Span = tuple[str, str, float, float]  # who (worker n, "read", thread name), what, start, end
 SPANS: list[Span] = []
+GROUPS: list[tuple[int, int]] = []  # (batches settled, steps) per group commit
 WHO: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="")
 
 
@@ -155,8 +156,25 @@ def instrument() -> None:
     _timed(Ledger, "enqueue", "enqueue")
     _timed(Ledger, "backlog", "backlog")
     _timed(Ledger, "raw_digests", "raw_digests")
-    _timed(deliver.Delivery, "_claim", "claim")
-    _timed(deliver.Delivery, "_settle", "settle")
+    if hasattr(deliver, "GroupCommit"):  # group commit: one span per group of settles and claims, its size kept
+        original_commit = deliver.GroupCommit._commit
+
+        def commit(self: Any, group: Any) -> Any:
+            GROUPS.append((sum(1 for s in group if s.batch is not None), len(group)))
+            return original_commit(self, group)
+
+        deliver.GroupCommit._commit = commit  # type: ignore[attr-defined]
+        original_drain = deliver.GroupCommit._drain  # type: ignore[attr-defined]
+
+        async def drain(self: Any) -> None:
+            WHO.set("group commit")  # the drain's own task: its hops are no worker's
+            await original_drain(self)
+
+        deliver.GroupCommit._drain = drain  # type: ignore[attr-defined]
+        _timed(deliver.GroupCommit, "_commit", "group")  # type: ignore[attr-defined]
+    else:  # the base before it: a hop per claim and per settle
+        _timed(deliver.Delivery, "_claim", "claim")
+        _timed(deliver.Delivery, "_settle", "settle")
     original_read_all = engine._read_all
 
     def read_all(*args: Any) -> None:
@@ -232,6 +250,10 @@ def summarise(spans: list[Span]) -> dict[str, Any]:
         "per_worker_s": {k: round(v, 3) for k, v in sorted(per_worker.items())},
         "read_thread_s": {k: round(v, 3) for k, v in sorted(by_who["read"].items())},
         "commits": sum(1 for s in spans if s[1] == "commit"),
+        "hops": sum(1 for s in spans if s[1] == "hop.back"),
+        "groups": len(GROUPS),
+        "batches_per_group": round(sum(b for b, _ in GROUPS) / len(GROUPS), 2) if GROUPS else None,
+        "largest_group": max((n for _, n in GROUPS), default=None),
         "commit_s_total": round(sum(s[3] - s[2] for s in spans if s[1] == "commit"), 3),
         "ledger_lock_held_share": round(
             _union([(a, b) for _, what, a, b in spans if what in ("txn", "read")]) / busy, 3
