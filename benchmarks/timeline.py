@@ -157,13 +157,16 @@ def instrument() -> None:
     _timed(Ledger, "backlog", "backlog")
     _timed(Ledger, "raw_digests", "raw_digests")
     if hasattr(deliver, "GroupCommit"):  # group commit: one span per group of settles and claims, its size kept
-        original_commit = deliver.GroupCommit._commit
+        from connector.ledger import _settle
 
-        def commit(self: Any, group: Any) -> Any:
+        original_group = _settle.settle_group  # type: ignore[attr-defined]
+
+        def settle_group(db: Any, group: Any, now: float) -> Any:
             GROUPS.append((sum(1 for s in group if s.batch is not None), len(group)))
-            return original_commit(self, group)
+            return original_group(db, group, now)
 
-        deliver.GroupCommit._commit = commit  # type: ignore[attr-defined]
+        _settle.settle_group = settle_group  # type: ignore[attr-defined]
+        _timed(deliver.GroupCommit, "_commit", "group")  # type: ignore[attr-defined]
         original_drain = deliver.GroupCommit._drain  # type: ignore[attr-defined]
 
         async def drain(self: Any) -> None:
@@ -171,7 +174,6 @@ def instrument() -> None:
             await original_drain(self)
 
         deliver.GroupCommit._drain = drain  # type: ignore[attr-defined]
-        _timed(deliver.GroupCommit, "_commit", "group")  # type: ignore[attr-defined]
     else:  # the base before it: a hop per claim and per settle
         _timed(deliver.Delivery, "_claim", "claim")
         _timed(deliver.Delivery, "_settle", "settle")

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
 
 from ..ledger import BatchWork, Ledger, Settlement
 
 Answer = tuple[BatchWork | None, int]  # the batch claimed next (or None), and the members counted as merges
+
+
+Waiting = tuple[Settlement, "asyncio.Future[Answer]"]
 
 
 class GroupCommit:
@@ -28,29 +30,28 @@ class GroupCommit:
 
     def __init__(self, ledger: Ledger, claimed: set[int], taking: threading.Lock) -> None:
         self._ledger, self._claimed, self._taking = ledger, claimed, taking
-        self._waiting: list[tuple[Settlement, asyncio.Future[Answer]]] = []
+        self._waiting: list[Waiting] = []  # handed in on the loop, taken on the transaction's thread
+        self._queue = threading.Lock()
         self._draining: asyncio.Task[None] | None = None
 
     async def __call__(self, step: Settlement) -> Answer:
         """`step` settled (and its claim made) in a transaction with whatever else is in hand by then."""
         answer: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
-        self._waiting.append((step, answer))
+        with self._queue:
+            self._waiting.append((step, answer))
         if self._draining is None:
             self._draining = asyncio.create_task(self._drain())
         return await answer
 
     async def _drain(self) -> None:
-        """Commit what waits, group after group, until nothing does."""
+        """Commit what waits, group after group, until nothing does (loop thread). Whatever ends it
+        early (a cancel at shutdown, an error outside the ledger's own) ends every answer still owed,
+        so no worker waits for one forever."""
+        group: list[Waiting] = []
         try:
             while self._waiting:
-                group, self._waiting = self._waiting, []
-                try:
-                    answers = await asyncio.to_thread(self._commit, [step for step, _ in group])
-                except asyncio.CancelledError:  # the loop is shutting down: nobody waits for these
-                    for _, answer in (*group, *self._waiting):
-                        answer.cancel()
-                    self._waiting = []
-                    raise
+                group = []
+                answers = await asyncio.to_thread(self._commit, group)
                 for (_, answer), got in zip(group, answers, strict=True):
                     if answer.done():  # its worker was cancelled meanwhile (a stop's grace ran out)
                         continue
@@ -58,21 +59,42 @@ class GroupCommit:
                         answer.set_exception(got)
                     else:
                         answer.set_result(got)
+        except BaseException as exc:
+            with self._queue:
+                owed, self._waiting = [*group, *self._waiting], []
+            for _, answer in owed:
+                if answer.done():
+                    continue
+                if isinstance(exc, Exception):
+                    answer.set_exception(exc)
+                else:
+                    answer.cancel()
+            if not isinstance(exc, Exception):  # a cancel, an interrupt: the task's own ending
+                raise
         finally:
             self._draining = None
 
-    def _commit(self, group: Sequence[Settlement]) -> list[Answer | BaseException]:
-        """On a worker thread. When the group's transaction fails, each step is tried alone, so that a
-        failure stays the one batch's it would have been (a batch that cannot be rebuilt fails the
-        claims that meet it, not the settles that came with them)."""
+    def _commit(self, group: list[Waiting]) -> list[Answer | BaseException]:
+        """On a worker thread: the steps waiting once the transaction holds the ledger's write lock
+        (those handed in while it waited for the lock join) go into `group`; their answers. When the
+        group's transaction fails, each step is tried alone, so that a failure stays the one batch's
+        it would have been (a batch that cannot be rebuilt fails the claims that meet it, not the
+        settles that came with them)."""
+
+        def take() -> list[Settlement]:
+            with self._queue:
+                group[:], self._waiting = self._waiting, []
+            return [step for step, _ in group]
+
         with self._taking:
             try:
-                return self._taken(self._ledger.settle_many(group))
+                return self._taken(self._ledger.settle_many(take))
             except Exception as exc:
-                if len(group) == 1:
+                steps = [step for step, _ in group] or take()  # or it failed before it took them
+                if len(steps) == 1:
                     return [exc]
             answers: list[Answer | BaseException] = []
-            for step in group:
+            for step in steps:
                 try:
                     answers += self._taken(self._ledger.settle_many([step]))
                 except Exception as exc:

@@ -16,7 +16,7 @@ from connector.ledger import BatchWork, Claim, Ledger, LedgerError, Mapped, Outc
 
 
 class WatchedLedger(Ledger):
-    """A real SQLite ledger whose `settle_many` can be held on its thread, and which records each group."""
+    """A real SQLite ledger whose `settle_many` can be held inside its transaction, and which records each group."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -26,13 +26,17 @@ class WatchedLedger(Ledger):
         self.release.set()
         self.refuse: int | None = None  # a batch id whose settle fails
 
-    def settle_many(self, settlements: Sequence[Settlement]) -> list[tuple[BatchWork | None, int]]:
-        self.groups.append([s.batch.id if s.batch else None for s in settlements])
-        self.inside.set()
-        assert self.release.wait(10)
-        if any(s.batch is not None and s.batch.id == self.refuse for s in settlements):
-            raise LedgerError("disk full")
-        return super().settle_many(settlements)
+    def settle_many(self, settlements):  # type: ignore[no-untyped-def]
+        def take() -> Sequence[Settlement]:
+            group = settlements() if callable(settlements) else settlements
+            self.groups.append([s.batch.id if s.batch else None for s in group])
+            self.inside.set()  # taken, inside the transaction: held there as by a slow fsync
+            assert self.release.wait(10)
+            if any(s.batch is not None and s.batch.id == self.refuse for s in group):
+                raise LedgerError("disk full")
+            return group
+
+        return super().settle_many(take)
 
 
 @pytest.fixture
@@ -105,3 +109,21 @@ def test_a_settle_that_fails_in_a_group_fails_alone(ledger):
         2,
         4,
     )  # the refused batch stays open, to be resent
+
+
+def test_an_error_outside_the_ledger_reaches_every_waiting_worker(ledger, monkeypatch):
+    """Nothing is left waiting for an answer that will never come (the drain itself failed)."""
+    first, second = batches(ledger, 2)
+
+    def broken(self, group):  # type: ignore[no-untyped-def]
+        raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+
+    async def scenario() -> list[object]:
+        steps = GroupCommit(ledger, set(), threading.Lock())
+        monkeypatch.setattr(GroupCommit, "_commit", broken)
+        handed = [asyncio.ensure_future(steps(captured(w))) for w in (first, second)]
+        return await asyncio.wait_for(asyncio.gather(*handed, return_exceptions=True), 10)
+
+    answers = asyncio.run(scenario())
+    assert all(isinstance(a, RuntimeError) for a in answers), answers
+    assert ledger.status().by_state["in_flight"] == 4  # nothing settled: both batches resent later
