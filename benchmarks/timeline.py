@@ -167,13 +167,6 @@ def instrument() -> None:
 
         _settle.settle_group = settle_group  # type: ignore[attr-defined]
         _timed(deliver.GroupCommit, "_commit", "group")  # type: ignore[attr-defined]
-        original_drain = deliver.GroupCommit._drain  # type: ignore[attr-defined]
-
-        async def drain(self: Any) -> None:
-            WHO.set("group commit")  # the drain's own task: its hops are no worker's
-            await original_drain(self)
-
-        deliver.GroupCommit._drain = drain  # type: ignore[attr-defined]
     else:  # the base before it: a hop per claim and per settle
         _timed(deliver.Delivery, "_claim", "claim")
         _timed(deliver.Delivery, "_settle", "settle")
@@ -252,7 +245,6 @@ def summarise(spans: list[Span]) -> dict[str, Any]:
         "per_worker_s": {k: round(v, 3) for k, v in sorted(per_worker.items())},
         "read_thread_s": {k: round(v, 3) for k, v in sorted(by_who["read"].items())},
         "commits": sum(1 for s in spans if s[1] == "commit"),
-        "hops": sum(1 for s in spans if s[1] == "hop.back"),
         "groups": len(GROUPS),
         "batches_per_group": round(sum(b for b, _ in GROUPS) / len(GROUPS), 2) if GROUPS else None,
         "largest_group": max((n for _, n in GROUPS), default=None),
