@@ -3,7 +3,7 @@
 Every ledger write runs on a worker thread (asyncio.to_thread), never on the event loop: under
 synchronous=FULL each commit is an fsync, and the requests in flight must not wait for it. The
 settles and claims go through `GroupCommit`: the answers in hand when the ledger is free are settled
-in one transaction (one fsync, one thread hop), each exactly as alone.
+in one transaction (one fsync), each exactly as alone.
 
 Workers that find nothing to claim wait for news (a chunk committed by a streaming read, a batch
 settled by another worker: either can make work claimable, e.g. a newer version that waited for
