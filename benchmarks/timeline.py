@@ -9,7 +9,8 @@ worker's `to_thread` to its return, split into the wait for a thread, the wait f
 lock, the transaction's body and its COMMIT, which is the fsync under synchronous = FULL), the
 read's enqueue and its pauses in `room_to_read`. Printed: the share of the delivery's time with
 0-4 requests in flight, where each worker's time goes while it has no request out, and where the
-read's goes. Structural shares, not a timing figure: the machine is shared, compare runs A/B.
+read's goes; with group commit (`delivery/_group.py`) the commits, the group commits and the
+batches per group. Structural shares, not a timing figure: the machine is shared, compare runs A/B.
 """
 
 from __future__ import annotations
