@@ -9,7 +9,8 @@ worker's `to_thread` to its return, split into the wait for a thread, the wait f
 lock, the transaction's body and its COMMIT, which is the fsync under synchronous = FULL), the
 read's enqueue and its pauses in `room_to_read`. Printed: the share of the delivery's time with
 0-4 requests in flight, where each worker's time goes while it has no request out, and where the
-read's goes. Structural shares, not a timing figure: the machine is shared, compare runs A/B.
+read's goes; with group commit (`delivery/_group.py`) the commits, the group commits and the
+batches per group. Structural shares, not a timing figure: the machine is shared, compare runs A/B.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from connector.ledger._sqlite import SqliteDb, SqliteStore
 
 Span = tuple[str, str, float, float]  # who (worker n, "read", thread name), what, start, end
 SPANS: list[Span] = []
+GROUPS: list[tuple[int, int]] = []  # (batches settled, steps) per group commit
 WHO: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="")
 
 
@@ -155,8 +157,20 @@ def instrument() -> None:
     _timed(Ledger, "enqueue", "enqueue")
     _timed(Ledger, "backlog", "backlog")
     _timed(Ledger, "raw_digests", "raw_digests")
-    _timed(deliver.Delivery, "_claim", "claim")
-    _timed(deliver.Delivery, "_settle", "settle")
+    if hasattr(deliver, "GroupCommit"):  # group commit: one span per group of settles and claims, its size kept
+        from connector.ledger import _settle
+
+        original_group = _settle.settle_group  # type: ignore[attr-defined]
+
+        def settle_group(db: Any, group: Any, now: float) -> Any:
+            GROUPS.append((sum(1 for s in group if s.batch is not None), len(group)))
+            return original_group(db, group, now)
+
+        _settle.settle_group = settle_group  # type: ignore[attr-defined]
+        _timed(deliver.GroupCommit, "_commit", "group")  # type: ignore[attr-defined]
+    else:  # the base before it: a hop per claim and per settle
+        _timed(deliver.Delivery, "_claim", "claim")
+        _timed(deliver.Delivery, "_settle", "settle")
     original_read_all = engine._read_all
 
     def read_all(*args: Any) -> None:
@@ -232,6 +246,9 @@ def summarise(spans: list[Span]) -> dict[str, Any]:
         "per_worker_s": {k: round(v, 3) for k, v in sorted(per_worker.items())},
         "read_thread_s": {k: round(v, 3) for k, v in sorted(by_who["read"].items())},
         "commits": sum(1 for s in spans if s[1] == "commit"),
+        "groups": len(GROUPS),
+        "batches_per_group": round(sum(b for b, _ in GROUPS) / len(GROUPS), 2) if GROUPS else None,
+        "largest_group": max((n for _, n in GROUPS), default=None),
         "commit_s_total": round(sum(s[3] - s[2] for s in spans if s[1] == "commit"), 3),
         "ledger_lock_held_share": round(
             _union([(a, b) for _, what, a, b in spans if what in ("txn", "read")]) / busy, 3

@@ -1,7 +1,9 @@
 """Load: ledger -> write-ahead batches -> Capture API -> ledger, with bounded concurrency.
 
 Every ledger write runs on a worker thread (asyncio.to_thread), never on the event loop: under
-synchronous=FULL each commit is an fsync, and the requests in flight must not wait for it.
+synchronous=FULL each commit is an fsync, and the requests in flight must not wait for it. The
+settles and claims go through `GroupCommit`: the answers in hand when the ledger is free are settled
+in one transaction (one fsync), each exactly as alone.
 
 Workers that find nothing to claim wait for news (a chunk committed by a streaming read, a batch
 settled by another worker: either can make work claimable, e.g. a newer version that waited for
@@ -34,7 +36,8 @@ from ..api import (
     Unauthorized,
     is_retryable,
 )
-from ..ledger import BatchWork, Claim, Ledger, Outcome
+from ..ledger import BatchWork, Claim, Ledger, Settlement
+from ._group import GroupCommit
 from .extract import LOGGER, Progress
 from .ratelimit import RateShape
 from .rejects import RejectsFeed
@@ -143,6 +146,7 @@ class Delivery:
         self._room = threading.Event()  # set when a batch left a worker's hands: a paused read looks again
         self._read_error: BaseException | None = None
         self._taking = threading.Lock()  # a claim and its entry in `claimed` are one step (see _claim)
+        self._steps = GroupCommit(ledger, self.claimed, self._taking)  # settles and claims, grouped
         self._over = False  # delivery ended for good (a stop, an error): the read ends too
         self._loop = asyncio.get_running_loop()  # built inside the run's coroutine
 
@@ -230,24 +234,11 @@ class Delivery:
         self.halt.set()
         self._notify()
 
-    def _claim(self, want: Claim) -> BatchWork | None:
-        """On a worker thread. An open batch is skipped once in `claimed`: it gets there before
-        the lock is released, so no two workers ever take the same batch."""
-        with self._taking:
-            work = self.ledger.claim(want)
-            if work is not None:
-                self.claimed.add(work.id)
-        return work
-
-    def _settle(
-        self, work: BatchWork, outcomes: Sequence[Outcome], attempts: Sequence[Attempt], then: Claim | None
-    ) -> tuple[BatchWork | None, int]:
-        """The next batch (claimed in the settle's transaction) and how many members were merges."""
-        with self._taking:
-            following, merged = self.ledger.settle_counting(work, outcomes, attempts, then=then)
-            if following is not None:
-                self.claimed.add(following.id)
-        return following, merged
+    async def _claim(self, want: Claim) -> BatchWork | None:
+        """A claim alone, grouped with the settles in hand (`GroupCommit`). An open batch is skipped
+        once in `claimed`: it gets there, under the `_taking` lock, before the lock is released after the
+        commit, so no two workers ever take the same batch."""
+        return (await self._steps(Settlement(None, then=want)))[0]
 
     def _split(self, work: BatchWork, reason: str, attempts: Sequence[Attempt]) -> tuple[BatchWork, BatchWork]:
         """Both halves are this worker's: another one must not take the second while the first is sent."""
@@ -266,7 +257,7 @@ class Delivery:
             if work is None:
                 news = self._news  # the notice a claim that finds nothing must wait for
                 want = self._wanted()
-                work = None if want is None else await asyncio.to_thread(self._claim, want)
+                work = None if want is None else await self._claim(want)
                 if work is None:
                     if want is None or (not news.is_set() and not self.reading and self.in_hand == 0):
                         self._notify()  # the others see that it is over
@@ -296,7 +287,7 @@ class Delivery:
         except CaptureError as exc:
             await self._failed(work, exc, self.attempts.pop(work.key, []))
             want = self._wanted() if claim_next else None
-            return None if want is None else await asyncio.to_thread(self._claim, want)
+            return None if want is None else await self._claim(want)
         failpoints.hit("after-response")
         attempts = self.attempts.pop(work.key, [])
         # capture_bulk's result exactly when work.operation == "bulk"; isinstance lets mypy see it
@@ -311,7 +302,7 @@ class Delivery:
         # report never says less was sent than the CRM received; unsettled members stay in flight.
         self.report.sent += size
         self.progress.advance("sent", size)
-        following, merged = await asyncio.to_thread(self._settle, work, outcomes, attempts, then)
+        following, merged = await self._steps(Settlement(work, outcomes, attempts, then))
         tally: dict[str, int] = defaultdict(int)
         for outcome in outcomes:
             tally[outcome.state] += 1

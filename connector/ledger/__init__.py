@@ -6,7 +6,7 @@ from ._runs import RejectedEntry, RunEntry
 from ._states import SourceState, StateChange
 from ._types import BatchWork, Claim, EnqueueCounts, EntryState, Mapped, Member, Outcome
 from .schema import SCHEMA_VERSION, LedgerError, LedgerLocked, LedgerUnreachable
-from .store import Ledger, pg_name
+from .store import Ledger, Settlement, pg_name
 from .views import (
     STATES,
     AttemptView,
@@ -44,6 +44,7 @@ __all__ = [
     "RejectedEntry",
     "RunEntry",
     "RunView",
+    "Settlement",
     "SourceState",
     "Stalls",
     "StateChange",

@@ -7,16 +7,68 @@ here commits: each function runs inside one `Ledger` write.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, replace
+from itertools import chain
 from typing import TYPE_CHECKING
 
+from .. import failpoints
 from . import _batches, _counts, _merges
 from ._db import Db, rows_of, storable
 from ._stamp import STAMP_SET
-from ._types import BatchState, BatchWork, EntryState, Outcome
+from ._types import BatchState, BatchWork, Claim, EntryState, Outcome
 
 if TYPE_CHECKING:  # `status` opens a ledger without loading the HTTP client
     from ..api.client import Attempt
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """One answered batch for `Ledger.settle_many`: its members' outcomes, the attempts that carried
+    it, and what to claim next in the same transaction (`batch` None: a claim alone)."""
+
+    batch: BatchWork | None
+    outcomes: Sequence[Outcome] = ()
+    attempts: Sequence[Attempt] = ()
+    then: Claim | None = None
+
+
+class _Both(AbstractSet[int]):
+    """The batches a claim skips: the run's own in hand, and those claimed earlier in the same
+    transaction (not yet the run's: they are its only once the transaction commits)."""
+
+    def __init__(self, first: AbstractSet[int], second: AbstractSet[int]) -> None:
+        self._first, self._second = first, second
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._first or item in self._second
+
+    def __iter__(self) -> Iterator[int]:
+        return chain(self._first, (i for i in self._second if i not in self._first))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def settle_group(db: Db, settlements: Sequence[Settlement], now: float) -> list[tuple[BatchWork | None, int]]:
+    """`Ledger.settle_many` in its transaction: every batch's `settle`, then every claim in order."""
+    merges: list[int] = []
+    batches = [s.batch for s in settlements if s.batch is not None]
+    for s in settlements:
+        merges.append(0 if s.batch is None else settle(db, s.batch, s.outcomes, s.attempts, now))
+        if s.batch is not None and s.batch is not batches[-1]:
+            failpoints.hit("group-settle")  # the crash tests kill here: between two batches' writes
+    taken: set[int] = set()
+    claimed: list[BatchWork | None] = []
+    for s in settlements:
+        work = None
+        if s.then is not None:
+            work = _batches.claim(db, s.then if not taken else replace(s.then, skip=_Both(s.then.skip, taken)))
+            if work is not None:
+                taken.add(work.id)
+        claimed.append(work)
+    return list(zip(claimed, merges, strict=True))
 
 
 _OUTCOME_COLUMNS = (("id", "bigint"), ("state", "text"), ("person_id", "text"), ("error", "text"), ("merged", "bigint"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -30,6 +30,7 @@ from ._db import Db, Store
 from ._lease import Lease
 from ._postgres import PgStore, PgTarget, is_url
 from ._reads import LedgerReads
+from ._settle import Settlement
 from ._sqlite import SqliteStore
 from ._types import BatchState, BatchWork, Claim, EnqueueCounts, EntryState, Mapped, Outcome
 from .schema import LedgerError
@@ -198,14 +199,25 @@ class Ledger(LedgerReads):
         *,
         then: Claim | None = None,
     ) -> tuple[BatchWork | None, int]:
-        """`settle`, and how many members it counted as merges: delivery's one ledger call per
-        batch (one transaction, one thread hop), where a second read would ask again."""
-        now = time.time()
+        """`settle`, and how many members it counted as merges (no second read to report them)."""
+        return self.settle_many([Settlement(batch, outcomes, attempts, then)])[0]
+
+    def settle_many(
+        self, settlements: Sequence[Settlement] | Callable[[], Sequence[Settlement]]
+    ) -> list[tuple[BatchWork | None, int]]:
+        """Group commit: several batches' `settle_counting` (and claims: a `Settlement` without a
+        batch only claims) in one transaction, so one fsync under synchronous=FULL for the answers
+        delivery holds at once. Given a function, it is called once the transaction holds the write
+        lock: what came while it waited for the lock joins. Each batch is settled exactly as alone;
+        then the claims are made in the settlements' order, after every settle (so each sees all of
+        them), none taking a batch an earlier one of the same transaction took. One answer per
+        settlement: (claimed work, merges). All or nothing: a kill or an error anywhere before the
+        COMMIT leaves every one of them unsettled."""
         with self._write() as db:
-            merged = _settle.settle(db, batch, outcomes, attempts, now)
-            work = None if then is None else _batches.claim(db, then)
-        self._store.changed(settled=len(outcomes))  # after the commit: off the write lock
-        return work, merged
+            group = settlements() if callable(settlements) else settlements
+            done = _settle.settle_group(db, group, time.time())
+        self._store.changed(settled=sum(len(s.outcomes) for s in group))  # after the commit: off the write lock
+        return done
 
     def block(self, batch: BatchWork, error: str, attempts: Sequence[Attempt]) -> None:
         """409: the key needs manual recovery; never retried automatically (spec 4.4 rule 3)."""

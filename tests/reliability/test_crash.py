@@ -4,12 +4,15 @@
 retryable 503s and 10% commit-then-drop. The process is SIGKILLed ten times at random moments of
 its work, each kill cutting a run short, then restarted (sync, then replay) until it exits 0.
 Afterwards: every valid record is in the CRM exactly once, every invalid one is `rejected` with
-its reasons, and the ledger agrees with the sandbox.
+its reasons, and the ledger agrees with the sandbox. The same holds, on both engines, with every
+other kill inside a group commit of settles (the `group-settle` failpoint).
 """
 
 from __future__ import annotations
 
 import random
+
+import pytest
 
 from connector.sandbox import Faults
 
@@ -51,3 +54,33 @@ def test_sigkill_on_a_postgresql_ledger_loses_nothing_and_doubles_nothing(
     rel.assert_effectively_once(box.store, population, postgres_ledger_url)
     assert rel.count(postgres_ledger_url, "SELECT count(*) FROM runs WHERE finished_at IS NULL") >= KILLS // 2
     assert not (tmp_path / "ledger.sqlite3").exists()
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_a_kill_inside_a_group_settle_loses_nothing_and_doubles_nothing(
+    rel, sandbox_factory, tmp_path, request, engine
+):
+    """Killed by the failpoint inside a group commit (between two answered batches' writes, before the
+    COMMIT) every other kill: the group's batches stay open and are resent under their keys and
+    bodies; the CRM answers them from its idempotency store, so nothing is lost and nothing doubled.
+    Six workers on a slow API make the answers overlap the settles, so groups form."""
+    rng = random.Random(20261127 if engine == "sqlite" else 20261128)
+    box = sandbox_factory(faults=Faults(p_retryable_503=0.05, p_commit_drop=0.1, latency_s=0.05, seed=9))
+    env = rel.client(box.store, rate_limit=100_000)
+    population = rel.contacts(tmp_path / "contacts.csv", RECORDS // 2, rng)
+    ledger = tmp_path / "ledger.sqlite3" if engine == "sqlite" else request.getfixturevalue("postgres_ledger_url")
+    config = rel.config(
+        tmp_path,
+        box.base_url,
+        population.path,
+        batch_size=10,
+        concurrency=6,
+        ledger_url=None if engine == "sqlite" else ledger,
+    )
+
+    survived = rel.until_settled(
+        config, env, rng, kills=4, failpoints=("group-settle",), sandbox_db=box.store.db_path, ledger=ledger
+    )
+
+    assert survived.failpoint_kills.get("group-settle", 0) >= 2, survived
+    rel.assert_effectively_once(box.store, population, ledger)
