@@ -56,7 +56,7 @@ class _Region:
     lengths: tuple[int, ...]
     local_lengths: frozenset[int]
     leading_digits: re.Pattern[str] | None
-    typed: dict[int, re.Pattern[str]]
+    valid: dict[int, re.Pattern[str]]
 
     def general_match(self, digits: str) -> bool:
         """`_match_national_number` on the general description: its pattern alone."""
@@ -77,9 +77,9 @@ class _Region:
 
     def is_valid(self, nsn: str) -> bool:
         """`_number_type_helper(nsn) != UNKNOWN`: the general description (a possible length, the
-        pattern), then any one type's (`typed`)."""
-        typed = self.typed.get(len(nsn))
-        return typed is not None and self.general_match(nsn) and typed.fullmatch(nsn) is not None
+        pattern), then any one type's: one pattern per length (`_valid`)."""
+        valid = self.valid.get(len(nsn))
+        return valid is not None and valid.fullmatch(nsn) is not None
 
 
 class _Unsure(Exception):
@@ -90,11 +90,15 @@ def _compile(pattern: str | None) -> re.Pattern[str] | None:
     return re.compile(pattern) if pattern else None
 
 
-def _typed(lengths: tuple[int, ...], descs: list[PhoneNumberDesc]) -> dict[int, re.Pattern[str]]:
-    """For each possible length, one pattern that matches a number of that length whole when one
-    of the types it can be matches it (`_is_number_matching_desc`: a type without lengths of its
-    own admits every length; a type without a pattern matches nothing)."""
-    typed: dict[int, re.Pattern[str]] = {}
+def _valid(general: str | None, lengths: tuple[int, ...], descs: list[PhoneNumberDesc]) -> dict[int, re.Pattern[str]]:
+    """For each possible length, one pattern that matches a number of that length whole when the
+    general pattern does and one of the types it can be matches it too (`_is_number_matching_desc`:
+    a type without lengths of its own admits every length; a type without a pattern matches
+    nothing). The general pattern is a lookahead first, so one match does both (a regular
+    expression's call costs about as much as its matching here), and its groups keep their numbers."""
+    valid: dict[int, re.Pattern[str]] = {}
+    if not general:
+        return valid  # no general pattern: nothing is valid
     for length in lengths:
         patterns = [
             d.national_number_pattern
@@ -102,8 +106,8 @@ def _typed(lengths: tuple[int, ...], descs: list[PhoneNumberDesc]) -> dict[int, 
             if d.national_number_pattern and (not d.possible_length or length in d.possible_length)
         ]
         if patterns:
-            typed[length] = re.compile("|".join(f"(?:{p})" for p in patterns))
-    return typed
+            valid[length] = re.compile(rf"(?=(?:{general})\Z)(?:" + "|".join(f"(?:{p})" for p in patterns) + ")")
+    return valid
 
 
 @cache
@@ -143,7 +147,7 @@ def _region(code: str) -> _Region | None:
         lengths=tuple(general.possible_length),
         local_lengths=frozenset(general.possible_length_local_only),
         leading_digits=_compile(meta.leading_digits),
-        typed=_typed(tuple(general.possible_length), present),
+        valid=_valid(general.national_number_pattern, tuple(general.possible_length), present),
     )
 
 
