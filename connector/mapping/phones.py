@@ -258,7 +258,7 @@ def _fast(value: str, default: _Region | None) -> str | None:
     if len(value) > MAX_INPUT:
         return None
     text = value.strip()
-    if text[:1] in ("t", "T") and text[:4].lower() == "tel:":  # the slice and lower() only for what may be one
+    if text[:4].lower() == "tel:":
         text = text[4:]
     spelled = _SPELLING.fullmatch(text)
     if spelled is None:
