@@ -5,6 +5,7 @@ check, the raw digest, the mapping (`payload_noting`) and the mapping with the p
 
     .venv/bin/python benchmarks/read_side.py --records 20000 --rounds 3
     .venv/bin/python benchmarks/read_side.py --base ../base-checkout     # base and this tree, alternated
+    .venv/bin/python benchmarks/read_side.py --instructions "raw digest" --base ../base-checkout   # valgrind's count
 
 Each run is a child process with PYTHONPATH set to the checkout it measures; each step's figure is
 its CPU time (time.process_time) per record, the second best of 7 passes in that child, and the
@@ -19,6 +20,7 @@ import csv
 import gc
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -43,8 +45,9 @@ def _per_record(fn: Callable[[], object], records: int) -> float:
     return sorted(times)[1] / records * 1e6
 
 
-def measure(csv_path: Path, jsonl_path: Path, records: int) -> dict[str, float]:
-    """Every step on these files, in this process (its connector is the checkout on PYTHONPATH)."""
+def measure(csv_path: Path, jsonl_path: Path, records: int, once: str | None = None) -> dict[str, float]:
+    """Every step on these files, in this process (its connector is the checkout on PYTHONPATH);
+    `once`: only that step, one pass, unmeasured (what `--instructions` counts under valgrind)."""
     from csv_read import MAPPING
 
     from connector.delivery._boundary import Checker
@@ -75,7 +78,54 @@ def measure(csv_path: Path, jsonl_path: Path, records: int) -> dict[str, float]:
         "map (payload_noting)": lambda: [mapping.payload_noting(item.data) for item in items],
         "map and encode (to_mapped)": lambda: [to_mapped(mapping, item) for item in items],
     }
+    if once is not None:
+        if once in steps:
+            steps[once]()
+        return {}
     return {name: _per_record(fn, records) for name, fn in steps.items()}
+
+
+STEPS = (
+    "csv source",
+    "jsonl source",
+    "plugin boundary",
+    "raw digest",
+    "map (payload_noting)",
+    "map and encode (to_mapped)",
+)
+SMALL, LARGE = 1_000, 4_000
+
+
+def _instructions(tree: Path, folder: Path, step: str) -> float:
+    """Instructions per record of one pass of `step`, counted by valgrind (callgrind) with a fixed
+    hash seed, so the figure holds on a busy machine: the count at LARGE records less the count at
+    SMALL, each less its set-up alone (the step named `none`), over the difference in records."""
+    env = _env(tree) | {"PYTHONHASHSEED": "0"}
+    counts = {}
+    for size in (SMALL, LARGE):
+        paths = [str(folder / f"{size}.csv"), str(folder / f"{size}.jsonl")]
+        for name in (step, "none"):
+            command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__]
+            command += ["--child", *paths, "--records", str(size), "--once", name]
+            done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+            found = re.search(r"Collected : (\d+)", done.stderr)
+            if found is None:
+                raise SystemExit(f"no count from valgrind: {done.stderr[-500:]}")
+            counts[size, name] = int(found[1])
+    own = {size: counts[size, step] - counts[size, "none"] for size in (SMALL, LARGE)}
+    return (own[LARGE] - own[SMALL]) / (LARGE - SMALL)
+
+
+def _count_instructions(trees: dict[str, Path], steps: list[str]) -> None:
+    with tempfile.TemporaryDirectory(prefix="capture-sync-read-side-") as tmp:
+        for size in (SMALL, LARGE):
+            csv_path, jsonl_path = _write_inputs(Path(tmp), size)
+            csv_path.rename(Path(tmp) / f"{size}.csv")
+            jsonl_path.rename(Path(tmp) / f"{size}.jsonl")
+        print(f"instructions per record (valgrind, the count at {LARGE:,} records less the count at {SMALL:,})")
+        for step in steps:
+            cells = [f"{name} {_instructions(tree, Path(tmp), step):,.0f}" for name, tree in trees.items()]
+            print(f"  {step:28s} " + "   ".join(cells), flush=True)
 
 
 def _write_inputs(folder: Path, records: int) -> tuple[Path, Path]:
@@ -89,11 +139,16 @@ def _write_inputs(folder: Path, records: int) -> tuple[Path, Path]:
     return csv_path, jsonl_path
 
 
-def _child(tree: Path, csv_path: Path, jsonl_path: Path, records: int) -> dict[str, float]:
-    env = {
+def _env(tree: Path) -> dict[str, str]:
+    """A child's environment: the checkout it measures first on its path, then the benchmarks'."""
+    return {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(tree), str(HERE / "benchmarks"), str(HERE / "benchmarks" / "peers")]),
     }
+
+
+def _child(tree: Path, csv_path: Path, jsonl_path: Path, records: int) -> dict[str, float]:
+    env = _env(tree)
     command = [sys.executable, __file__, "--child", str(csv_path), str(jsonl_path), "--records", str(records)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -105,13 +160,25 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--base", type=Path, help="another checkout of capture-sync, run alternately with this one")
+    parser.add_argument(
+        "--instructions",
+        nargs="*",
+        choices=STEPS,
+        metavar="STEP",
+        help="count each step's instructions per record under valgrind instead of timing them "
+        "(all steps when none is named; needs valgrind)",
+    )
     parser.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--once", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(measure(*args.child, args.records)))
+        print(json.dumps(measure(*args.child, args.records, args.once)))
         return
     sys.path[:0] = [str(HERE / "benchmarks" / "peers")]
     trees = {"this": HERE} | ({"base": args.base.resolve()} if args.base else {})
+    if args.instructions is not None:
+        _count_instructions(trees, args.instructions or list(STEPS))
+        return
     figures: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
     with tempfile.TemporaryDirectory(prefix="capture-sync-read-side-") as tmp:
         csv_path, jsonl_path = _write_inputs(Path(tmp), args.records)

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import structlog
 
-from ..api import encode_json
 from ..ledger import Ledger, Mapped
 from ..problems import ConfigProblem
 from ..source import BadRecord, Item, Passed, Record, SourceError
@@ -45,9 +44,9 @@ class NoProgress:
 
 
 def to_mapped(mapping: Mapping, record: Record, raw_digest: str | None = None) -> Mapped:
-    result, notes = mapping.payload_noting(record.data)
-    if isinstance(result, dict):
-        payload = encode_json(result).decode("utf-8")
+    result, notes = mapping.encoded_noting(record.data)
+    if isinstance(result, bytes):
+        payload = result.decode("utf-8")
         return Mapped(record.id, payload, None, notes, record.order, raw_digest)  # positional: made per record
     return Mapped(
         record.id,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from connector.api import encode_json
+from connector.api.models import encode_person
 from connector.keys import content_hash
 
 
@@ -113,16 +115,17 @@ def nested(depth: int) -> Any:
     return value
 
 
+@pytest.mark.parametrize("encode", [encode_json, encode_person])
 @pytest.mark.parametrize("depth", [300, 900, 5000])
-def test_deep_nesting_is_encoded_or_refused_as_json_dumps_does(depth: int) -> None:
+def test_deep_nesting_is_encoded_or_refused_as_json_dumps_does(depth: int, encode: Callable[[Any], bytes]) -> None:
     payload = {"name": "N", "custom_fields": {"deep": nested(depth)}}
     try:
         expected = before(payload)
     except RecursionError:
         with pytest.raises(RecursionError):
-            encode_json(payload)
+            encode(payload)
     else:
-        assert encode_json(payload) == expected
+        assert encode(payload) == expected
 
 
 def test_a_cycle_is_the_error_json_dumps_raises() -> None:
@@ -130,3 +133,17 @@ def test_a_cycle_is_the_error_json_dumps_raises() -> None:
     cycle.append(cycle)
     with pytest.raises(ValueError, match="Circular reference"):
         encode_json({"custom_fields": {"loop": cycle}})
+
+
+# What `encode_person` is given: a payload of the model-free path's shape (its fields but the custom
+# ones exact, non-empty str), with custom fields of any JSON value, nested deep or not.
+plain_payload = st.fixed_dictionaries(
+    {"name": text.filter(bool), "email": text.filter(bool)},
+    optional={"phone": text.filter(bool), "custom_fields": st.dictionaries(text, json_values, min_size=1, max_size=5)},
+)
+
+
+@settings(max_examples=1000)
+@given(plain_payload)
+def test_a_model_free_payload_has_the_bytes_json_dumps_made(payload: dict[str, Any]) -> None:
+    assert encode_person(payload) == encode_json(payload) == before(payload)

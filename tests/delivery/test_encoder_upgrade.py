@@ -16,8 +16,8 @@ from connector.ledger import Ledger
 from connector.mapping import Mapping
 from connector.source import Record, Source, SourceOptions
 
-# the module, which the package's `extract` function shadows
-extract_module = importlib.import_module("connector.delivery.extract")
+# where a sync's payloads are encoded (`Mapping.encoded_noting`)
+mapping_module = importlib.import_module("connector.mapping")
 SETTINGS = DeliverySettings(batch_size=10, concurrency=2)
 QUICK = RetryPolicy(max_attempts=3, initial_backoff_s=0.01, max_backoff_s=0.02)
 
@@ -74,7 +74,8 @@ async def test_a_ledger_written_with_the_old_encoder_sends_nothing_again(sandbox
     with Ledger(tmp_path / "ledger.sqlite3", synchronous="NORMAL") as ledger:
         async with CaptureClient(sandbox.base_url, key, secret, retry_policy=QUICK) as client:
             with monkeypatch.context() as patch:
-                patch.setattr(extract_module, "encode_json", json_dumps_encoder)
+                patch.setattr(mapping_module, "encode_json", json_dumps_encoder)
+                patch.setattr(mapping_module, "encode_person", json_dumps_encoder)
                 first = await sync(ledger, client, [SourceJob("export", source, mapping("short"))], SETTINGS)
             assert (first.read, first.enqueued, first.captured) == (18, 18, 18)
             after = await sync(ledger, client, [SourceJob("export", source, mapping("long"))], SETTINGS)

@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 import phonenumbers
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -178,6 +179,26 @@ def _same_person_both_ways(mapping: Mapping, record: dict[str, Any]) -> None:
         assert encode_json(payload) == encode_json(person.to_json_dict())
     else:
         assert isinstance(payload, Rejection) and payload.reasons == person.reasons
+    _same_bytes_as_encoded(mapping, record, payload, notes)
+
+
+def _same_bytes_as_encoded(
+    mapping: Mapping, record: dict[str, Any], payload: dict[str, Any] | Rejection, notes: tuple[str, ...]
+) -> None:
+    """`encoded_noting` (what a sync stores) is `payload_noting` encoded by `encode_json`, byte for
+    byte, or the same error (a custom field's name UTF-8 cannot encode)."""
+    try:
+        expected: bytes | Rejection = payload if isinstance(payload, Rejection) else encode_json(payload)
+    except UnicodeEncodeError:
+        with pytest.raises(UnicodeEncodeError):
+            mapping.encoded_noting(record)
+        return
+    encoded, encoded_notes = mapping.encoded_noting(record)
+    assert encoded_notes == notes
+    if isinstance(expected, Rejection):
+        assert isinstance(encoded, Rejection) and encoded.reasons == expected.reasons
+    else:
+        assert encoded == expected
 
 
 def _reshape(record: dict[str, Any], person: dict[str, Any]) -> dict[str, Any]:
@@ -214,3 +235,4 @@ def test_a_hook_or_an_unreadable_custom_name_still_stores_the_person_map_gives(
         assert isinstance(payload, dict) and list(payload.items()) == list(person.to_json_dict().items())
     else:
         assert isinstance(payload, Rejection) and payload.reasons == person.reasons
+    _same_bytes_as_encoded(mapping, record, payload, notes)
