@@ -21,7 +21,7 @@ import asyncio
 import threading
 from dataclasses import dataclass
 
-from ..ledger import BatchWork, Ledger, Settlement
+from ..ledger import BatchWork, Ledger, LedgerUnreachable, Settlement
 
 Answer = tuple[BatchWork | None, int]  # the batch claimed next (or None), and the members counted as merges
 
@@ -59,9 +59,9 @@ class GroupCommit:
 
     def _commit(self) -> None:
         """Under `taking`: the steps waiting once the transaction holds the ledger's write lock, each
-        answered. When the group's transaction fails, each step is tried alone, so that a failure stays
-        the one batch's it would have been (a batch that cannot be rebuilt fails the claims that meet
-        it, not the settles that came with them)."""
+        answered. When the group's transaction fails (and so was rolled back), each step is tried alone,
+        so that a failure stays the one batch's it would have been (a batch that cannot be rebuilt fails
+        the claims that meet it, not the settles that came with them)."""
         group: list[_Step] = []
 
         def take() -> list[Settlement]:
@@ -75,9 +75,16 @@ class GroupCommit:
         except Exception as exc:
             if not group:  # it failed before it took them
                 take()
-            if len(group) == 1:
-                group[0].answer = exc
+            if len(group) == 1 or isinstance(exc, LedgerUnreachable):
+                # unreachable: the COMMIT may have happened (PostgreSQL's answer lost), so no step is
+                # written again; each worker meets the error as a step alone would have
+                for s in group:
+                    s.answer = exc
                 return
+        except BaseException as exc:  # whoever waits on a step taken must not wait for an answer never set
+            for s in group:
+                s.answer = exc
+            raise
         for s in group:
             try:
                 self._answer([s], self._ledger.settle_many([s.settlement]))

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import pytest
 
 from connector.delivery._group import GroupCommit
-from connector.ledger import BatchWork, Claim, Ledger, LedgerError, Mapped, Outcome, Settlement
+from connector.ledger import BatchWork, Claim, Ledger, LedgerError, LedgerUnreachable, Mapped, Outcome, Settlement
 
 
 class WatchedLedger(Ledger):
@@ -26,6 +26,7 @@ class WatchedLedger(Ledger):
         self.release = threading.Event()
         self.release.set()
         self.refuse: int | None = None  # a batch id whose settle fails
+        self.lost_answer_of: int | None = None  # the group (its number) whose COMMIT is made and its answer lost
 
     def settle_many(self, settlements):  # type: ignore[no-untyped-def]
         def take() -> Sequence[Settlement]:
@@ -37,7 +38,10 @@ class WatchedLedger(Ledger):
                 raise LedgerError("disk full")
             return group
 
-        return super().settle_many(take)
+        done = super().settle_many(take)
+        if len(self.groups) == self.lost_answer_of:
+            raise LedgerUnreachable("PostgreSQL test cannot be reached: server closed the connection unexpectedly")
+        return done
 
 
 @pytest.fixture
@@ -118,3 +122,27 @@ def test_a_settle_that_fails_in_a_group_fails_alone(ledger):
         2,
         4,
     )  # the refused batch stays open, to be resent
+
+
+def test_a_group_whose_commit_may_have_happened_is_not_settled_again(ledger):
+    """A lost answer to COMMIT (PostgreSQL's connection gone) leaves it unknown whether the group was
+    written: no step is written again alone (its attempts twice, its merges counted twice); each
+    worker meets the error, as a settle alone would have."""
+    first, second, third = batches(ledger, 3)
+    ledger.lost_answer_of = 2  # the group of `second` and `third`
+
+    async def scenario() -> list[object]:
+        steps = GroupCommit(ledger, set(), threading.Lock())
+        ledger.release.clear()
+        held = asyncio.ensure_future(steps(captured(first)))
+        assert await asyncio.to_thread(ledger.inside.wait, 10)
+        group = [asyncio.ensure_future(steps(captured(w))) for w in (second, third)]
+        await handed_in(steps, 2)
+        ledger.release.set()
+        return await asyncio.gather(held, *group, return_exceptions=True)
+
+    answers = asyncio.run(scenario())
+    assert answers[0] == (None, 0)
+    assert all(isinstance(answer, LedgerUnreachable) for answer in answers[1:])
+    assert ledger.groups == [[first.id], [second.id, third.id]]  # the group was not tried again batch by batch
+    assert ledger.status().by_state["captured"] == 6  # this time the COMMIT had happened
