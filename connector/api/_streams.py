@@ -28,6 +28,7 @@ from typing import Any
 import httpcore
 from httpcore._backends.base import SOCKET_OPTION
 
+HAPPY_EYEBALLS_S = 0.25  # RFC 8305's connection attempt delay, anyio's default
 _HIGH_WATER = 256 * 1024  # received bytes held unread before the socket is no longer read from
 
 
@@ -225,7 +226,12 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
         with _connect_errors():
             async with asyncio.timeout(timeout):
                 transport, connection = await loop.create_connection(
-                    _Connection, host, port, local_addr=(local_address, 0) if local_address else None
+                    _Connection,
+                    host,
+                    port,
+                    local_addr=(local_address, 0) if local_address else None,
+                    happy_eyeballs_delay=HAPPY_EYEBALLS_S,  # as anyio: an address that never answers
+                    interleave=1,  # (a broken IPv6 route, a zone down) does not hold the others back
                 )
         return _stream(transport, connection, socket_options)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -328,3 +329,36 @@ async def test_a_tls_handshake_the_server_never_answers_is_a_connect_timeout() -
                     await client.info()
             finally:
                 release.set()
+
+
+async def test_a_host_whose_first_address_never_answers_is_reached_at_the_next(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name with two addresses, the first dropping connection attempts (a broken IPv6 route, a zone
+    down): the next is tried a moment later (happy eyeballs), not after the whole connect timeout."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(answer(200, envelope(INFO)))
+        await writer.drain()
+        writer.close()
+
+    with socket.socket() as hole, socket.socket() as filler:
+        hole.bind(("127.0.0.1", 0))
+        hole.listen(0)
+        filler.connect(hole.getsockname())  # never accepted: the queue is full, later attempts are dropped
+        async with serving(handler) as base:
+            live = ("127.0.0.1", int(base.split(":")[2].split("/")[0]))
+            real = socket.getaddrinfo
+
+            def resolve(host: object, port: object, *args: object, **kwargs: object) -> list:  # type: ignore[type-arg]
+                if host in ("api.test", b"api.test"):
+                    return [
+                        (socket.AF_INET, socket.SOCK_STREAM, 6, "", address) for address in (hole.getsockname(), live)
+                    ]
+                return real(host, port, *args, **kwargs)  # type: ignore[arg-type]
+
+            monkeypatch.setattr(socket, "getaddrinfo", resolve)
+            named = f"http://api.test:{live[1]}/api/v1/capture"
+            async with CaptureClient(
+                named, API_KEY, API_SECRET, allow_insecure_http=True, retry_policy=NO_RETRY, connect_timeout_s=5.0
+            ) as client:
+                assert (await client.info()).client_name == INFO["client_name"]
