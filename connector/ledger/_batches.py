@@ -96,7 +96,7 @@ def claimable(db: Db, after_id: int, limit: int) -> int:
     in an open batch counts: claim takes it once that batch settles, which delivery is doing (and
     reading that batch's members' records cost each of a streaming sync's backlog polls more than the
     count itself)."""
-    if db.dialect.claim_plan:  # the claim's own plan settings (the stuck records hashed, `_pg_plans.CLAIM_PLAN`)
+    if db.dialect.claim_plan:  # the claim's plan settings: entries_live walked in id order (`_pg_plans.CLAIM_PLAN`)
         db.execute(db.dialect.claim_plan)
     count: int = db.execute(_claimable(db.dialect), (after_id, limit)).fetchone()[0]
     return count
