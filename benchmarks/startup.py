@@ -83,18 +83,21 @@ def build_ledger(path: Path, entries: int, spread: tuple[tuple[int, str], ...] =
         # Entries that were sent sit in batches (per block of 100 ids, one for each of four kinds):
         # the in-flight ones in open batches, about every 7th stalled; the blocked ones in blocked
         # batches, the unknown ones in settled batches, the captured, duplicate and failed ones in
-        # settled batches of their own. Members are an array on the batch row (schema v12).
+        # settled batches of their own. Members are an array on the batch row (schema v12), and each
+        # batch keeps the highest entry id when it was written (`top_entry`, schema v13): its block of
+        # 100 ids was enqueued by then, the newer versions (pending, in no batch) not yet.
         sent = "('in_flight', 'unknown', 'blocked', 'captured', 'duplicate', 'failed')"
         batch = (
             "(id / 100) * 4 + CASE state WHEN 'in_flight' THEN 0 WHEN 'unknown' THEN 1 WHEN 'blocked' THEN 2 ELSE 3 END"
         )
         db.execute(
-            "INSERT INTO batches (id, key, operation, state, body_hash, size, created_at, updated_at, members) "
-            f"SELECT {batch}, printf('b%031x', {batch}), 'bulk', "
+            "INSERT INTO batches (id, key, operation, state, body_hash, size, created_at, updated_at, members, "
+            f"top_entry) SELECT {batch}, printf('b%031x', {batch}), 'bulk', "
             "CASE WHEN max(state = 'blocked') THEN 'blocked' WHEN max(state = 'in_flight') = 0 THEN 'settled' "
             "WHEN (id / 100) % 7 = 0 THEN 'stalled' ELSE 'open' END, "
-            "'h', count(*), min(created_at), max(updated_at), json_group_array(id) "
-            f"FROM (SELECT * FROM entries WHERE state IN {sent} ORDER BY id) GROUP BY {batch}"
+            "'h', count(*), min(created_at), max(updated_at), json_group_array(id), min(max(id / 100) * 100 + 99, ?) "
+            f"FROM (SELECT * FROM entries WHERE state IN {sent} ORDER BY id) GROUP BY {batch}",
+            (newer,),
         )
         db.execute(f"UPDATE entries SET batch_id = {batch} WHERE state IN {sent}")
         # in flight as schema v10 keeps it: pending members of open or stalled batches

@@ -133,7 +133,7 @@ class Ledger(LedgerReads):
 
     def identity(self) -> str:
         """What tells this ledger from another one (a file deleted and made again, another PostgreSQL
-        schema): its stored id (schema v13, `schema.stored_identity`), which nothing changes and
+        schema): its stored id (schema v13, `_migrations.stored_identity`), which nothing changes and
         `ledger copy` carries to the copy."""
         identity: str = self._read("SELECT id FROM ledger_identity")[0][0]
         return identity

@@ -7,7 +7,6 @@ the ledger holds the migration back."""
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from pathlib import Path
 
@@ -76,28 +75,6 @@ def test_an_entrys_batches_are_found_after_the_clock_stepped_back(
         assert isinstance(shown, EntryDetail) and shown.batches == [first.key, half.key]
         assert [a.status_code for a in shown.attempts] == [503, 400]
         assert [e.attempts for e in ledger.run_entries(run, "captured")] == [2]
-
-
-def test_a_version_12_sqlite_ledger_is_not_migrated_while_an_older_daemon_runs_on_it(tmp_path: Path) -> None:
-    """Its `ledger show` and resolve would read the whole table, which v13 no longer indexes by key."""
-    import fcntl
-    import sqlite3
-
-    path = tmp_path / "ledger.sqlite3"
-    with Ledger(path) as ledger:
-        ledger.enqueue("crm", "m", [person_at(1)], None)
-    as_version(path, 12)
-    fd = os.open(tmp_path / "ledger.sqlite3.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX)  # the older daemon, in another process
-    try:
-        with pytest.raises(LedgerError, match=r"while a capture-sync process of an older release"):
-            Ledger(path)
-        with sqlite3.connect(path) as conn:
-            assert conn.execute("PRAGMA user_version").fetchone() == (12,)  # nothing changed
-    finally:
-        os.close(fd)
-    with Ledger(path) as ledger:
-        assert ledger.status().by_state["pending"] == 1
 
 
 def test_a_version_12_postgresql_ledger_is_not_migrated_while_an_older_daemon_leads_it(

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from connector.ledger import SCHEMA_VERSION, BatchWork, Claim, Ledger, Mapped, Outcome
+from connector.ledger._migrations import V9_INDEXES
 from connector.ledger._types import SETTLED
-from connector.ledger.schema import V9_INDEXES, LedgerError
+from connector.ledger.schema import LedgerError
 
 # What v9 replaced, as v1, v4 and v5 created it on SQLite and _pg_schema on PostgreSQL.
 V8_CREATE = (
