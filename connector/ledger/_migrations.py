@@ -392,7 +392,7 @@ def stored_identity(first_entry: tuple[str, float] | None) -> str:
     if first_entry is None:
         return uuid.uuid4().hex[:16]
     key, created_at = first_entry
-    return hashlib.sha256(f"{key} {float(created_at)!r}".encode()).hexdigest()[:16]
+    return hashlib.sha256(f"{key} {float(created_at or 0.0)!r}".encode()).hexdigest()[:16]  # None: a hand-edited row
 
 
 FIRST_ENTRY = "SELECT key, created_at FROM entries ORDER BY id LIMIT 1"

@@ -7,6 +7,7 @@ the ledger holds the migration back."""
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 import time
 from pathlib import Path
 
@@ -36,6 +37,29 @@ def test_a_ledger_keeps_its_identity_through_v13(ledger_target: str | Path) -> N
     as_version(ledger_target, 12)
     with Ledger(ledger_target) as ledger:  # what v12's `identity()` said
         assert ledger.identity() == hashlib.sha256(f"{key} {float(created_at)!r}".encode()).hexdigest()[:16]
+
+
+def test_an_empty_ledger_is_given_an_identity_of_its_own_by_v13(ledger_target: str | Path) -> None:
+    with Ledger(ledger_target):
+        pass
+    as_version(ledger_target, 12)
+    with Ledger(ledger_target) as ledger:
+        identity = ledger.identity()
+    with Ledger(ledger_target) as ledger:
+        assert ledger.identity() == identity  # stored: the same at every open
+    assert len(identity) == 16 and int(identity, 16) >= 0
+
+
+def test_a_first_entry_without_a_time_does_not_stop_the_ledger_opening(tmp_path: Path) -> None:
+    """A hand-edited row: v13's migration derives the identity from the first entry's time."""
+    path = tmp_path / "ledger.sqlite3"
+    with Ledger(path) as ledger:
+        ledger.enqueue("crm", "m", [person_at(1)], None)
+    as_version(path, 12)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE entries SET created_at = NULL")
+    with Ledger(path) as ledger:
+        assert len(ledger.identity()) == 16
 
 
 def test_entries_sharing_a_key_prefix_are_told_apart_by_the_whole_key(ledger_target: str | Path) -> None:
