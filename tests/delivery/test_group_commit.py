@@ -98,21 +98,24 @@ def test_answers_that_come_while_a_settle_is_under_way_go_together_in_the_next(l
     assert ledger.status().by_state["captured"] == 6
 
 
+async def held_then_two(ledger: WatchedLedger, first: BatchWork, second: BatchWork, third: BatchWork) -> list[object]:
+    """`first` settled alone and held in its transaction while `second` and `third` are handed in, so
+    they go together in the next group; each step's answer or error."""
+    steps = GroupCommit(ledger, set(), threading.Lock())
+    ledger.release.clear()
+    held = asyncio.ensure_future(steps(captured(first)))
+    assert await asyncio.to_thread(ledger.inside.wait, 10)
+    group = [asyncio.ensure_future(steps(captured(w))) for w in (second, third)]
+    await handed_in(steps, 2)
+    ledger.release.set()
+    return await asyncio.gather(held, *group, return_exceptions=True)
+
+
 def test_a_settle_that_fails_in_a_group_fails_alone(ledger):
     first, second, third = batches(ledger, 3)
     ledger.refuse = second.id
 
-    async def scenario() -> list[object]:
-        steps = GroupCommit(ledger, set(), threading.Lock())
-        ledger.release.clear()
-        held = asyncio.ensure_future(steps(captured(first)))
-        assert await asyncio.to_thread(ledger.inside.wait, 10)
-        group = [asyncio.ensure_future(steps(captured(w))) for w in (second, third)]
-        await handed_in(steps, 2)
-        ledger.release.set()
-        return await asyncio.gather(held, *group, return_exceptions=True)
-
-    answers = asyncio.run(scenario())
+    answers = asyncio.run(held_then_two(ledger, first, second, third))
     assert answers[0] == (None, 0) and answers[2] == (None, 0)
     assert isinstance(answers[1], LedgerError)
     assert ledger.groups == [[first.id], [second.id, third.id], [second.id], [third.id]]
@@ -131,17 +134,7 @@ def test_a_group_whose_commit_may_have_happened_is_not_settled_again(ledger):
     first, second, third = batches(ledger, 3)
     ledger.lost_answer_of = 2  # the group of `second` and `third`
 
-    async def scenario() -> list[object]:
-        steps = GroupCommit(ledger, set(), threading.Lock())
-        ledger.release.clear()
-        held = asyncio.ensure_future(steps(captured(first)))
-        assert await asyncio.to_thread(ledger.inside.wait, 10)
-        group = [asyncio.ensure_future(steps(captured(w))) for w in (second, third)]
-        await handed_in(steps, 2)
-        ledger.release.set()
-        return await asyncio.gather(held, *group, return_exceptions=True)
-
-    answers = asyncio.run(scenario())
+    answers = asyncio.run(held_then_two(ledger, first, second, third))
     assert answers[0] == (None, 0)
     assert all(isinstance(answer, LedgerUnreachable) for answer in answers[1:])
     assert ledger.groups == [[first.id], [second.id, third.id]]  # the group was not tried again batch by batch
