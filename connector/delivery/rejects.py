@@ -48,6 +48,9 @@ TAIL_BYTES = 65536  # what is read from the feed's end to find its newest entry
 LOCK_WAIT = 3.0  # seconds a catch-up waits for another process holding the feed's lock (it holds a page)
 # Feed files whose lock a catch-up of this process gave up on: the next tries do not wait, until one gets it.
 _BUSY: set[str] = set()
+# (feed file, ledger identity) -> the start point a commit took for a ledger the feed had not met while
+# another process held the lock: the ledger's newest entry before that commit, kept by the next catch-up.
+_PENDING_START: dict[tuple[str, str], int] = {}
 # Per feed file, in this process: held from a rejecting commit to its catch-up, and by each catch-up.
 _CATCHING_UP: dict[str, threading.RLock] = {}
 _CATCHING_UP_MADE = threading.Lock()
@@ -95,9 +98,13 @@ class RejectsFeed:
             try:
                 identity = ledger.identity()
                 if identity not in self._positions()[0]:  # per chunk: the position file alone, no lock
-                    with self._across_processes(wait=None):
-                        if identity not in self._positions()[0]:  # another process may have met it meanwhile
-                            self._start(ledger, identity, None)
+                    newest = ledger.last_entry_id()
+                    try:
+                        with self._across_processes():
+                            if identity not in self._positions()[0]:  # another process may have met it meanwhile
+                                self._start(ledger, identity, newest)
+                    except _Busy:  # kept here until a catch-up gets the lock: the start point is from before
+                        _PENDING_START.setdefault((os.path.abspath(self.path), identity), newest)
             except OSError:
                 pass  # the catch-up after the commit logs it
             yield
@@ -193,7 +200,9 @@ class RejectsFeed:
             after = 0  # met empty: its entries are all newer than the feed; the mark was for this ledger
             self._keep_position(identity, after, met_empty=True)
         if after is None:
-            after = ledger.last_entry_id() if newest is None else newest
+            key = (os.path.abspath(self.path), identity)
+            pending = _PENDING_START.get(key)  # a commit's, taken while the lock was busy
+            after = pending if pending is not None else ledger.last_entry_id() if newest is None else newest
             if positions and after:  # a feed of other ledgers only (none: a new feed; 0: nothing missed)
                 log.error(
                     "rejects.other_ledger",
@@ -203,6 +212,7 @@ class RejectsFeed:
                     "`capture-sync runs show RUN --state rejected`",
                 )
             self._keep_position(identity, after)
+            _PENDING_START.pop(key, None)  # kept: it goes (not before: a write that failed keeps it)
         elif newest is not None and after > newest:
             log.error(
                 "rejects.position_ahead",

@@ -585,3 +585,34 @@ def test_a_process_stopped_holding_the_feeds_lock_does_not_stop_a_syncs_commits(
     lines = _lines(feed)
     assert [x["record_id"] for x in lines] == [f"R{n}" for n in range(2, 2504)]
     assert [x["key"] for x in lines] == [e["key"] for e in _rejected(kit, config)]
+
+
+def test_a_new_ledgers_first_commit_with_the_lock_held_elsewhere_goes_on_and_its_rejects_follow(
+    tmp_path: Path, capsys
+) -> None:
+    """The feed has not met the ledger and another process holds its lock: the commit does not wait
+    for it (after `LOCK_WAIT`, `rejects.busy`), yet the start point stays the one from before that
+    commit, so once the lock is free the next catch-up writes the commit's rejects, not the history."""
+    import fcntl
+    import os
+
+    from connector.delivery import RejectsFeed
+    from connector.ledger import Ledger
+
+    feed = RejectsFeed(tmp_path / "rejects.jsonl")
+    other = os.open(feed.lock_file, os.O_RDWR | os.O_CREAT, 0o600)  # another open file: flock conflicts
+    with Ledger(tmp_path / "l.sqlite3") as ledger:
+        ledger.enqueue("s", "m", [_bad(1)], None)  # before the feed was turned on: history
+        try:
+            fcntl.flock(other, fcntl.LOCK_EX)
+            feed.catch_up(ledger)  # the pass's start
+            with feed.committing(ledger):
+                ledger.enqueue("s", "m", [_bad(2)], None)
+                feed.catch_up(ledger)
+            assert not feed.path.exists()
+        finally:
+            os.close(other)
+        ledger.enqueue("s", "m", [_bad(3)], None)
+        feed.catch_up(ledger)
+    assert [x["record_id"] for x in _lines(feed.path)] == ["R2", "R3"]
+    assert "rejects.busy" in capsys.readouterr().out
