@@ -144,19 +144,16 @@ class RejectsFeed:
             return _CATCHING_UP.setdefault(key, threading.RLock())
 
     @contextlib.contextmanager
-    def _across_processes(self, wait: float | None = LOCK_WAIT) -> Iterator[None]:
+    def _across_processes(self) -> Iterator[None]:
         """An exclusive `flock` of `lock_file` (released when its descriptor closes, by a crash too):
         two processes sharing the feed (two integrations, or `sync` beside the daemon) would each
         write its position over the other's, and then the lines again. Held for a page at a time, so
-        the other's wait is one page's fsync; `wait` (None: as long as it takes) bounds it against a
-        holder that stopped, raising `_Busy`, and after a timeout the next tries do not wait."""
+        the other's wait is one page's fsync; `LOCK_WAIT` bounds it against a holder that stopped
+        (raising `_Busy`), and after a timeout the next tries do not wait, until one gets it."""
         key = os.path.abspath(self.path)
         fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
-            if wait is None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            else:
-                _lock_within(fd, 0.0 if key in _BUSY else wait, key)
+            _lock_within(fd, 0.0 if key in _BUSY else LOCK_WAIT, key)
             yield
         finally:
             os.close(fd)
@@ -213,7 +210,9 @@ class RejectsFeed:
                 )
             self._keep_position(identity, after)
             _PENDING_START.pop(key, None)  # kept: it goes (not before: a write that failed keeps it)
-        elif newest is not None and after > newest:
+        elif newest is not None and after > newest and after > (newest := ledger.last_entry_id()):
+            # `newest` was read before the lock: read again (rare: only when the position looks ahead), as
+            # another process of this ledger (`sync` beside the daemon) may have written newer entries since
             log.error(
                 "rejects.position_ahead",
                 file=str(self.path),
