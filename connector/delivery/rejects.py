@@ -27,6 +27,7 @@ import fcntl
 import json
 import os
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -44,6 +45,12 @@ KEEP = 3  # rotated files kept: FILE.1 .. FILE.3
 REJECTS_MAX_BYTES = 10_000_000
 PAGE = 1000  # rejected entries read from the ledger and written at a time
 TAIL_BYTES = 65536  # what is read from the feed's end to find its newest entry
+LOCK_WAIT = 3.0  # seconds a catch-up waits for another process holding the feed's lock (it holds a page)
+# Feed files whose lock a catch-up of this process gave up on: the next tries do not wait, until one gets it.
+_BUSY: set[str] = set()
+# (feed file, ledger identity) -> the start point a commit took for a ledger the feed had not met while
+# another process held the lock: the ledger's newest entry before that commit, kept by the next catch-up.
+_PENDING_START: dict[tuple[str, str], int] = {}
 # Per feed file, in this process: held from a rejecting commit to its catch-up, and by each catch-up.
 _CATCHING_UP: dict[str, threading.RLock] = {}
 _CATCHING_UP_MADE = threading.Lock()
@@ -81,15 +88,23 @@ class RejectsFeed:
 
     @contextlib.contextmanager
     def committing(self, ledger: Ledger) -> Iterator[None]:
-        """Hold the feed around a commit that may reject and the catch-up after it: a brand-new feed's
-        start point is taken here, before the commit, so neither this commit's rejects nor those of
-        another pass of this process (whose catch-up waits for this one) fall below it."""
+        """Hold the feed (in this process) around a commit that may reject and the catch-up after it: a
+        brand-new feed's start point is taken here, before the commit, so neither this commit's rejects
+        nor those of another pass of this process (whose catch-up waits for this one) fall below it.
+        The position file is read without the cross-process lock (it is replaced by a rename, so a read
+        is whole, and a ledger once in it stays): only a ledger not in it yet takes the lock, so another
+        integration's catch-up, or a process stopped holding the lock, holds no other commit."""
         with self._in_process():
             try:
-                with self._across_processes():
-                    identity = ledger.identity()
-                    if identity not in self._positions()[0]:  # read per chunk: the position file alone
-                        self._start(ledger, identity, None)
+                identity = ledger.identity()
+                if identity not in self._positions()[0]:  # per chunk: the position file alone, no lock
+                    newest = ledger.last_entry_id()
+                    try:
+                        with self._across_processes():
+                            if identity not in self._positions()[0]:  # another process may have met it meanwhile
+                                self._start(ledger, identity, newest)
+                    except _Busy:  # kept here until a catch-up gets the lock: the start point is from before
+                        _PENDING_START.setdefault((os.path.abspath(self.path), identity), newest)
             except OSError:
                 pass  # the catch-up after the commit logs it
             yield
@@ -98,11 +113,20 @@ class RejectsFeed:
         """Append a line for each rejected entry of `ledger` newer than the newest the feed holds,
         rotating first when the file would outgrow `max_bytes`. A file that cannot be written is
         logged, never raised: the ledger holds every reject, the next call writes what this one could
-        not, and a sync must not stop for its copy."""
+        not, and a sync must not stop for its copy. Nor does it wait long for another process holding
+        the feed's lock (another integration's catch-up, a process stopped or hung): after `LOCK_WAIT`
+        it is logged (`rejects.busy`) and left to the next call, which tries without waiting until one
+        gets the lock."""
         with self._in_process():  # two passes of one daemon at once would both write what neither had written
             try:
-                with self._across_processes():
-                    self._catch_up(ledger)
+                self._catch_up(ledger)
+            except _Busy:
+                log.warning(
+                    "rejects.busy",
+                    file=str(self.path),
+                    lock=str(self.lock_file),
+                    then="another process holds the feed's lock: the next rejecting chunk or pass writes these",
+                )
             except OSError as exc:
                 reason = "a symbolic link, not followed" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
                 log.error(
@@ -123,23 +147,34 @@ class RejectsFeed:
     def _across_processes(self) -> Iterator[None]:
         """An exclusive `flock` of `lock_file` (released when its descriptor closes, by a crash too):
         two processes sharing the feed (two integrations, or `sync` beside the daemon) would each
-        write its position over the other's, and then the lines again."""
+        write its position over the other's, and then the lines again. Held for a page at a time, so
+        the other's wait is one page's fsync; `LOCK_WAIT` bounds it against a holder that stopped
+        (raising `_Busy`), and after a timeout the next tries do not wait, until one gets it."""
+        key = os.path.abspath(self.path)
         fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            _lock_within(fd, 0.0 if key in _BUSY else LOCK_WAIT, key)
             yield
         finally:
             os.close(fd)
 
     def _catch_up(self, ledger: Ledger) -> None:
+        """The ledger is read without the cross-process lock (a PostgreSQL ledger's reads may wait for
+        a connect timeout); under it, the position is read again (another process of this ledger, `sync`
+        beside the daemon, may have written the page meanwhile) and only what is beyond it written."""
         identity = ledger.identity()
-        after = self._start(ledger, identity, ledger.last_entry_id())
+        newest = ledger.last_entry_id()
+        with self._across_processes():
+            after = self._start(ledger, identity, newest)
         while page := ledger.rejected_after(after, PAGE):
-            failpoints.hit("before-rejects-write")
-            self._write([self._line(entry, identity) for entry in page])
-            failpoints.hit("after-rejects-write")
-            after = page[-1].entry_id
-            self._keep_position(identity, after)
+            with self._across_processes():
+                held = self._start(ledger, identity, None)  # known now: no ledger read under the lock
+                if lines := [self._line(entry, identity) for entry in page if entry.entry_id > held]:
+                    failpoints.hit("before-rejects-write")
+                    self._write(lines)
+                    failpoints.hit("after-rejects-write")
+                    self._keep_position(identity, page[-1].entry_id)
+            after = max(held, page[-1].entry_id)
 
     def _start(self, ledger: Ledger, identity: str, newest: int | None) -> int:
         """Where this ledger's catch-up starts: the newest of its entries the feed holds. A ledger the
@@ -162,7 +197,9 @@ class RejectsFeed:
             after = 0  # met empty: its entries are all newer than the feed; the mark was for this ledger
             self._keep_position(identity, after, met_empty=True)
         if after is None:
-            after = ledger.last_entry_id() if newest is None else newest
+            key = (os.path.abspath(self.path), identity)
+            pending = _PENDING_START.get(key)  # a commit's, taken while the lock was busy
+            after = pending if pending is not None else ledger.last_entry_id() if newest is None else newest
             if positions and after:  # a feed of other ledgers only (none: a new feed; 0: nothing missed)
                 log.error(
                     "rejects.other_ledger",
@@ -172,7 +209,10 @@ class RejectsFeed:
                     "`capture-sync runs show RUN --state rejected`",
                 )
             self._keep_position(identity, after)
-        elif newest is not None and after > newest:
+            _PENDING_START.pop(key, None)  # kept: it goes (not before: a write that failed keeps it)
+        elif newest is not None and after > newest and after > (newest := ledger.last_entry_id()):
+            # `newest` was read before the lock: read again (rare: only when the position looks ahead), as
+            # another process of this ledger (`sync` beside the daemon) may have written newer entries since
             log.error(
                 "rejects.position_ahead",
                 file=str(self.path),
@@ -333,6 +373,26 @@ class RejectsFeed:
             if os.path.lexists(older):
                 os.replace(older, self.path.with_name(f"{self.path.name}.{n + 1}"))
         os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
+
+
+class _Busy(Exception):
+    """Another process held the feed's lock past the wait: the catch-up is left to the next call."""
+
+
+def _lock_within(fd: int, wait: float, key: str) -> None:
+    """`flock` the descriptor within `wait` seconds, or raise `_Busy` (and mark the feed busy)."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                _BUSY.add(key)
+                raise _Busy from None
+            time.sleep(0.01)  # flock has no timed wait: try again until the deadline
+        else:
+            _BUSY.discard(key)
+            return
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -101,8 +101,8 @@ def test_a_link_in_place_of_the_feed_is_not_followed_and_the_sync_goes_on(
 
 
 def _rejected(kit, config: str) -> list[dict]:
-    listed = kit.run("ledger", "list", "-c", config, "--state", "rejected", "--json").stdout.splitlines()
-    return [json.loads(x) for x in listed]
+    listed = kit.run("ledger", "list", "-c", config, "--state", "rejected", "--json", "--limit", "10000")
+    return [json.loads(x) for x in listed.stdout.splitlines()]
 
 
 @pytest.mark.parametrize("point", ["before-rejects-write", "after-rejects-rotate", "after-rejects-write"])
@@ -491,10 +491,14 @@ with Ledger(ledger_path) as ledger:
 """
 
 
-def test_two_processes_sharing_a_feed_keep_each_others_positions(tmp_path: Path) -> None:
+@pytest.mark.parametrize("one_ledger", [False, True])
+def test_two_processes_sharing_a_feed_keep_each_others_positions(tmp_path: Path, one_ledger: bool) -> None:
     """Two integrations' processes name one feed (one process refuses it, two cannot see each other):
     each one's position update reads the other's under a lock, so none is lost (a lost one would
-    have the lines written again after the next rotation) and every reject is in the feed once."""
+    have the lines written again after the next rotation) and every reject is in the feed once. Or two
+    processes of one ledger (`sync` beside the daemon): each reads the ledger without the lock, so
+    under it each writes only what the other has not, and the other's newer position is not taken
+    for a ledger put back from a copy."""
     import os
     import subprocess
     import sys
@@ -504,7 +508,15 @@ def test_two_processes_sharing_a_feed_keep_each_others_positions(tmp_path: Path)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     children = [
         subprocess.Popen(
-            [sys.executable, "-c", SHARER, str(feed), str(tmp_path / f"{name}.sqlite3"), name, str(go)],
+            [
+                sys.executable,
+                "-c",
+                SHARER,
+                str(feed),
+                str(tmp_path / f"{'l' if one_ledger else name}.sqlite3"),
+                name,
+                str(go),
+            ],
             stdout=subprocess.PIPE,
             text=True,
             env=env,
@@ -516,8 +528,9 @@ def test_two_processes_sharing_a_feed_keep_each_others_positions(tmp_path: Path)
     for child in children:
         out, _ = child.communicate(timeout=120)
         assert child.returncode == 0
+        assert "rejects.position_ahead" not in out
         identity, last = out.splitlines()[-1].split()  # structlog writes to stdout too
-        newest[identity] = int(last)
+        newest[identity] = max(newest.get(identity, 0), int(last))
     lines = _lines(feed)
     assert sorted((x["source"], x["record_id"]) for x in lines) == sorted(
         (name, f"R{n}") for name in ("eu", "us") for n in range(40)
@@ -544,3 +557,75 @@ def test_a_ledger_with_history_met_after_an_empty_one_has_its_history_left_out(t
         old.enqueue("old", "m", [_bad(3)], None)
         feed.catch_up(old)
     assert [x["record_id"] for x in _lines(feed.path)] == ["R1", "R3"]
+
+
+HOLDER = """
+import fcntl, os, signal, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.kill(os.getpid(), signal.SIGSTOP)  # stopped while holding the feed's lock
+"""
+
+
+def test_a_process_stopped_holding_the_feeds_lock_does_not_stop_a_syncs_commits(kit, sandbox, tmp_path: Path) -> None:
+    """Another integration's process sharing the feed is stopped (SIGSTOP) while it holds `.FILE.lock`:
+    the sync still commits every chunk (its rejects in the ledger, `rejects.busy` logged), and once
+    the lock is free the next pass writes them all to the feed, each once."""
+    import subprocess
+    import sys
+    import time
+
+    config, contacts = _setup(kit, sandbox, tmp_path, 'rejects_file = "rejects.jsonl"', rows=2)
+    assert kit.run("sync", "-c", config).code == 0  # the feed has met the ledger: R2, R3
+    feed = tmp_path / "rejects.jsonl"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path / ".rejects.jsonl.lock")])
+    try:
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{holder.pid}/stat").read_text().split(")")[-1].split()[0] != "T":  # stopped: holds it
+            assert time.monotonic() < deadline and holder.poll() is None, "the holder did not take the lock"
+            time.sleep(0.01)
+        # 2,500 rejects: three chunks of 1,000 (the first waits LOCK_WAIT, the next do not), three pages
+        kit.contacts(contacts, [kit.contact(n, **BAD) for n in range(4, 2504)], header=False)
+        synced = kit.run("sync", "-c", config)  # CLI_TIMEOUT_S bounds it: a stalled commit would time out
+        assert synced.code == 0, synced.stderr
+        assert "rejects.busy" in synced.stdout + synced.stderr
+        assert len(_rejected(kit, config)) == 2502  # every chunk committed
+        assert [x["record_id"] for x in _lines(feed)] == ["R2", "R3"]
+    finally:
+        holder.kill()  # SIGKILL ends a stopped process too; its lock goes with it
+        holder.wait()
+    assert kit.run("sync", "-c", config).code == 0  # the next pass catches up
+    lines = _lines(feed)
+    assert [x["record_id"] for x in lines] == [f"R{n}" for n in range(2, 2504)]
+    assert [x["key"] for x in lines] == [e["key"] for e in _rejected(kit, config)]
+
+
+def test_a_new_ledgers_first_commit_with_the_lock_held_elsewhere_goes_on_and_its_rejects_follow(
+    tmp_path: Path, capsys
+) -> None:
+    """The feed has not met the ledger and another process holds its lock: the commit does not wait
+    for it (after `LOCK_WAIT`, `rejects.busy`), yet the start point stays the one from before that
+    commit, so once the lock is free the next catch-up writes the commit's rejects, not the history."""
+    import fcntl
+    import os
+
+    from connector.delivery import RejectsFeed
+    from connector.ledger import Ledger
+
+    feed = RejectsFeed(tmp_path / "rejects.jsonl")
+    other = os.open(feed.lock_file, os.O_RDWR | os.O_CREAT, 0o600)  # another open file: flock conflicts
+    with Ledger(tmp_path / "l.sqlite3") as ledger:
+        ledger.enqueue("s", "m", [_bad(1)], None)  # before the feed was turned on: history
+        try:
+            fcntl.flock(other, fcntl.LOCK_EX)
+            feed.catch_up(ledger)  # the pass's start
+            with feed.committing(ledger):
+                ledger.enqueue("s", "m", [_bad(2)], None)
+                feed.catch_up(ledger)
+            assert not feed.path.exists()
+        finally:
+            os.close(other)
+        ledger.enqueue("s", "m", [_bad(3)], None)
+        feed.catch_up(ledger)
+    assert [x["record_id"] for x in _lines(feed.path)] == ["R2", "R3"]
+    assert "rejects.busy" in capsys.readouterr().out
