@@ -36,7 +36,7 @@ from ..api import (
     Unauthorized,
     is_retryable,
 )
-from ..ledger import BatchWork, Claim, Ledger, Settlement
+from ..ledger import BatchWork, Claim, Ledger, Outcome, Settlement
 from ._group import GroupCommit
 from .extract import LOGGER, Progress
 from .ratelimit import RateShape
@@ -302,7 +302,26 @@ class Delivery:
         # report never says less was sent than the CRM received; unsettled members stay in flight.
         self.report.sent += size
         self.progress.advance("sent", size)
-        following, merged = await self._steps(Settlement(work, outcomes, attempts, then))
+        settling = asyncio.ensure_future(self._steps(Settlement(work, outcomes, attempts, then)))
+        try:
+            following, merged = await asyncio.shield(settling)
+        except asyncio.CancelledError:
+            # The run is ending (another worker's error): the settle goes on in its thread and may
+            # commit; the report counts it if it did, so that it stays what the ledger holds.
+            try:
+                _, merged = await settling
+            except Exception:
+                raise asyncio.CancelledError from None  # not settled: the members stay in flight
+            self._settled(work, outcomes, merged, attempts, elapsed_ms)
+            raise
+        self._settled(work, outcomes, merged, attempts, elapsed_ms)
+        return following
+
+    def _settled(
+        self, work: BatchWork, outcomes: Sequence[Outcome], merged: int, attempts: Sequence[Attempt], elapsed_ms: float
+    ) -> None:
+        """A batch's outcomes, committed, counted in the report and the progress, and logged."""
+        size = len(work.members)
         tally: dict[str, int] = defaultdict(int)
         for outcome in outcomes:
             tally[outcome.state] += 1
@@ -321,7 +340,6 @@ class Delivery:
             **_timing(attempts, elapsed_ms),
             **tally,
         )
-        return following
 
     async def _failed(self, work: BatchWork, exc: CaptureError, attempts: list[Attempt]) -> None:
         reason = str(exc)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-TMPFS_SIZE = "1200k"  # holds the 200 entries, fills while batches settle
+TMPFS_SIZE = "700k"  # holds the 200 entries, fills while batches settle (v13: 400k-1100k did; 1200k held it all)
 
 
 def _namespaces_work() -> bool:
