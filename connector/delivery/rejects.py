@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import threading
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -38,6 +36,8 @@ import structlog
 from .. import failpoints
 from ..contact_mask import mask_email, mask_name, mask_phone, mask_text
 from ..ledger import Ledger, RejectedEntry
+from ._feed_locks import Busy as _Busy
+from ._feed_locks import across_processes, in_process
 
 log = structlog.get_logger("capture_sync.delivery")
 
@@ -45,15 +45,9 @@ KEEP = 3  # rotated files kept: FILE.1 .. FILE.3
 REJECTS_MAX_BYTES = 10_000_000
 PAGE = 1000  # rejected entries read from the ledger and written at a time
 TAIL_BYTES = 65536  # what is read from the feed's end to find its newest entry
-LOCK_WAIT = 3.0  # seconds a catch-up waits for another process holding the feed's lock (it holds a page)
-# Feed files whose lock a catch-up of this process gave up on: the next tries do not wait, until one gets it.
-_BUSY: set[str] = set()
 # (feed file, ledger identity) -> the start point a commit took for a ledger the feed had not met while
 # another process held the lock: the ledger's newest entry before that commit, kept by the next catch-up.
 _PENDING_START: dict[tuple[str, str], int] = {}
-# Per feed file, in this process: held from a rejecting commit to its catch-up, and by each catch-up.
-_CATCHING_UP: dict[str, threading.RLock] = {}
-_CATCHING_UP_MADE = threading.Lock()
 _MASKS = {
     "email": mask_email,
     "phone": mask_phone,
@@ -114,7 +108,7 @@ class RejectsFeed:
         rotating first when the file would outgrow `max_bytes`. A file that cannot be written is
         logged, never raised: the ledger holds every reject, the next call writes what this one could
         not, and a sync must not stop for its copy. Nor does it wait long for another process holding
-        the feed's lock (another integration's catch-up, a process stopped or hung): after `LOCK_WAIT`
+        the feed's lock (another integration's catch-up, a process stopped or hung): after `_feed_locks.LOCK_WAIT`
         it is logged (`rejects.busy`) and left to the next call, which tries without waiting until one
         gets the lock."""
         with self._in_process():  # two passes of one daemon at once would both write what neither had written
@@ -137,26 +131,10 @@ class RejectsFeed:
                 )
 
     def _in_process(self) -> threading.RLock:
-        """This feed's lock among the threads of this process (one per file: another feed's fsyncs do not
-        hold this one's commits)."""
-        key = os.path.abspath(self.path)
-        with _CATCHING_UP_MADE:
-            return _CATCHING_UP.setdefault(key, threading.RLock())
+        return in_process(self.path)
 
-    @contextlib.contextmanager
-    def _across_processes(self) -> Iterator[None]:
-        """An exclusive `flock` of `lock_file` (released when its descriptor closes, by a crash too):
-        two processes sharing the feed (two integrations, or `sync` beside the daemon) would each
-        write its position over the other's, and then the lines again. Held for a page at a time, so
-        the other's wait is one page's fsync; `LOCK_WAIT` bounds it against a holder that stopped
-        (raising `_Busy`), and after a timeout the next tries do not wait, until one gets it."""
-        key = os.path.abspath(self.path)
-        fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            _lock_within(fd, 0.0 if key in _BUSY else LOCK_WAIT, key)
-            yield
-        finally:
-            os.close(fd)
+    def _across_processes(self) -> contextlib.AbstractContextManager[None]:
+        return across_processes(self.path, self.lock_file)
 
     def _catch_up(self, ledger: Ledger) -> None:
         """The ledger is read without the cross-process lock (a PostgreSQL ledger's reads may wait for
@@ -373,26 +351,6 @@ class RejectsFeed:
             if os.path.lexists(older):
                 os.replace(older, self.path.with_name(f"{self.path.name}.{n + 1}"))
         os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
-
-
-class _Busy(Exception):
-    """Another process held the feed's lock past the wait: the catch-up is left to the next call."""
-
-
-def _lock_within(fd: int, wait: float, key: str) -> None:
-    """`flock` the descriptor within `wait` seconds, or raise `_Busy` (and mark the feed busy)."""
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                _BUSY.add(key)
-                raise _Busy from None
-            time.sleep(0.01)  # flock has no timed wait: try again until the deadline
-        else:
-            _BUSY.discard(key)
-            return
 
 
 def _write_all(fd: int, data: bytes) -> None:
