@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import os
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -79,7 +80,7 @@ def connect(
             path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_s, factory=factory
         )
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-        if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
+        if _journal_mode_wal(conn, busy_timeout_s).lower() != "wal":
             raise LedgerError(f"ledger {path}: cannot switch to WAL journal mode")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
@@ -87,6 +88,22 @@ def connect(
     except sqlite3.DatabaseError as exc:
         raise LedgerError(describe(exc, path)) from None
     return conn
+
+
+def _journal_mode_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> str:
+    """Switch a new file to WAL, waiting for other processes as the busy timeout would. SQLite does
+    not call its busy handler here: while another process holds the new file's write lock (it is
+    switching too, or creating the schema), the switch is refused at once, so processes that create
+    one ledger together (a cron `sync` and a daemon started at once) failed at random."""
+    deadline = time.monotonic() + busy_timeout_s
+    while True:
+        try:
+            mode: str = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            return mode
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
 
 
 def _migrate(conn: sqlite3.Connection, path: Path) -> None:

@@ -54,3 +54,35 @@ def test_processes_creating_a_new_ledger_at_once_all_succeed(ledger_target: str 
         assert [(r.returncode, r.stdout.strip()) for r in results] == [(0, "ok")] * 4, [r.stderr for r in results]
         with Ledger(target) as ledger:
             assert ledger.status().by_state["pending"] == 4
+
+
+def test_a_new_file_switched_to_wal_while_another_process_writes_it_waits(tmp_path: Path) -> None:
+    """SQLite refuses the switch to WAL at once, without its busy handler, while another connection
+    holds a new file's write lock: the opener waits for it (as the busy timeout says) instead of
+    failing. Deterministic: the holder lets go when the first switch has been refused."""
+    import sqlite3
+
+    from connector.ledger.schema import SCHEMA_VERSION, connect
+
+    path = tmp_path / "ledger.sqlite3"
+    path.touch(mode=0o600)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    refused = []
+
+    class LetGoAfterRefusal(sqlite3.Connection):
+        def execute(self, sql: str, *args: object) -> sqlite3.Cursor:  # type: ignore[override]
+            try:
+                return super().execute(sql, *args)  # type: ignore[arg-type]
+            except sqlite3.OperationalError:
+                if holder.in_transaction:
+                    refused.append(sql)
+                    holder.execute("ROLLBACK")
+                raise
+
+    conn = connect(path, synchronous="FULL", busy_timeout_s=5.0, factory=LetGoAfterRefusal)
+    assert refused == ["PRAGMA journal_mode = WAL"]  # the refusal this waits through did happen
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    conn.close()
+    holder.close()
