@@ -2,12 +2,16 @@
 together, in one transaction (one fsync under synchronous = FULL).
 
 A worker hands its step (a batch's outcomes and the claim riding along, or a claim alone) to
-`GroupCommit` and awaits its own answer, on a worker thread as before (one hop per step: a single
-thread draining every group was measured to cost wall time, docs/performance.md). On that thread the
-step joins the waiting ones, then waits for the ledger's turn (`taking`). Whoever gets the turn first
-commits every step waiting by the time its transaction holds the write lock (those handed in while
-it waited for the lock join); the others find their step committed and return at once. No timer:
-nothing waits for an answer still to come, only for the connection to be free.
+`GroupCommit` and awaits its own answer, on a thread of its own as before (one hop per step: a single
+thread draining every group was measured to cost wall time, docs/performance.md). The threads are the
+group's own, long-lived, each blocked on one queue (`SimpleQueue`): a step is one put and its answer one
+`call_soon_threadsafe`, without an executor's work item, concurrent future and the future chained to it
+(a `ThreadPoolExecutor.submit` per step was 5 % of a sync's GIL samples). There are as many threads as
+steps ever out at once, so no step waits for a thread. On its thread the step joins the waiting ones,
+then waits for the ledger's turn (`taking`). Whoever gets the turn first commits every step waiting by
+the time its transaction holds the write lock (those handed in while it waited for the lock join); the
+others find their step committed and return at once. No timer: nothing waits for an answer still to
+come, only for the connection to be free.
 
 Each step is settled as it would be alone (`Ledger.settle_many`); its answer comes back only after
 the COMMIT, so whatever depends on an outcome (the report, the next claim, `run.finished`) comes after
@@ -18,6 +22,8 @@ its answer: resent under its key and body, the server answers it again from its 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import queue
 import threading
 from dataclasses import dataclass
 
@@ -32,6 +38,11 @@ class _Step:
     answer: Answer | BaseException | None = None  # set under `taking` by the thread that committed it
 
 
+# what a step's thread takes from the queue: the step, the context to run it in (the caller's context
+# variables, as `asyncio.to_thread` carries them: log fields bound by the daemon), and where its answer goes
+_Handed = tuple[_Step, contextvars.Context, asyncio.AbstractEventLoop, "asyncio.Future[Answer]"]
+
+
 class GroupCommit:
     """Delivery's settles and claims, grouped while the ledger is busy. `claimed` (the run's batches in
     hand) gains each batch claimed, under `taking`, the lock that makes a claim and that entry one step."""
@@ -40,13 +51,56 @@ class GroupCommit:
         self._ledger, self._claimed, self._taking = ledger, claimed, taking
         self._waiting: list[_Step] = []  # handed in, not yet taken by a transaction
         self._queue = threading.Lock()  # guards `_waiting`
+        self._inbox: queue.SimpleQueue[_Handed | None] = queue.SimpleQueue()  # None: a thread's end
+        self._threads: list[threading.Thread] = []
+        self._out = 0  # steps handed in and not yet answered on the loop (touched on the loop alone)
 
-    async def __call__(self, settlement: Settlement) -> Answer:
-        """`settlement` settled (and its claim made) in a transaction with whatever else is in hand by then."""
-        return await asyncio.to_thread(self._settle, _Step(settlement))
+    def __call__(self, settlement: Settlement) -> asyncio.Future[Answer]:
+        """`settlement` settled (and its claim made) in a transaction with whatever else is in hand by
+        then. A cancel of the future only drops the answer: the step is committed all the same (as a
+        step on `asyncio.to_thread` was), and `close` waits for it."""
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[Answer] = loop.create_future()
+        self._out += 1
+        if self._out > len(self._threads):
+            thread = threading.Thread(target=self._serve, name="ledger-step", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        self._inbox.put((_Step(settlement), contextvars.copy_context(), loop, answer))
+        return answer
+
+    async def close(self) -> None:
+        """Once nothing hands in steps any more: the threads end after the steps in hand, so that the
+        run does not end (and the ledger close) under a write."""
+        threads, self._threads = self._threads, []
+        for _ in threads:
+            self._inbox.put(None)
+        if threads:
+            await asyncio.to_thread(_join, threads)
+
+    def _serve(self) -> None:
+        """A step's thread: each step taken from the queue settled, its answer (or error) sent to the loop."""
+        while (handed := self._inbox.get()) is not None:
+            step, context, loop, answer = handed
+            got: Answer | BaseException
+            try:
+                got = context.run(self._settle, step)
+            except BaseException as exc:  # the worker awaiting it meets it, as from `asyncio.to_thread`
+                got = exc
+            loop.call_soon_threadsafe(self._answered, answer, got)
+
+    def _answered(self, answer: asyncio.Future[Answer], got: Answer | BaseException) -> None:
+        """On the loop: a step's answer to the worker awaiting it, unless it gave up (a cancel)."""
+        self._out -= 1
+        if answer.done():
+            return
+        if isinstance(got, BaseException):
+            answer.set_exception(got)
+        else:
+            answer.set_result(got)
 
     def _settle(self, step: _Step) -> Answer:
-        """On a worker thread: commit the waiting steps unless another thread's group took this one."""
+        """On a step's thread: commit the waiting steps unless another thread's group took this one."""
         with self._queue:
             self._waiting.append(step)
         with self._taking:
@@ -96,3 +150,8 @@ class GroupCommit:
         self._claimed.update(work.id for work, _ in answers if work is not None)
         for s, answer in zip(group, answers, strict=True):
             s.answer = answer
+
+
+def _join(threads: list[threading.Thread]) -> None:
+    for thread in threads:
+        thread.join()

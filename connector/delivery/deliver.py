@@ -1,9 +1,10 @@
 """Load: ledger -> write-ahead batches -> Capture API -> ledger, with bounded concurrency.
 
-Every ledger write runs on a worker thread (asyncio.to_thread), never on the event loop: under
-synchronous=FULL each commit is an fsync, and the requests in flight must not wait for it. The
-settles and claims go through `GroupCommit`: the answers in hand when the ledger is free are settled
-in one transaction (one fsync), each exactly as alone.
+Every ledger write runs on a thread, never on the event loop: under synchronous=FULL each commit is
+an fsync, and the requests in flight must not wait for it. The settles and claims go through
+`GroupCommit` (its own long-lived threads): the answers in hand when the ledger is free are settled
+in one transaction (one fsync), each exactly as alone; the rarer steps (a split, a failed batch) go
+through `asyncio.to_thread`.
 
 Workers that find nothing to claim wait for news (a chunk committed by a streaming read, a batch
 settled by another worker: either can make work claimable, e.g. a newer version that waited for
@@ -206,6 +207,7 @@ class Delivery:
             for task in (stopping, all_done, *workers):
                 task.cancel()
             results = await asyncio.gather(*workers, return_exceptions=True)
+            await self._steps.close()  # a claim whose worker was cancelled may still be under way: not left behind
             errors = [r for r in results if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError)]
             if reader is not None:
                 # After an outage halt the read goes on to its end (what it reads is queued for
@@ -302,7 +304,7 @@ class Delivery:
         # report never says less was sent than the CRM received; unsettled members stay in flight.
         self.report.sent += size
         self.progress.advance("sent", size)
-        settling = asyncio.ensure_future(self._steps(Settlement(work, outcomes, attempts, then)))
+        settling = self._steps(Settlement(work, outcomes, attempts, then))
         try:
             following, merged = await asyncio.shield(settling)
         except asyncio.CancelledError:
