@@ -82,6 +82,33 @@ def _timed_async(owner: Any, name: str, what: str) -> None:
     setattr(owner, name, wrapped)
 
 
+HANDED: contextvars.ContextVar[tuple[float, dict[str, float]]] = contextvars.ContextVar("handed")
+
+
+def _hop_of_steps(group_commit: Any) -> None:
+    """`hop.queue` from a step's hand-over to its thread's start, `hop.back` from the end of its settle
+    to its answer on the loop, as `to_thread`'s hop is timed. The step's thread runs in the context the
+    worker handed it in (`GroupCommit` copies it), so the spans are the worker's."""
+    original_call, original_settle = group_commit.__call__, group_commit._settle
+
+    def call(self: Any, settlement: Any) -> Any:
+        done: dict[str, float] = {}
+        HANDED.set((time.perf_counter(), done))  # in the worker's task: copied with the step
+        answer = original_call(self, settlement)
+        answer.add_done_callback(lambda _: _span("hop.back", done.get("at", time.perf_counter())))
+        return answer
+
+    def settle(self: Any, step: Any) -> Any:
+        handed, done = HANDED.get()
+        _span("hop.queue", handed)
+        try:
+            return original_settle(self, step)
+        finally:
+            done["at"] = time.perf_counter()
+
+    group_commit.__call__, group_commit._settle = call, settle
+
+
 def instrument() -> None:
     counter = iter(range(1_000))
 
@@ -168,6 +195,8 @@ def instrument() -> None:
 
         _settle.settle_group = settle_group  # type: ignore[attr-defined]
         _timed(deliver.GroupCommit, "_commit", "group")  # type: ignore[attr-defined]
+        if hasattr(deliver.GroupCommit, "_serve"):  # its own threads, not to_thread: the same two hop spans
+            _hop_of_steps(deliver.GroupCommit)  # type: ignore[attr-defined]
     else:  # the base before it: a hop per claim and per settle
         _timed(deliver.Delivery, "_claim", "claim")
         _timed(deliver.Delivery, "_settle", "settle")
