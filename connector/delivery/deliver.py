@@ -144,7 +144,9 @@ class Delivery:
         self.in_hand = 0  # batches a worker holds (claimed, being sent or settled)
         self.reading = False  # a streaming read is still going
         self._news = asyncio.Event()  # replaced on each notice; a waiter keeps the one it saw before claiming
-        self._room = threading.Event()  # set when a batch left a worker's hands: a paused read looks again
+        self._room = threading.Event()  # set when a paused read should look again (`_notify`)
+        self.taken = 0  # members taken in hand since the run began (loop thread only)
+        self._look_at = 0  # a paused read looks again once `taken` reaches this (set by the read's thread)
         self._read_error: BaseException | None = None
         self._taking = threading.Lock()  # a claim and its entry in `claimed` are one step (see _claim)
         self._steps = GroupCommit(ledger, self.claimed, self._taking)  # settles and claims, grouped
@@ -154,10 +156,14 @@ class Delivery:
     # --- news between the read, the workers and the loop ------------------------------------
 
     def _notify(self) -> None:
-        """Something may have become claimable: wake every waiting worker. Loop thread only."""
+        """Something may have become claimable: wake every waiting worker. Loop thread only. A paused
+        read is woken only when its backlog can have fallen below its mark (enough members taken in
+        hand since it counted) or when it must not wait (see `room_to_read`): not after every batch,
+        each wake a thread switch and a backlog count for nothing."""
         self._news.set()
         self._news = asyncio.Event()
-        self._room.set()
+        if self.taken >= self._look_at or self.in_hand == 0 or self.halt.is_set() or self.stop.is_set():
+            self._room.set()
 
     def room_to_read(self, backlog: Callable[[int], int]) -> bool:
         """For the read's thread, after each chunk: tell the workers, then wait while enough work
@@ -172,8 +178,12 @@ class Delivery:
             if self.halt.is_set() or self.in_hand == 0:
                 return True  # nobody is draining: waiting would wait for nothing
             self._room.clear()
-            if backlog(high) < high:
+            taken = self.taken  # before the count: the count sees at least these claims
+            pending = backlog(2 * high)  # counted past the mark: how far above it the backlog stands
+            if pending < high:
                 return True
+            # only a claim lowers the backlog: it is under the mark once this many more are taken
+            self._look_at = taken + pending - high + 1
             self._room.wait(ROOM_POLL_S)
 
     # --- the run ----------------------------------------------------------------------------
@@ -267,6 +277,7 @@ class Delivery:
                     await news.wait()
                     continue
             self.in_hand += 1
+            self.taken += len(work.members)
             try:
                 work = await self._send(work, claim_next=True)
             finally:
