@@ -3,11 +3,11 @@ contacts, run in this process with `time.perf_counter` spans around each wait, t
 
     .venv/bin/python benchmarks/timeline.py --records 20000 [--latency-ms 80] [--spans spans.json]
 
-Spans (per thread, or per delivery worker through a context variable that `asyncio.to_thread`
-carries): the HTTP exchange of each request, each thread hop of a claim or settle (from the
-worker's `to_thread` to its return, split into the wait for a thread, the wait for the ledger's
-lock, the transaction's body and its COMMIT, which is the fsync under synchronous = FULL), the
-read's enqueue and its pauses in `room_to_read`. Printed: the share of the delivery's time with
+Spans (per thread, or per delivery worker through a context variable that `asyncio.to_thread` and
+`GroupCommit`'s threads carry): the HTTP exchange of each request, each thread hop of a claim or
+settle (from the worker's hand-over to its return, split into the wait for a thread, the wait for
+the ledger's lock, the transaction's body and its COMMIT, which is the fsync under synchronous =
+FULL), the read's enqueue and its pauses in `room_to_read`. Printed: the share of the delivery's time with
 0-4 requests in flight, where each worker's time goes while it has no request out, and where the
 read's goes; with group commit (`delivery/_group.py`) the commits, the group commits and the
 batches per group. Structural shares, not a timing figure: the machine is shared, compare runs A/B.
