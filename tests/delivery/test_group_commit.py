@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 
 import pytest
+import structlog
 
 from connector.delivery._group import GroupCommit
 from connector.ledger import BatchWork, Claim, Ledger, LedgerError, LedgerUnreachable, Mapped, Outcome, Settlement
@@ -27,11 +28,13 @@ class WatchedLedger(Ledger):
         self.release.set()
         self.refuse: int | None = None  # a batch id whose settle fails
         self.lost_answer_of: int | None = None  # the group (its number) whose COMMIT is made and its answer lost
+        self.log_fields: list[dict[str, object]] = []  # the log fields bound where each group is taken
 
     def settle_many(self, settlements):  # type: ignore[no-untyped-def]
         def take() -> Sequence[Settlement]:
             group = settlements() if callable(settlements) else settlements
             self.groups.append([s.batch.id if s.batch else None for s in group])
+            self.log_fields.append(structlog.contextvars.get_contextvars())
             self.inside.set()  # taken, inside the transaction: held there as by a slow fsync
             assert self.release.wait(10)
             if any(s.batch is not None and s.batch.id == self.refuse for s in group):
@@ -139,3 +142,39 @@ def test_a_group_whose_commit_may_have_happened_is_not_settled_again(ledger):
     assert all(isinstance(answer, LedgerUnreachable) for answer in answers[1:])
     assert ledger.groups == [[first.id], [second.id, third.id]]  # the group was not tried again batch by batch
     assert ledger.status().by_state["captured"] == 6  # this time the COMMIT had happened
+
+
+def test_a_step_whose_worker_gave_up_is_committed_before_close_returns(ledger):
+    """A worker cancelled while its claim or settle is under way (a stop's grace ran out) drops only the
+    answer: the step commits, and `close` (the run's end, before the ledger closes) waits for it."""
+    (first,) = batches(ledger, 1)
+
+    before = set(threading.enumerate())
+
+    async def scenario() -> None:
+        steps = GroupCommit(ledger, set(), threading.Lock())
+        ledger.release.clear()
+        answer = steps(captured(first))
+        assert await asyncio.to_thread(ledger.inside.wait, 10)
+        answer.cancel()
+        closing = asyncio.ensure_future(steps.close())
+        ledger.release.set()
+        await closing
+
+    asyncio.run(scenario())
+    assert [t for t in threading.enumerate() if t not in before] == [], "no thread of the group is left writing"
+    assert ledger.status().by_state["captured"] == 2
+
+
+def test_a_step_runs_with_the_log_fields_bound_where_it_was_handed_in(ledger):
+    """The daemon binds each integration's name to its logs: what the ledger logs on a step's thread carries it."""
+    (first,) = batches(ledger, 1)
+
+    async def scenario() -> None:
+        structlog.contextvars.bind_contextvars(integration="crm-eu")
+        steps = GroupCommit(ledger, set(), threading.Lock())
+        await steps(captured(first))
+        await steps.close()
+
+    asyncio.run(scenario())
+    assert ledger.log_fields == [{"integration": "crm-eu"}]
