@@ -6,7 +6,7 @@ A worker hands its step (a batch's outcomes and the claim riding along, or a cla
 thread draining every group was measured to cost wall time, docs/performance.md). The threads are the
 group's own, long-lived, each blocked on one queue (`SimpleQueue`): a step is one put and its answer one
 `call_soon_threadsafe`, without an executor's work item, concurrent future and the future chained to it
-(a `ThreadPoolExecutor.submit` per step was 5 % of a sync's GIL samples). There are as many threads as
+(the executor's `submit` was among the largest self times of a sync's GIL profile). There are as many threads as
 steps ever out at once, so no step waits for a thread. On its thread the step joins the waiting ones,
 then waits for the ledger's turn (`taking`). Whoever gets the turn first commits every step waiting by
 the time its transaction holds the write lock (those handed in while it waited for the lock join); the
