@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..secret_files import create_private
-from ._migrations import _v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11, _v12, _v13
+from ._migrations import _v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11
+from ._migrations_late import _v12, _v13, _v14
 
 if TYPE_CHECKING:  # imported by _migrate only: every command opens a ledger, few create one
     import sqlite_utils
@@ -56,6 +57,7 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v11,
     _v12,
     _v13,
+    _v14,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
