@@ -61,12 +61,6 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
-# How the file is read and checkpointed (issue 24): reads of the database file through a memory map
-# rather than a pread64 each, and a checkpoint every 10,000 WAL pages rather than 1,000, so that a page
-# many commits dirty (an index leaf) is written back into the file once per checkpoint, not once per
-# few commits. Neither weakens a commit: each still fsyncs the WAL (synchronous = FULL).
-IO_PRAGMAS = ("PRAGMA mmap_size = 268435456", "PRAGMA wal_autocheckpoint = 10000")
-
 
 def connect(
     path: Path, *, synchronous: str, busy_timeout_s: float, factory: type[sqlite3.Connection] = sqlite3.Connection
@@ -91,8 +85,6 @@ def connect(
         if _journal_mode_wal(conn, busy_timeout_s).lower() != "wal":
             raise LedgerError(f"ledger {path}: cannot switch to WAL journal mode")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
-        for pragma in IO_PRAGMAS:
-            conn.execute(pragma)
         conn.execute("PRAGMA foreign_keys = ON")
         _migrate(conn, path)
     except sqlite3.DatabaseError as exc:
