@@ -138,7 +138,8 @@ def _no_older_daemon(path: Path) -> None:
     would claim again the entries v10 turns pending, since v11 settle without keeping the settled
     states' counters (`_counts`), since v12 write members into a table v12 dropped, and since v13
     find no entry by key without a full scan (ledger show, resolve) and no longer have its
-    key uniqueness checked by an index: the migration
+    key uniqueness checked by an index, and since v14 settle without `person_tag`, so that the
+    merges of its captures would go uncounted: the migration
     waits until it is stopped. As PostgreSQL's
     `_pg_schema._no_older_leader`."""
     lock = path.with_name(path.name + ".lock")
