@@ -38,8 +38,8 @@ def holders_sql(dialect: Dialect) -> str:
 def merged(db: Db, outcomes: Sequence[Outcome], records: Mapping[int, tuple[str, str]]) -> set[int]:
     """The entry ids among `outcomes` captured into a person id that the ledger (or an earlier
     outcome of the same batch) holds for another record and not for this one: a record's new version
-    that comes back as the person it already was is no new merge. Read before the outcomes are written, in their transaction (index
-    entries_person, by `person_tag`).
+    that comes back as the person it already was is no new merge. Read before the outcomes are
+    written, in their transaction (index entries_person, by `person_tag`).
     `records` gives each outcome's entry its (source, record id), as the settle read them."""
     captured = [o for o in outcomes if o.state == "captured" and o.person_id and o.named_person]
     if not captured:

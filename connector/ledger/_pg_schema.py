@@ -124,7 +124,7 @@ def _v13(conn: Any) -> None:
 
 
 def _v14(conn: Any) -> None:
-    """As SQLite's `schema._v14`: entries_person on a digest of the person id (`_merges.person_tag`)."""
+    """As SQLite's `_migrations_late._v14`: entries_person on a digest of the person id (`_merges.person_tag`)."""
     conn.execute("ALTER TABLE entries ADD COLUMN person_tag bigint")
     ids, tags = [], []
     for entry_id, person in conn.execute("SELECT id, person_id FROM entries WHERE person_id IS NOT NULL"):
