@@ -9,27 +9,45 @@ is counted as a merge. Nothing here commits.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 
-from ._db import Db
+from ._db import Db, Dialect
 from ._types import Outcome
 
 # A record is known to be a person once the CRM listed it, as new (captured) or existing (duplicate).
 _HOLDS = "('captured','duplicate')"
 
 
+def person_tag(person_id: str) -> int:
+    """The key of entries_person (schema v14): 32 bits of a digest of the person id as stored, a
+    signed integer as both engines keep it. Entries sharing a tag by chance are told apart by the id."""
+    digest = hashlib.blake2b(person_id.encode("utf-8", "surrogatepass"), digest_size=4).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def holders_sql(dialect: Dialect) -> str:
+    """SQL: the records holding any of the person ids given (the second parameter) as a person, found
+    by their tags (the first): a seek of entries_person per tag, the whole id compared on each row."""
+    return (
+        f"SELECT person_id, source, record_id FROM entries WHERE person_tag {dialect.any_of} "
+        f"AND person_id {dialect.any_of} AND state IN {_HOLDS}"
+    )
+
+
 def merged(db: Db, outcomes: Sequence[Outcome], records: Mapping[int, tuple[str, str]]) -> set[int]:
     """The entry ids among `outcomes` captured into a person id that the ledger (or an earlier
     outcome of the same batch) holds for another record and not for this one: a record's new version
-    that comes back as the person it already was is no new merge. Read before the outcomes are written, in their transaction (index entries_person).
+    that comes back as the person it already was is no new merge. Read before the outcomes are
+    written, in their transaction (index entries_person, by `person_tag`).
     `records` gives each outcome's entry its (source, record id), as the settle read them."""
     captured = [o for o in outcomes if o.state == "captured" and o.person_id and o.named_person]
     if not captured:
         return set()
     held: dict[str, set[tuple[str, str]]] = {}
+    persons = sorted({str(o.person_id) for o in captured})
     for person, source, rid in db.execute(
-        f"SELECT person_id, source, record_id FROM entries WHERE person_id {db.dialect.any_of} AND state IN {_HOLDS}",
-        (db.dialect.many(sorted({str(o.person_id) for o in captured})),),
+        holders_sql(db.dialect), (db.dialect.many(sorted({person_tag(p) for p in persons})), db.dialect.many(persons))
     ):
         held.setdefault(person, set()).add((source, rid))
     found = set()

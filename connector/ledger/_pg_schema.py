@@ -11,16 +11,17 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _counts, _lease
-from ._migrations import (
+from ._merges import person_tag
+from ._migrations import V9_INDEXES, V10_IN_FLIGHT, V11_INDEXES
+from ._migrations_late import (
     FIRST_ENTRY,
     IDENTITY_TABLE,
-    V9_INDEXES,
-    V10_IN_FLIGHT,
-    V11_INDEXES,
+    PERSON_TAG_SET,
     V12_COMMON,
     V12_MEMBERS_POSTGRESQL,
     V13_INDEXES,
     V13_TOP_POSTGRESQL,
+    V14_INDEX,
     stored_identity,
 )
 from .schema import SCHEMA_VERSION, LedgerError
@@ -51,11 +52,11 @@ CREATE = [
     "CREATE TABLE entries (id bigint PRIMARY KEY, key text NOT NULL, source text NOT NULL, record_id text NOT NULL, "
     "state text NOT NULL, payload text, content_hash text NOT NULL, mapping_version text NOT NULL, revision bigint NOT NULL, "
     "person_id text, last_error text, batch_id bigint, created_at double precision, updated_at double precision, "
-    "notes text, run_id bigint, source_order text, merged bigint, raw_digest text)",
+    "notes text, run_id bigint, source_order text, merged bigint, raw_digest text, person_tag bigint)",
     *V13_INDEXES[1:],
     "CREATE INDEX idx_entries_source_record_id_content_hash ON entries (source, record_id, content_hash)",
     *(statement for statement in V11_INDEXES if statement.startswith("CREATE INDEX entries_")),
-    "CREATE INDEX entries_person ON entries (person_id) WHERE person_id IS NOT NULL",
+    V14_INDEX[1],
     "CREATE INDEX entries_merged ON entries (source) WHERE merged = 1",
     "CREATE TABLE records (source text, record_id text, entry_id bigint, source_order text, raw_digest text, "
     "PRIMARY KEY (source, record_id))",
@@ -122,13 +123,25 @@ def _v13(conn: Any) -> None:
     _identify(conn)
 
 
+def _v14(conn: Any) -> None:
+    """As SQLite's `_migrations_late._v14`: entries_person on a digest of the person id (`_merges.person_tag`)."""
+    conn.execute("ALTER TABLE entries ADD COLUMN person_tag bigint")
+    ids, tags = [], []
+    for entry_id, person in conn.execute("SELECT id, person_id FROM entries WHERE person_id IS NOT NULL"):
+        ids.append(entry_id)
+        tags.append(person_tag(person))
+    conn.execute(PERSON_TAG_SET.format(rows="unnest(%s::bigint[], %s::bigint[])"), (ids, tags))
+    for statement in V14_INDEX:
+        conn.execute(statement)
+
+
 def _identify(conn: Any) -> None:
     conn.execute(
         "INSERT INTO ledger_identity (id) VALUES (%s)", (stored_identity(conn.execute(FIRST_ENTRY).fetchone()),)
     )
 
 
-MIGRATIONS: dict[int, Callable[[Any], None]] = {9: _v9, 10: _v10, 11: _v11, 12: _v12, 13: _v13}
+MIGRATIONS: dict[int, Callable[[Any], None]] = {9: _v9, 10: _v10, 11: _v11, 12: _v12, 13: _v13, 14: _v14}
 
 TABLES = (
     "source_state",
@@ -169,7 +182,7 @@ def migrate(conn: Any, name: str, schema: str) -> None:
                 f"ledger {name} has schema version {version}; this capture-sync knows up to {SCHEMA_VERSION}. "
                 "Upgrade capture-sync."
             )
-        if version < SCHEMA_VERSION:  # v10 to v13 alike: see `_no_older_leader`
+        if version < SCHEMA_VERSION:  # v10 to v14 alike: see `_no_older_leader`
             _no_older_leader(conn, name, schema)
         for target in range(version + 1, SCHEMA_VERSION + 1):
             MIGRATIONS[target](conn)
@@ -186,7 +199,8 @@ def _no_older_leader(conn: Any, name: str, schema: str) -> None:
     which its code would not keep: the counts `status` shows would drift from the entries. v12 drops
     `batch_members`, into which its claim would write: it would fail, or (on a later v11 ledger
     copy) claim again what is in flight. v13 drops the unique index on entries' keys, by which its
-    `ledger show` and resolve find an entry: each would read the whole table."""
+    `ledger show` and resolve find an entry: each would read the whole table. v14 keys entries_person
+    by `person_tag`, which its settle would not write: the merges its captures make would go uncounted."""
     leader = _lease.live_holder(conn, schema)
     if leader is not None:
         raise LedgerError(

@@ -71,7 +71,14 @@ def settle_group(db: Db, settlements: Sequence[Settlement], now: float) -> list[
     return list(zip(claimed, merges, strict=True))
 
 
-_OUTCOME_COLUMNS = (("id", "bigint"), ("state", "text"), ("person_id", "text"), ("error", "text"), ("merged", "bigint"))
+_OUTCOME_COLUMNS = (
+    ("id", "bigint"),
+    ("state", "text"),
+    ("person_id", "text"),
+    ("person_tag", "bigint"),
+    ("error", "text"),
+    ("merged", "bigint"),
+)
 
 
 def settle(db: Db, batch: BatchWork, outcomes: Sequence[Outcome], attempts: Sequence[Attempt], now: float) -> int:
@@ -87,16 +94,15 @@ def settle(db: Db, batch: BatchWork, outcomes: Sequence[Outcome], attempts: Sequ
     }
     merges = _merges.merged(db, outcomes, {eid: (source, rid) for eid, (source, rid, _) in members.items()})
     # One statement for the batch (`rows_of`), where a statement per member cost PostgreSQL a round each.
-    source, params = rows_of(
-        db,
-        _OUTCOME_COLUMNS,
-        [
-            (o.entry_id, o.state, storable(o.person_id), storable(o.error), 1 if o.entry_id in merges else None)
-            for o in outcomes
-        ],
-    )
+    rows = []
+    for o in outcomes:
+        person = storable(o.person_id)
+        tag = None if person is None else _merges.person_tag(person)  # entries_person's key (schema v14)
+        rows.append((o.entry_id, o.state, person, tag, storable(o.error), 1 if o.entry_id in merges else None))
+    source, params = rows_of(db, _OUTCOME_COLUMNS, rows)
     db.execute(
         "UPDATE entries SET state = o.state, person_id = coalesce(o.person_id, entries.person_id), "
+        "person_tag = coalesce(o.person_tag, entries.person_tag), "
         f"last_error = o.error, merged = o.merged, batch_id = ?, updated_at = ?, {STAMP_SET} "
         f"FROM {source} AS o WHERE entries.id = o.id",
         (batch.id, now, *params),

@@ -25,6 +25,7 @@ import pytest
 
 from connector.ledger import Claim, Ledger, Mapped, Outcome, _pg_plans
 from connector.ledger._batches import _sendable
+from connector.ledger._merges import holders_sql, person_tag
 from connector.ledger._pg_plans import ANALYZE_MIN, THREAD
 from connector.ledger._postgres import CLAIM_PLAN, DIALECT, _translate
 
@@ -257,3 +258,21 @@ def test_an_analyze_that_finds_another_one_under_way_gives_way(
         poll(lambda: events(debug_logs, "ledger.analyze_skipped"), "the ANALYZE gives way")
     # nothing to warn about, and nothing run again until the next write asks for it
     assert not events(debug_logs, "ledger.analyze_failed") and analyzed(watch) == 0
+
+
+def test_the_holders_of_a_person_are_found_through_entries_person(postgres_ledger_url: str) -> None:
+    """A settle's merge check seeks each person's tag in entries_person (schema v14), analyzed or not:
+    no scan of the settled entries per settle."""
+    with Ledger(postgres_ledger_url) as ledger, psycopg.connect(postgres_ledger_url, autocommit=True) as conn:
+        ledger.enqueue("crm", "m", versions(3000, "old"), None)
+        assert settle_all(ledger) == 3000
+        for analyze in (False, True):
+            if analyze:
+                conn.execute("ANALYZE entries")
+            person = "person-1500"
+            rows = conn.execute(
+                "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) " + _translate(holders_sql(DIALECT)),
+                ([person_tag(person)], [person]),
+            ).fetchall()
+            plan = "\n".join(r[0] for r in rows)
+            assert "entries_person" in plan and "Seq Scan" not in plan, plan

@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 
 from connector.ledger import Claim, Ledger, Mapped, Outcome
+from connector.ledger._merges import person_tag
 from connector.ledger._runs import Ending, folds
+
+from .test_v9_migration import as_version
 
 DOWN = "connection failed (ConnectError) (no response, info)"
 
@@ -129,6 +132,31 @@ def test_a_capture_answered_with_a_person_another_record_holds_is_a_merge(ledger
         assert _settle_all(ledger, {"1": "p-a", "4": "p-c"}) == 1  # 1's own person: no merge; 4 joins 3's
         assert ledger.status().merged == 2
         assert ledger.runs(1)[0].counts["merged"] == 1
+
+
+def test_persons_sharing_a_tag_are_told_apart_by_the_whole_id(ledger_target: str | Path) -> None:
+    """entries_person holds a 32-bit digest of the person id (schema v14): a digest shared by chance
+    (one in some 4 billion pairs, made here by hand) is no merge, and the person's own holders still are."""
+    with Ledger(ledger_target) as ledger:
+        ledger.enqueue("crm", "m", [person(1), person(2)], None)
+        assert _settle_all(ledger, {"1": "p-a", "2": "p-b"}) == 0
+        with ledger._write() as db:
+            db.execute("UPDATE entries SET person_tag = ? WHERE record_id = '1'", (person_tag("p-x"),))
+        ledger.enqueue("crm", "m", [person(3), person(4)], None)
+        assert _settle_all(ledger, {"3": "p-x", "4": "p-b"}) == 1  # 4 joins 2's person; 3 shares only 1's tag
+        ledger.enqueue("crm", "m", [person(5)], None)
+        assert _settle_all(ledger, {"5": "p-x"}) == 1  # 3 holds p-x
+        assert ledger.status().merged == 2
+
+
+def test_a_ledger_from_before_v14_still_finds_the_persons_it_holds(ledger_target: str | Path) -> None:
+    with Ledger(ledger_target) as ledger:
+        ledger.enqueue("crm", "m", [person(1), person(2)], None)
+        assert _settle_all(ledger, {"1": "p-a", "2": "p-b"}) == 0
+    as_version(ledger_target, 13)
+    with Ledger(ledger_target) as ledger:
+        ledger.enqueue("crm", "m", [person(3), person(4)], None)
+        assert _settle_all(ledger, {"3": "p-a", "4": "p-c"}) == 1
 
 
 @pytest.mark.parametrize("ids", ["none", "a bare id"])

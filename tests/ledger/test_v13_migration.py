@@ -1,5 +1,6 @@
 """A ledger of schema v12 (a unique index on entries' whole keys) migrates to v13 (the index on a
-prefix of the key) on both engines: the same `status`, lists, `runs show`, `ledger show` and stored
+prefix of the key), and one of v13 (entries_person on the whole person id) to v14 (on its digest,
+`person_tag`), on both engines: the same `status`, lists, `runs show`, `ledger show` and stored
 states, and nothing sent again (`test_v12_migration.migrates_unseen`); every entry is still found by
 its key, an entry's batches are found by entry id whatever the clock did, and an older process on
 the ledger holds the migration back."""
@@ -22,10 +23,16 @@ from .test_v9_migration import as_version, claimed, indexes, person_at
 from .test_v12_migration import migrates_unseen
 
 
-def test_a_version_12_ledger_migrates_with_the_same_views_and_sends_nothing_again(ledger_target: str | Path) -> None:
-    migrates_unseen(ledger_target, 12)
-    assert {"entries_key_prefix", "entries_stuck"} <= indexes(ledger_target)
+@pytest.mark.parametrize("version", [12, 13])
+def test_an_older_ledger_migrates_with_the_same_views_and_sends_nothing_again(
+    ledger_target: str | Path, version: int
+) -> None:
+    migrates_unseen(ledger_target, version)
+    assert {"entries_key_prefix", "entries_stuck", "entries_person"} <= indexes(ledger_target)
     assert "idx_entries_key" not in indexes(ledger_target)
+    with Ledger(ledger_target) as ledger:  # every person id a settle stored carries its tag
+        assert ledger._read("SELECT count(*) FROM entries WHERE person_id IS NOT NULL AND person_tag IS NULL") == [(0,)]
+        assert ledger._read("SELECT count(*) FROM entries WHERE person_tag IS NOT NULL")[0][0] > 0
 
 
 def test_a_ledger_keeps_its_identity_through_v13(ledger_target: str | Path) -> None:
@@ -101,19 +108,20 @@ def test_an_entrys_batches_are_found_after_the_clock_stepped_back(
         assert [e.attempts for e in ledger.run_entries(run, "captured")] == [2]
 
 
-def test_a_version_12_postgresql_ledger_is_not_migrated_while_an_older_daemon_leads_it(
-    postgres_ledger_url: str,
+@pytest.mark.parametrize("version", [12, 13])
+def test_an_older_postgresql_ledger_is_not_migrated_while_an_older_daemon_leads_it(
+    postgres_ledger_url: str, version: int
 ) -> None:
     import psycopg
 
     with Ledger(postgres_ledger_url) as ledger:
         ledger.enqueue("crm", "m", [person_at(1)], None)
         assert ledger.lease("old-host:41", 60).take() is not None
-    as_version(postgres_ledger_url, 12)
+    as_version(postgres_ledger_url, version)
     with pytest.raises(LedgerError, match="while old-host:41, a daemon of an older capture-sync, leads"):
         Ledger(postgres_ledger_url)
     with psycopg.connect(postgres_ledger_url, autocommit=True) as pg:
-        assert pg.execute("SELECT version FROM schema_version").fetchone() == (12,)  # nothing changed
+        assert pg.execute("SELECT version FROM schema_version").fetchone() == (version,)  # nothing changed
         pg.execute("UPDATE capture_sync_ha.leases SET expires_at = now()")  # the old daemon stopped
     with Ledger(postgres_ledger_url) as ledger:
         assert ledger.status().by_state["pending"] == 1

@@ -112,13 +112,25 @@ def undo_v13(execute: Callable[[str], Any]) -> None:
         execute(statement)
 
 
+def undo_v14(execute: Callable[[str], Any]) -> None:
+    """entries_person on the whole person id, no `person_tag`."""
+    for statement in (
+        "DROP INDEX entries_person",
+        "ALTER TABLE entries DROP COLUMN person_tag",
+        "CREATE INDEX entries_person ON entries (person_id) WHERE person_id IS NOT NULL",
+    ):
+        execute(statement)
+
+
 def as_version(target: str | Path, version: int, *extra: str) -> None:
     """The ledger as the release of `version` left it (then the `extra` statements), and saying so."""
     older = [undo_v11] if version < 11 else []
     older += ([undo_v10] if version < 10 else []) + ([undo_v9] if version < 9 else [])
     if isinstance(target, Path):
         conn = sqlite3.connect(target, isolation_level=None)
-        undo_v13(conn.execute)
+        undo_v14(conn.execute)
+        if version < 13:
+            undo_v13(conn.execute)
         if version < 12:
             undo_v12(conn.execute, "sqlite")
         for step in older:
@@ -131,7 +143,9 @@ def as_version(target: str | Path, version: int, *extra: str) -> None:
     import psycopg
 
     with psycopg.connect(target, autocommit=True) as pg:
-        undo_v13(pg.execute)
+        undo_v14(pg.execute)
+        if version < 13:
+            undo_v13(pg.execute)
         if version < 12:
             undo_v12(pg.execute, "postgresql")
         for step in older:
