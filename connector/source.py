@@ -10,7 +10,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Generic, TypeVar
+from typing import Annotated, Any, ClassVar, Generic, TypeVar, cast
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo
 
@@ -25,6 +25,29 @@ class Record:
     # as the source sorts); None: the order of arrival. A version read again below the newest one the
     # ledger holds for its id is never sent, so a re-read older row cannot overwrite newer data.
     order: float | str | None = None
+
+
+# Each field's slot, set directly: what `new_record` makes is a Record like any other (equal, hashable,
+# frozen against later changes), without the frozen `__init__`'s `object.__setattr__` call per field,
+# which made constructing one three times as dear as a plain slotted class's.
+_new_object = object.__new__
+_set_id, _set_data, _set_state, _set_where, _set_order = (
+    cast(Any, Record.__dict__[name]).__set__ for name in ("id", "data", "state", "where", "order")
+)
+
+
+def new_record(
+    id: str, data: dict[str, Any], state: Any, where: str | None = None, order: float | str | None = None
+) -> Record:
+    """`Record(id, data, state, where, order)` at a third of the cost, for a source that makes one
+    per row (the built-in sources, through `incremental.item_of`)."""
+    record = _new_object(Record)
+    _set_id(record, id)
+    _set_data(record, data)
+    _set_state(record, state)
+    _set_where(record, where)
+    _set_order(record, order)
+    return record
 
 
 @dataclass(frozen=True, slots=True)

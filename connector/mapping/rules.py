@@ -46,11 +46,20 @@ class FieldRule:
         """The mapped value (None: absent); raises ValueProblem."""
         value = self.get(data)
         if self.transforms:
-            value = as_text(value)
+            # as_text on the value and on each transform's result, its first case (plain ASCII text,
+            # nearly every value: a built-in transform of it gives it again) inline, without a call
+            if type(value) is str and value.isascii() and value.isprintable():
+                value = value if value.strip() else None
+            else:
+                value = as_text(value)
             for transform in self.transforms:
                 if value is None:
                     break
-                value = as_text(transform(value))
+                value = transform(value)
+                if type(value) is str and value.isascii() and value.isprintable():
+                    value = value if value.strip() else None
+                else:
+                    value = as_text(value)
         elif self.default is not None and isinstance(value, str):
             value = as_text(value)  # blank or invisible text is absent, so the default applies to it too
         return self.default if value is None else value
@@ -77,17 +86,24 @@ def _template(text: str) -> tuple[Callable[[dict[str, Any]], Any], list[str], tu
     if not names:
         problems.append("template: uses no field (write `constant` for a fixed value)")
 
+    parts = tuple((literal, name or None) for literal, name, _, _ in pieces)
+
     def render(data: dict[str, Any]) -> str | None:
         out, found = [], False
-        for literal, name, _, _ in pieces:
+        for literal, name in parts:
             out.append(literal)
-            if name:
-                try:
-                    value = as_text(data.get(name))
-                except ValueProblem as exc:
-                    raise ValueProblem(f"template field `{name}` {exc}") from None
-                found = found or value is not None
-                out.append(value or "")
+            if name is not None:
+                value = data.get(name)
+                if type(value) is str and value.isascii() and value.isprintable():  # as_text's first case inline
+                    value = value if value.strip() else None
+                else:
+                    try:
+                        value = as_text(value)
+                    except ValueProblem as exc:
+                        raise ValueProblem(f"template field `{name}` {exc}") from None
+                if value is not None:
+                    found = True
+                    out.append(value)
         return "".join(out).strip() if found else None
 
     return render, problems, tuple(dict.fromkeys(names))
