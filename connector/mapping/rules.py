@@ -41,6 +41,7 @@ class FieldRule:
     default: Scalar | None = None
     columns: tuple[str, ...] = ()  # the source fields it reads: checked against what a source has
     drop: bool = False  # on_error = "drop": a value that cannot be used is left out, not the record
+    field: str | None = None  # the one source field a `field` rule reads (`get` is data.get(field))
 
     def value(self, data: dict[str, Any]) -> Any:
         """The mapped value (None: absent); raises ValueProblem."""
@@ -68,7 +69,18 @@ class FieldRule:
     def reader(self) -> Callable[[dict[str, Any]], Any]:
         """What the mapper calls per record: `value`, or `get` itself where `value` would return
         just what `get` does (no transform, no default), which saves a call per field and record."""
-        return self.get if not self.transforms and self.default is None else self.value
+        return self.get if self.plain else self.value
+
+    @property
+    def plain(self) -> bool:
+        """Whether `value` returns just what `get` does: no transform, no default."""
+        return not self.transforms and self.default is None
+
+    @property
+    def plain_field(self) -> str | None:
+        """The source field whose value is the mapped value as it is (a plain `field` rule), for a mapper
+        that looks it up itself rather than call `get`; None for any other rule."""
+        return self.field if self.plain else None
 
 
 def _template(text: str) -> tuple[Callable[[dict[str, Any]], Any], list[str], tuple[str, ...]]:
@@ -173,7 +185,10 @@ def compile_field(target: str, spec: Any, where: str, load: Callable[[str], Any]
     problems += transform_problems
     if problems:
         return None, [f"{at}.{p}" for p in problems]
-    return FieldRule(target, origin, get, tuple(transforms), parsed.default, columns, parsed.on_error == "drop"), []
+    rule = FieldRule(
+        target, origin, get, tuple(transforms), parsed.default, columns, parsed.on_error == "drop", parsed.field
+    )
+    return rule, []
 
 
 TEXT_FIELDS = tuple(f for f in PERSON_FIELDS if f != "custom_fields")
