@@ -27,7 +27,7 @@ class Record:
     order: float | str | None = None
 
 
-# Each field's slot, set directly: what `new_record` makes is a Record like any other (equal, hashable,
+# Each field's slot, set directly: what `new_record` makes is a Record like any other (equal,
 # frozen against later changes), without the frozen `__init__`'s `object.__setattr__` call per field,
 # which made constructing one three times as dear as a plain slotted class's.
 _new_object = object.__new__
