@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import structlog
 
+from .._frozen import maker
 from ..ledger import Ledger, Mapped
 from ..problems import ConfigProblem
 from ..source import BadRecord, Item, Passed, Record, SourceError
@@ -43,11 +44,14 @@ class NoProgress:
         pass
 
 
+# Mapped(record_id, payload, raw, reasons, order, raw_digest) without its frozen __init__: one per record
+_new_mapped: Callable[..., Mapped] = maker(Mapped)
+
+
 def to_mapped(mapping: Mapping, record: Record, raw_digest: str | None = None) -> Mapped:
     result, notes = mapping.encoded_noting(record.data)
     if isinstance(result, bytes):
-        payload = result.decode("utf-8")
-        return Mapped(record.id, payload, None, notes, record.order, raw_digest)  # positional: made per record
+        return _new_mapped(record.id, result.decode("utf-8"), None, notes, record.order, raw_digest)
     return Mapped(
         record.id,
         raw=_shown_record(record.data),
