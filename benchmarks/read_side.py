@@ -50,8 +50,9 @@ def measure(csv_path: Path, jsonl_path: Path, records: int, once: str | None = N
     `once`: only that step, one pass, unmeasured (what `--instructions` counts under valgrind)."""
     from csv_read import MAPPING
 
+    from connector.delivery import extract
     from connector.delivery._boundary import Checker
-    from connector.delivery.extract import raw_digest, to_mapped
+    from connector.delivery.extract import to_mapped
     from connector.mapping import Mapping
     from connector.plugins import build_source
 
@@ -74,7 +75,11 @@ def measure(csv_path: Path, jsonl_path: Path, records: int, once: str | None = N
         "csv source": read("csv"),
         "jsonl source": read("jsonl"),
         "plugin boundary": check,
-        "raw digest": lambda: [raw_digest(mapping.version, item) for item in items],
+        "raw digest": (
+            (lambda: extract.raw_digests(mapping.version, items))
+            if hasattr(extract, "raw_digests")
+            else (lambda: [extract.raw_digest(mapping.version, item) for item in items])  # a checkout before 2026-11-27
+        ),
         "map (payload_noting)": lambda: [mapping.payload_noting(item.data) for item in items],
         "map and encode (to_mapped)": lambda: [to_mapped(mapping, item) for item in items],
     }

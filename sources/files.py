@@ -57,7 +57,7 @@ from connector.incremental import (
     lookback_amount,
     read_incremental,
 )
-from connector.source import BadRecord, ConfigPath, Item, Record, Source, SourceError
+from connector.source import BadRecord, ConfigPath, Item, Record, Source, SourceError, new_record
 
 log = structlog.get_logger("capture_sync.sources")
 
@@ -382,21 +382,23 @@ class FileSource(Source[FileOptions]):
         if opts.primary_key is None:
             return make(f"{rel}:{first_line}", data, position, cursor, where, None)
         value = data.get(opts.primary_key)
-        problem = _key_problem(value, opts.primary_key)  # the line names only a record without a usable key
+        # the line names only a record without a usable key; nearly every one has text: told without a call
+        problem = None if type(value) is str and value.strip() else _key_problem(value, opts.primary_key)
         return make(f"{rel}:{first_line}" if problem else str(value), data, position, cursor, where, problem)
 
 
 def _item(
     id: str, data: dict[str, Any], position: Any, cursor: Any, where: str, problem: str | None
 ) -> Record | BadRecord:
-    """A row without a cursor as its item, its position the state after it."""
+    """A row without a cursor as its item, its position the state after it: `item_of`, a record made
+    without the calls between."""
+    if problem is None:
+        return new_record(id, data, position, where, None)
     return item_of(id, data, position, where, problem)
 
 
 def _key_problem(value: Any, name: str) -> str | None:
     """Why `value` cannot be a record id: missing, blank, or not a string or a number."""
-    if type(value) is str and value.strip():  # nearly every record of a file: skip the tests below
-        return None
     if value is None or (isinstance(value, str) and not value.strip()):
         return f"no value in primary key {name!r}"
     if isinstance(value, bool) or not isinstance(value, str | int | float | Decimal):
