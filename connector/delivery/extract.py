@@ -302,7 +302,7 @@ def _changed(
     always takes the full path, as the ledger's newest version of it is then that earlier one."""
     version = job.mapping.version
     raws = raw_digests(version, chunk)
-    ids = [record_id(item) for item in chunk]
+    ids = [item.id if type(item) is Record else record_id(item) for item in chunk]  # a call per record saved
     wanted = list(dict.fromkeys(rid for rid, raw in zip(ids, raws, strict=True) if raw is not None))
     known = ledger.raw_digests(job.name, wanted) if wanted else {}
     mapped: list[Mapped] = []
