@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import csv
 import gc
+import importlib
 import json
 import os
 import re
@@ -50,11 +51,14 @@ def measure(csv_path: Path, jsonl_path: Path, records: int, once: str | None = N
     `once`: only that step, one pass, unmeasured (what `--instructions` counts under valgrind)."""
     from csv_read import MAPPING
 
-    from connector.delivery import extract
     from connector.delivery._boundary import Checker
     from connector.delivery.extract import to_mapped
     from connector.mapping import Mapping
     from connector.plugins import build_source
+
+    extract = importlib.import_module(
+        "connector.delivery.extract"
+    )  # the module: the package's `extract` is its function
 
     sources = {
         kind: build_source("bench", kind, {"path": str(path), "primary_key": "id"})
