@@ -43,7 +43,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from connector.durations import duration_s
-from connector.source import BadRecord, Passed, Record, SourceError, SourceOptions
+from connector.source import BadRecord, Passed, Record, SourceError, SourceOptions, new_record
 
 __all__ = [
     "HELD_BACK",
@@ -91,7 +91,7 @@ def item_of(
     reads, and so makes its items without a Row between (the file sources without a cursor). Not in
     `__all__`: the built-in sources' shortcut, not yet part of the plugin toolkit's guide."""
     if problem is None:
-        return Record(id, data, state, where or None, order)
+        return new_record(id, data, state, where or None, order)
     return BadRecord(where, problem, state, id, data)
 
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo
+
+from ._frozen import maker
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +27,11 @@ class Record:
     # as the source sorts); None: the order of arrival. A version read again below the newest one the
     # ledger holds for its id is never sent, so a re-read older row cannot overwrite newer data.
     order: float | str | None = None
+
+
+new_record: Callable[[str, dict[str, Any], Any, str | None, float | str | None], Record] = maker(Record)
+"""`Record(id, data, state, where, order)` at a third of the cost (`_frozen`), for a source that makes
+one per row (the built-in sources, through `incremental.item_of`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from pydantic import Field
@@ -19,12 +19,6 @@ FIELD_LIMIT = 64 * 1024 * 1024
 
 class CsvOptions(FileOptions):
     delimiter: str = Field(",", min_length=1, max_length=1, description="The field separator.")
-
-
-def _kept(lines: Iterable[str], into: list[str]) -> Iterator[str]:
-    for line in lines:
-        into.append(line)
-        yield line
 
 
 def _ends_in_quotes(text: str, delimiter: str) -> bool:
@@ -78,7 +72,8 @@ class CsvSource(FileSource):
         delimiter = self.options.delimiter
         csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))  # process-wide in the csv module
         taken: list[str] = []  # the lines of the row being read
-        kept = _kept(lines, taken)
+        lines.kept = taken
+        kept = iter(lines)  # one iterator, the csv reader's and the refused row's below
         rows = csv.reader(kept, delimiter=delimiter)
         if lines.offset == 0:
             first = next(rows, None)
@@ -110,7 +105,7 @@ class CsvSource(FileSource):
                 continue
             # A row ends with a newline outside quotes; one that does not is the file's last, maybe still being written
             # (the lenient reader closes a quoted field at the end of the data, so only the last row can be inside one).
-            open_quote = lines.at_end and _ends_in_quotes("".join(taken), delimiter)
+            open_quote = lines.offset >= lines.size and _ends_in_quotes("".join(taken), delimiter)  # at_end, inline
             if (open_quote or not lines.terminated) and lines.hold_back():
                 return
             problem = "the file ends inside a quoted field opened here" if open_quote else undecodable

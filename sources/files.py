@@ -42,7 +42,7 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, BinaryIO, ClassVar, Literal, NamedTuple, TypeVar
+from typing import Any, BinaryIO, ClassVar, Literal, NamedTuple, TypeVar, cast
 
 import structlog
 from pydantic import Field, field_validator
@@ -57,7 +57,7 @@ from connector.incremental import (
     lookback_amount,
     read_incremental,
 )
-from connector.source import BadRecord, ConfigPath, Item, Record, Source, SourceError
+from connector.source import BadRecord, ConfigPath, Item, Record, Source, SourceError, new_record
 
 log = structlog.get_logger("capture_sync.sources")
 
@@ -130,6 +130,22 @@ class LineReader:
     the parser keeps its bearings (a csv quote or delimiter is ASCII) and the record it belongs
     to is reported, not the rest of the file."""
 
+    __slots__ = (
+        "_strip_bom",
+        "encoding",
+        "fh",
+        "held_back",
+        "kept",
+        "line",
+        "name",
+        "offset",
+        "settled",
+        "size",
+        "tail",
+        "terminated",
+        "undecodable",
+    )
+
     def __init__(self, fh: BinaryIO, name: str, encoding: str, offset: int, line: int, settled: bool = True) -> None:
         self.fh, self.name, self.encoding = fh, name, encoding
         self.offset, self.line = offset, line
@@ -139,22 +155,30 @@ class LineReader:
         self.terminated = True  # whether the last line read ended with a newline
         self.held_back = False  # whether hold_back() left the last record for a later read
         self.undecodable: list[tuple[int, str]] = []  # (line, reason) of lines not valid in the encoding
+        # Where each line is also put as it is yielded, if anywhere (the csv source keeps a row's lines
+        # to show a bad one): set before iterating. Here rather than in a generator around this one.
+        self.kept: list[str] | None = None
         self._strip_bom = offset == 0 and codecs.lookup(encoding).name.startswith("utf-8")
 
     def __iter__(self) -> Iterator[str]:
+        kept, encoding = self.kept, self.encoding
         for raw in self.fh:
-            self.offset += len(raw)
+            size = len(raw)
+            self.offset += size
             self.line += 1
-            self.tail = (len(raw), zlib.crc32(raw))
+            self.tail = (size, zlib.crc32(raw))
             self.terminated = raw.endswith(b"\n")
             if self._strip_bom:
                 raw = raw.removeprefix(codecs.BOM_UTF8)
                 self._strip_bom = False
             try:
-                yield raw.decode(self.encoding)
+                text = raw.decode(encoding)
             except UnicodeDecodeError as exc:
-                self.undecodable.append((self.line, f"line {self.line} is not valid {self.encoding} ({exc.reason})"))
-                yield raw.decode(self.encoding, "surrogateescape")
+                self.undecodable.append((self.line, f"line {self.line} is not valid {encoding} ({exc.reason})"))
+                text = raw.decode(encoding, "surrogateescape")
+            if kept is not None:
+                kept.append(text)
+            yield text
 
     def problem(self) -> str | None:
         """Why the lines read since the last call cannot be trusted, if any; forgets them."""
@@ -253,7 +277,7 @@ class FileSource(Source[FileOptions]):
     def read(self, state: Any | None) -> Iterator[Item]:
         opts = self.options
         if not opts.cursor:  # each record's state is its position: made at once, without a Row per record between
-            return (item for item in self._scan(state, _item) if not isinstance(item, HeldBack))
+            return cast(Iterator[Item], self._scan(state, _item, marked=False))  # unmarked: it yields no HeldBack
         return read_incremental(
             state,
             lambda position, since: self._scan(position, Row),
@@ -293,12 +317,15 @@ class FileSource(Source[FileOptions]):
         """(first line, fields) of each record from `lines`, or (first line, Unreadable) for one it
         cannot parse; `fh` is the open file."""
 
-    def _scan(self, position: dict[str, Any] | None, make: Make[Made]) -> Iterator[Made | HeldBack]:
+    def _scan(
+        self, position: dict[str, Any] | None, make: Make[Made], marked: bool = True
+    ) -> Iterator[Made | HeldBack]:
         """Every file not yet read to its end, whatever its place in the order: the position's file
         from its offset, the others from their start. A file counts as read when its fingerprint is
         in the position's `done` (kept only for files that still match, so it stays as small as the
         folder); a position saved before `done` existed counts the files before it in its order.
-        Each row is yielded as `make` makes it."""
+        Each row is yielded as `make` makes it; a held-back line ends the scan, `marked` with HELD_BACK
+        (a read without a cursor has no pass to keep open, so it simply ends)."""
         files = self.files()
         prints = {match.rel: match.fingerprint() for match in files}
         done: frozenset[str] = frozenset()
@@ -316,7 +343,8 @@ class FileSource(Source[FileOptions]):
                 done |= {fingerprint}  # a legacy position's earlier file: read, so say so from here on
                 continue
             if held_back:  # the files after it wait for it, so the state never passes it
-                yield HELD_BACK
+                if marked:
+                    yield HELD_BACK
                 return
             done |= {fingerprint}
 
@@ -354,21 +382,23 @@ class FileSource(Source[FileOptions]):
         if opts.primary_key is None:
             return make(f"{rel}:{first_line}", data, position, cursor, where, None)
         value = data.get(opts.primary_key)
-        problem = _key_problem(value, opts.primary_key)  # the line names only a record without a usable key
+        # the line names only a record without a usable key; nearly every one has text: told without a call
+        problem = None if type(value) is str and value.strip() else _key_problem(value, opts.primary_key)
         return make(f"{rel}:{first_line}" if problem else str(value), data, position, cursor, where, problem)
 
 
 def _item(
     id: str, data: dict[str, Any], position: Any, cursor: Any, where: str, problem: str | None
 ) -> Record | BadRecord:
-    """A row without a cursor as its item, its position the state after it."""
+    """A row without a cursor as its item, its position the state after it: `item_of`, a record made
+    without the calls between."""
+    if problem is None:
+        return new_record(id, data, position, where, None)
     return item_of(id, data, position, where, problem)
 
 
 def _key_problem(value: Any, name: str) -> str | None:
     """Why `value` cannot be a record id: missing, blank, or not a string or a number."""
-    if type(value) is str and value.strip():  # nearly every record of a file: skip the tests below
-        return None
     if value is None or (isinstance(value, str) and not value.strip()):
         return f"no value in primary key {name!r}"
     if isinstance(value, bool) or not isinstance(value, str | int | float | Decimal):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import structlog
 
+from .._frozen import maker
 from ..ledger import Ledger, Mapped
 from ..problems import ConfigProblem
 from ..source import BadRecord, Item, Passed, Record, SourceError
@@ -43,11 +44,14 @@ class NoProgress:
         pass
 
 
+# Mapped(record_id, payload, raw, reasons, order, raw_digest) without its frozen __init__: one per record
+_new_mapped: Callable[..., Mapped] = maker(Mapped)
+
+
 def to_mapped(mapping: Mapping, record: Record, raw_digest: str | None = None) -> Mapped:
     result, notes = mapping.encoded_noting(record.data)
     if isinstance(result, bytes):
-        payload = result.decode("utf-8")
-        return Mapped(record.id, payload, None, notes, record.order, raw_digest)  # positional: made per record
+        return _new_mapped(record.id, result.decode("utf-8"), None, notes, record.order, raw_digest)
     return Mapped(
         record.id,
         raw=_shown_record(record.data),
@@ -57,18 +61,31 @@ def to_mapped(mapping: Mapping, record: Record, raw_digest: str | None = None) -
     )
 
 
-def raw_digest(mapping_version: str, record: Record) -> str | None:
-    """What a record was mapped from, as a digest: the mapping's version, its place in the source's
-    order and its fields. Equal to the digest the ledger holds for the record's newest version, the
-    record is unchanged, and mapping it again is skipped (a lookback, a full refresh, a snapshot
-    pass). `repr` rather than JSON: a third of the cost, and as exact for the plain values sources
-    give (a value whose repr differs from pass to pass, a set, only ever takes the full path). None
-    for fields that have no repr (an int beyond the interpreter's digit limit): the full path too."""
-    try:
-        text = f"{mapping_version}\x1f{record.order!r}\x1f{record.data!r}"
-    except ValueError:
-        return None
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+def raw_digests(mapping_version: str, items: Sequence[Record | BadRecord]) -> list[str | None]:
+    """What each record was mapped from, as a digest (None for a BadRecord): the mapping's version,
+    its place in the source's order and its fields. Equal to the digest the ledger holds for the
+    record's newest version, the record is unchanged, and mapping it again is skipped (a lookback, a
+    full refresh, a snapshot pass). `repr` rather than JSON: a third of the cost, and as exact for the
+    plain values sources give (a value whose repr differs from pass to pass, a set, only ever takes
+    the full path). None for fields that have no repr (an int beyond the interpreter's digit limit):
+    the full path too. A chunk at a time, the version's text made once: the digests are fixed for
+    good (tests/delivery/test_raw_digest.py holds them to the first spelling's)."""
+    head = f"{mapping_version}\x1f"
+    digests: list[str | None] = []
+    for item in items:
+        if not isinstance(item, Record):
+            digests.append(None)
+            continue
+        try:
+            text = f"{head}{item.order!r}\x1f{item.data!r}"
+        except ValueError:
+            digests.append(None)
+            continue
+        digests.append(_blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest())
+    return digests
+
+
+_blake2b = hashlib.blake2b
 
 
 def _shown_record(data: dict[str, Any]) -> dict[str, str]:
@@ -284,8 +301,8 @@ def _changed(
     raw digest): those are counted, never mapped. A record that already came earlier in the chunk
     always takes the full path, as the ledger's newest version of it is then that earlier one."""
     version = job.mapping.version
-    raws = [raw_digest(version, item) if isinstance(item, Record) else None for item in chunk]
-    ids = [record_id(item) for item in chunk]
+    raws = raw_digests(version, chunk)
+    ids = [item.id if type(item) is Record else record_id(item) for item in chunk]  # a call per record saved
     wanted = list(dict.fromkeys(rid for rid, raw in zip(ids, raws, strict=True) if raw is not None))
     known = ledger.raw_digests(job.name, wanted) if wanted else {}
     mapped: list[Mapped] = []

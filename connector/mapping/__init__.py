@@ -87,8 +87,12 @@ class Mapping:
         order = list(PersonInput.model_fields)
         texts = sorted((rule for rule in rules if rule.target in _TEXT), key=lambda rule: order.index(rule.target))
         self._direct_steps = (
-            tuple((rule.reader, rule.target, rule.target != "notes") for rule in texts),
-            tuple((reader, custom) for reader, _, custom in self._steps if custom is not None),
+            tuple((rule.plain_field, rule.reader, rule.target, rule.target != "notes") for rule in texts),
+            tuple(
+                (rule.plain_field, rule.reader, rule.target.removeprefix(_CUSTOM))
+                for rule in rules
+                if rule.target.startswith(_CUSTOM)
+            ),
         )
         self._direct_ok = self._shaped and not any(tf.is_hooked(t) for rule in rules for t in rule.transforms)
 
@@ -189,19 +193,24 @@ class Mapping:
         payload needs the model's judgement: the two-pass steps then say why, in their order."""
         payload: dict[str, Any] = {}
         texts, customs = self._direct_steps
+        # A plain field rule's value is looked up here, without a call of its `get`; as_text's first case
+        # (and as_json's, the same for text) inline: a call and a keyword per field saved.
         try:
-            for value_of, target, one_line in texts:
-                value = value_of(data)
-                if type(value) is str and value.isascii() and value.isprintable():  # as_text's first case, inline:
-                    if value.strip():  # a call and a keyword per field saved, a tenth of mapping a record
+            for field, value_of, target, one_line in texts:
+                value = value_of(data) if field is None else data.get(field)
+                if type(value) is str and value.isascii() and value.isprintable():
+                    if value.strip():
                         payload[target] = value
                 elif (value := as_text(value, one_line=one_line)) is not None:
                     payload[target] = value
             if customs:
                 fields = {}
-                for value_of, name in customs:
-                    value = as_json(value_of(data))
-                    if value is not None:
+                for field, value_of, name in customs:
+                    value = value_of(data) if field is None else data.get(field)
+                    if type(value) is str and value.isascii() and value.isprintable():
+                        if value.strip():
+                            fields[name] = value
+                    elif (value := as_json(value)) is not None:
                         fields[name] = value
                 if fields:
                     payload["custom_fields"] = fields

@@ -41,16 +41,26 @@ class FieldRule:
     default: Scalar | None = None
     columns: tuple[str, ...] = ()  # the source fields it reads: checked against what a source has
     drop: bool = False  # on_error = "drop": a value that cannot be used is left out, not the record
+    field: str | None = None  # the one source field a `field` rule reads (`get` is data.get(field))
 
     def value(self, data: dict[str, Any]) -> Any:
         """The mapped value (None: absent); raises ValueProblem."""
         value = self.get(data)
         if self.transforms:
-            value = as_text(value)
+            # as_text on the value and on each transform's result, its first case (plain ASCII text,
+            # nearly every value: a built-in transform of it gives it again) inline, without a call
+            if type(value) is str and value.isascii() and value.isprintable():
+                value = value if value.strip() else None
+            else:
+                value = as_text(value)
             for transform in self.transforms:
                 if value is None:
                     break
-                value = as_text(transform(value))
+                value = transform(value)
+                if type(value) is str and value.isascii() and value.isprintable():
+                    value = value if value.strip() else None
+                else:
+                    value = as_text(value)
         elif self.default is not None and isinstance(value, str):
             value = as_text(value)  # blank or invisible text is absent, so the default applies to it too
         return self.default if value is None else value
@@ -59,7 +69,18 @@ class FieldRule:
     def reader(self) -> Callable[[dict[str, Any]], Any]:
         """What the mapper calls per record: `value`, or `get` itself where `value` would return
         just what `get` does (no transform, no default), which saves a call per field and record."""
-        return self.get if not self.transforms and self.default is None else self.value
+        return self.get if self.plain else self.value
+
+    @property
+    def plain(self) -> bool:
+        """Whether `value` returns just what `get` does: no transform, no default."""
+        return not self.transforms and self.default is None
+
+    @property
+    def plain_field(self) -> str | None:
+        """The source field whose value is the mapped value as it is (a plain `field` rule), for a mapper
+        that looks it up itself rather than call `get`; None for any other rule."""
+        return self.field if self.plain else None
 
 
 def _template(text: str) -> tuple[Callable[[dict[str, Any]], Any], list[str], tuple[str, ...]]:
@@ -77,17 +98,24 @@ def _template(text: str) -> tuple[Callable[[dict[str, Any]], Any], list[str], tu
     if not names:
         problems.append("template: uses no field (write `constant` for a fixed value)")
 
+    parts = tuple((literal, name or None) for literal, name, _, _ in pieces)
+
     def render(data: dict[str, Any]) -> str | None:
         out, found = [], False
-        for literal, name, _, _ in pieces:
+        for literal, name in parts:
             out.append(literal)
-            if name:
-                try:
-                    value = as_text(data.get(name))
-                except ValueProblem as exc:
-                    raise ValueProblem(f"template field `{name}` {exc}") from None
-                found = found or value is not None
-                out.append(value or "")
+            if name is not None:
+                value = data.get(name)
+                if type(value) is str and value.isascii() and value.isprintable():  # as_text's first case inline
+                    value = value if value.strip() else None
+                else:
+                    try:
+                        value = as_text(value)
+                    except ValueProblem as exc:
+                        raise ValueProblem(f"template field `{name}` {exc}") from None
+                if value is not None:
+                    found = True
+                    out.append(value)
         return "".join(out).strip() if found else None
 
     return render, problems, tuple(dict.fromkeys(names))
@@ -157,7 +185,10 @@ def compile_field(target: str, spec: Any, where: str, load: Callable[[str], Any]
     problems += transform_problems
     if problems:
         return None, [f"{at}.{p}" for p in problems]
-    return FieldRule(target, origin, get, tuple(transforms), parsed.default, columns, parsed.on_error == "drop"), []
+    rule = FieldRule(
+        target, origin, get, tuple(transforms), parsed.default, columns, parsed.on_error == "drop", parsed.field
+    )
+    return rule, []
 
 
 TEXT_FIELDS = tuple(f for f in PERSON_FIELDS if f != "custom_fields")

@@ -1,0 +1,76 @@
+"""A field rule's value is `as_text` of its source value and of each transform's result (values.py's
+two rules after every step), and a template's fields are each `as_text` of theirs: the rules take
+`as_text`'s plain-text case inline on the hot path, and must answer exactly as the rules say."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from connector.mapping.rules import compile_field
+from connector.mapping.transforms import e164, plain
+from connector.mapping.values import ValueProblem, as_text
+
+TRANSFORMS = ["strip", "lower", "upper", "first_name", "last_name", "e164"]
+
+values = st.one_of(
+    st.none(),
+    st.text(max_size=12),
+    st.text(st.sampled_from([" ", "\t", "\n", "\x00", "\u200b", "\u3164", "a", "B", "é", "İ", ",", "5"]), max_size=8),
+    st.sampled_from(["  Ada Lovelace ", "(415) 555-0134", "+44 20 7946 0958", "Lovelace, Ada", "ADA@EXAMPLE.COM"]),
+    st.integers(),
+    st.floats(allow_nan=True),
+    st.booleans(),
+)
+
+
+def _outcome(fn: Any) -> tuple[str, Any]:
+    try:
+        return "value", fn()
+    except ValueProblem as exc:
+        return "problem", str(exc)
+
+
+def _by_the_rules(value: Any, names: list[str]) -> Any:
+    """The rule's value as the module docstrings define it: as_text before and after each transform."""
+    value = as_text(value)
+    for name in names:
+        if value is None:
+            break
+        value = as_text((e164("US") if name == "e164" else plain(name))(value))
+    return value
+
+
+@settings(max_examples=500, deadline=None)
+@given(values, st.lists(st.sampled_from(TRANSFORMS), min_size=1, max_size=3))
+def test_a_rule_with_transforms_gives_as_text_of_every_step(value: Any, names: list[str]) -> None:
+    spec: dict[str, Any] = {"field": "F", "transform": names} | ({"region": "US"} if "e164" in names else {})
+    rule, problems = compile_field("email", spec, "m", _no_hooks)
+    assert rule is not None, problems
+    assert _outcome(lambda: rule.value({"F": value})) == _outcome(lambda: _by_the_rules(value, names))
+
+
+@settings(max_examples=300, deadline=None)
+@given(values, values)
+def test_a_template_joins_as_text_of_its_fields(first: Any, last: Any) -> None:
+    rule, problems = compile_field("name", {"template": "{First} {Last}"}, "m", _no_hooks)
+    assert rule is not None, problems
+
+    def by_the_rules() -> str | None:
+        texts = []
+        for name, value in (("First", first), ("Last", last)):
+            try:
+                texts.append(as_text(value))
+            except ValueProblem as exc:
+                raise ValueProblem(f"template field `{name}` {exc}") from None
+        if texts == [None, None]:
+            return None
+        return f"{texts[0] or ''} {texts[1] or ''}".strip()
+
+    assert _outcome(lambda: rule.value({"First": first, "Last": last})) == _outcome(by_the_rules)
+
+
+def _no_hooks(ref: str) -> Any:
+    raise ValueError("no hooks here")
