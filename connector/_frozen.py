@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
-def maker(cls: type[Any]) -> Callable[..., Any]:
+def maker(cls: type[T]) -> Callable[..., T]:
     """A function taking `cls`'s fields in order (those with a default may be left out) and returning
     the instance `cls(...)` would, without its frozen `__init__`. Generated as dataclasses generates
     `__init__`, so each field is one direct call."""
@@ -34,6 +36,6 @@ def maker(cls: type[Any]) -> Callable[..., Any]:
             signature.append(f"{field.name}=_default{i}")
     body = "".join(f"    _set{i}(obj, {field.name})\n" for i, field in enumerate(params))
     exec(f"def make({', '.join(signature)}):\n    obj = _new(_cls)\n{body}    return obj\n", scope)
-    make: Callable[..., Any] = scope["make"]
+    make: Callable[..., T] = scope["make"]
     make.__qualname__ = make.__name__ = f"make_{cls.__name__}"
     return make
