@@ -38,9 +38,7 @@ TEXT_FIELDS = {
 }
 INDEX_FIELDS = frozenset({"index", "idx", "input_index", "request_index", "person_index"})
 ERROR_FIELDS = ("error", "errors", "message", "reason")
-# What a field's name says its value is: "error" for any value, an index for an int, the rest for a
-# string. One lookup per field: the matcher reads every field of every object.
-ROLES = {**TEXT_FIELDS, **dict.fromkeys(INDEX_FIELDS, "index"), **dict.fromkeys(ERROR_FIELDS, "error")}
+ERROR_NAMES = frozenset(ERROR_FIELDS)
 FAILED = "the server listed this person as failed"
 _NO_REASON = f"{FAILED} without a reason"
 
@@ -99,8 +97,7 @@ def keyed_flat(
             errors: list[Any] = []
             echoes: list[tuple[str, str]] = []
             for name, value in obj.items():
-                role = ROLES.get(name)
-                if role == "error":
+                if name in ERROR_NAMES:
                     errors.append(value)
                 elif isinstance(value, str):
                     hit = by_key.get(value)
@@ -108,14 +105,14 @@ def keyed_flat(
                         if pos is not None and hit != pos:
                             return None
                         pos = hit
-                    elif not value or role is None or role == "index":
+                    elif not value or (kind := TEXT_FIELDS.get(name)) is None:
                         continue
-                    elif role == "person_id":
+                    elif kind == "person_id":
                         person_ids.append(value)
-                    elif role == "id":
+                    elif kind == "id":
                         ids.append(value)
                     else:
-                        echoes.append((role, value))
+                        echoes.append((kind, value))
                 elif isinstance(value, (dict, list)):
                     return None
             if pos is None or outcomes[pos] is not None:

@@ -18,9 +18,11 @@ from ..api.models import BulkCaptureResult, PersonCaptureResult
 from ..ledger import Member, Outcome
 from ._identities import Identities, digits, same_phone
 from ._objects import CATEGORIES as _CATEGORIES
+from ._objects import ERROR_NAMES as _ERROR_NAMES
 from ._objects import FAILED as _FAILED
+from ._objects import INDEX_FIELDS as _INDEX_FIELDS
 from ._objects import MAX_DEPTH as _MAX_DEPTH
-from ._objects import ROLES as _ROLES
+from ._objects import TEXT_FIELDS as _TEXT_FIELDS
 from ._objects import Settled, keyed_flat, settled
 from ._objects import reason as _reason
 
@@ -58,29 +60,30 @@ def _collect(node: dict[str, Any], depth: int, by_key: dict[str, int], f: _Found
     """Every piece of evidence in `node`, `depth` levels down, into `f`. What an error field holds is
     kept as the reason only: it may well describe another person (the one this one clashed with). A
     string is a member's key wherever it stands (it names that member at once); otherwise its field
-    name says what it is. One lookup of the name per field: this runs for every field of every object."""
+    name says what it is."""
     for name, value in node.items():
-        role = _ROLES.get(name)
-        if role == "error":
+        if name in _ERROR_NAMES:
             f.errors.append(value)
+            kind = "error"
         elif isinstance(value, str):
             pos = by_key.get(value)
             if pos is not None:
                 f.named.add(pos)
                 f.keyed = True
-                role = "key"
-            elif not value or role is None or role == "index":
+                kind = "key"
+            elif not value or (kind := _TEXT_FIELDS.get(name)) is None:  # type: ignore[assignment]
                 continue
-            elif role == "person_id":
+            elif kind == "person_id":
                 f.person_ids.append(value)
-            elif role == "id":
+            elif kind == "id":
                 f.ids.append(value)
             else:
-                f.echoes.append((role, value))
+                f.echoes.append((kind, value))
         elif isinstance(value, int):
-            if role != "index" or isinstance(value, bool):
+            if name not in _INDEX_FIELDS or isinstance(value, bool):
                 continue
             f.indices.add(value)
+            kind = "index"
         else:
             if depth < _MAX_DEPTH and name not in _SKIPPED and isinstance(value, (dict, list)):
                 for item in value if isinstance(value, list) else (value,):
@@ -90,7 +93,7 @@ def _collect(node: dict[str, Any], depth: int, by_key: dict[str, int], f: _Found
                         _collect({name: item}, depth, by_key, f)  # a string in a list reads as if alone
             continue
         if f.trace is not None:
-            f.trace[role] = None
+            f.trace[kind] = None
 
 
 def _judge(found: _Found, identities: Identities) -> None:
