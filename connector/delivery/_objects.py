@@ -43,7 +43,9 @@ FAILED = "the server listed this person as failed"
 _NO_REASON = f"{FAILED} without a reason"
 
 
-def settled(member: Member, state: Settled, person_ids: list[str], ids: list[str], errors: list[Any]) -> Outcome:
+def settled(
+    member: Member, state: Settled, person_ids: Sequence[str], ids: Sequence[str], errors: Sequence[Any]
+) -> Outcome:
     """The outcome of `member`, placed on an object in `state`'s array with these pieces of evidence."""
     if state == "failed":
         return Outcome(member.entry_id, "failed", error=reason(errors))
@@ -51,7 +53,7 @@ def settled(member: Member, state: Settled, person_ids: list[str], ids: list[str
     return Outcome(member.entry_id, state, person_id=person_id, named_person=named)
 
 
-def _person_id(person_ids: list[str], ids: list[str]) -> tuple[str | None, bool]:
+def _person_id(person_ids: Sequence[str], ids: Sequence[str]) -> tuple[str | None, bool]:
     """The object's `person_id`, else its `id` (none when it carries two different ones), and whether
     it was named as a person_id."""
     values = person_ids or ids
@@ -60,7 +62,7 @@ def _person_id(person_ids: list[str], ids: list[str]) -> tuple[str | None, bool]
     return values[0], values is person_ids
 
 
-def reason(errors: list[Any]) -> str:
+def reason(errors: Sequence[Any]) -> str:
     """What an object's error fields say, each text once, in document order."""
     return "; ".join(dict.fromkeys(t for v in errors for t in _texts(v))) or _NO_REASON
 

@@ -42,9 +42,10 @@ class _Found:
     keyed: bool = False  # whether any of `named` came from an echoed per-person key
     echoes: list[tuple[str, str]] = field(default_factory=list)  # ("email" | "phone", value as echoed)
     indices: set[int] = field(default_factory=set)
-    person_ids: list[str] = field(default_factory=list)
-    ids: list[str] = field(default_factory=list)
-    errors: list[Any] = field(default_factory=list)
+    # Tuples, grown by copying: most objects hold one of these or none, and an empty one costs nothing.
+    person_ids: tuple[str, ...] = ()
+    ids: tuple[str, ...] = ()
+    errors: tuple[Any, ...] = ()
     fits: list[set[int]] = field(default_factory=list)  # candidate sets of shared evidence
     member: int | None = None
     trace: dict[str, None] | None = None
@@ -63,7 +64,7 @@ def _collect(node: dict[str, Any], depth: int, by_key: dict[str, int], f: _Found
     name says what it is."""
     for name, value in node.items():
         if name in _ERROR_NAMES:
-            f.errors.append(value)
+            f.errors += (value,)
             kind = "error"
         elif isinstance(value, str):
             pos = by_key.get(value)
@@ -74,9 +75,9 @@ def _collect(node: dict[str, Any], depth: int, by_key: dict[str, int], f: _Found
             elif not value or (kind := _TEXT_FIELDS.get(name)) is None:  # type: ignore[assignment]
                 continue
             elif kind == "person_id":
-                f.person_ids.append(value)
+                f.person_ids += (value,)
             elif kind == "id":
-                f.ids.append(value)
+                f.ids += (value,)
             else:
                 f.echoes.append((kind, value))
         elif isinstance(value, int):
@@ -230,7 +231,7 @@ def _by_count(leftovers: list[_Found], open_: list[int], contested: dict[int, st
     else:
         errors = sorted({_reason(f.errors) for f in leftovers})
         reason = errors[0] if len(errors) == 1 else f"{_FAILED}; its reason is one of: {'; '.join(errors)}"
-        return _Found(leftovers[0].state, arrays[0], -1, errors=[reason])
+        return _Found(leftovers[0].state, arrays[0], -1, errors=(reason,))
     return f"no result object carries evidence for this person and the leftovers cannot settle by count: {why}"
 
 
