@@ -12,51 +12,43 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 from ..api.models import BulkCaptureResult, PersonCaptureResult
 from ..ledger import Member, Outcome
 from ._identities import Identities, digits, same_phone
+from ._objects import CATEGORIES as _CATEGORIES
+from ._objects import ERROR_NAMES as _ERROR_NAMES
+from ._objects import FAILED as _FAILED
+from ._objects import INDEX_FIELDS as _INDEX_FIELDS
+from ._objects import MAX_DEPTH as _MAX_DEPTH
+from ._objects import TEXT_FIELDS as _TEXT_FIELDS
+from ._objects import Settled, keyed_flat, settled
+from ._objects import reason as _reason
 
-Settled = Literal["captured", "duplicate", "failed"]
-_CATEGORIES: tuple[tuple[Settled, str], ...] = (
-    ("captured", "successful"),
-    ("duplicate", "duplicates"),
-    ("failed", "failed"),
-)
-_MAX_DEPTH = 4  # result objects are small; this bounds the walk through a hostile one
 _SKIPPED = frozenset({"custom_fields"})  # the person's own free-form data: no evidence in it
-_TEXT_FIELDS = {
-    "email": "email",
-    "email_address": "email",
-    "phone": "phone",
-    "phone_number": "phone",
-    "mobile": "phone",
-    "person_id": "person_id",
-    "id": "id",
-}
-_INDEX_FIELDS = frozenset({"index", "idx", "input_index", "request_index", "person_index"})
-_ERROR_FIELDS = ("error", "errors", "message", "reason")
-_ERROR_NAMES = frozenset(_ERROR_FIELDS)
-_FAILED = "the server listed this person as failed"
-_NO_REASON = f"{_FAILED} without a reason"
 
 
 @dataclass(slots=True, eq=False)
 class _Found:
-    """What one result object says, wherever in it, and where the judging placed it."""
+    """What one result object says, wherever in it, and where the judging placed it. The evidence is
+    kept by kind as `_collect` meets it (each kind is read once, by its own step), in document order
+    within a kind; `trace`, when given, records the kinds in the order they first appear."""
 
     state: Settled
     array: str
     slot: int  # position in its own array: what a per-array numbering would count
-    pieces: list[tuple[str, Any]]  # (kind, value) in document order, see _collect
     named: set[int] = field(default_factory=set)  # members that single-member evidence points to
-    fits: list[set[int]] = field(default_factory=list)  # candidate sets of shared evidence
+    keyed: bool = False  # whether any of `named` came from an echoed per-person key
+    echoes: list[tuple[str, str]] = field(default_factory=list)  # ("email" | "phone", value as echoed)
     indices: set[int] = field(default_factory=set)
+    # Tuples, grown by copying: most objects hold one of these or none, and an empty one costs nothing.
+    person_ids: tuple[str, ...] = ()
+    ids: tuple[str, ...] = ()
+    errors: tuple[Any, ...] = ()
+    fits: list[set[int]] = field(default_factory=list)  # candidate sets of shared evidence
     member: int | None = None
-
-    def values(self, kind: str) -> list[Any]:
-        return [value for k, value in self.pieces if k == kind]
+    trace: dict[str, None] | None = None
 
     def admits(self, pos: int) -> bool:
         """Whether an index pointing at `pos` agrees with the object's other evidence."""
@@ -65,42 +57,51 @@ class _Found:
         return all(pos in fit for fit in self.fits)
 
 
-def _collect(node: dict[str, Any], depth: int, by_key: dict[str, int], out: list[tuple[str, Any]]) -> None:
-    """Every piece of evidence in `node`, `depth` levels down. What an error field holds is kept as the
-    reason only: it may well describe another person (the one this one clashed with). A string is a
-    member's key wherever it stands; otherwise its field name says what it is."""
+def _collect(node: dict[str, Any], depth: int, by_key: dict[str, int], f: _Found) -> None:
+    """Every piece of evidence in `node`, `depth` levels down, into `f`. What an error field holds is
+    kept as the reason only: it may well describe another person (the one this one clashed with). A
+    string is a member's key wherever it stands (it names that member at once); otherwise its field
+    name says what it is."""
     for name, value in node.items():
         if name in _ERROR_NAMES:
-            out.append(("error", value))
+            f.errors += (value,)
+            kind = "error"
         elif isinstance(value, str):
             pos = by_key.get(value)
             if pos is not None:
-                out.append(("key", pos))
-            elif value and (kind := _TEXT_FIELDS.get(name)) is not None:
-                out.append((kind, value))
+                f.named.add(pos)
+                f.keyed = True
+                kind = "key"
+            elif not value or (kind := _TEXT_FIELDS.get(name)) is None:  # type: ignore[assignment]
+                continue
+            elif kind == "person_id":
+                f.person_ids += (value,)
+            elif kind == "id":
+                f.ids += (value,)
+            else:
+                f.echoes.append((kind, value))
         elif isinstance(value, int):
-            if name in _INDEX_FIELDS and not isinstance(value, bool):
-                out.append(("index", value))
-        elif depth < _MAX_DEPTH and name not in _SKIPPED and isinstance(value, (dict, list)):
-            for item in value if isinstance(value, list) else (value,):
-                if isinstance(item, dict):
-                    _collect(item, depth + 1, by_key, out)
-                elif isinstance(item, str):
-                    _collect({name: item}, depth, by_key, out)  # a string in a list reads as if alone
+            if name not in _INDEX_FIELDS or isinstance(value, bool):
+                continue
+            f.indices.add(value)
+            kind = "index"
+        else:
+            if depth < _MAX_DEPTH and name not in _SKIPPED and isinstance(value, (dict, list)):
+                for item in value if isinstance(value, list) else (value,):
+                    if isinstance(item, dict):
+                        _collect(item, depth + 1, by_key, f)
+                    elif isinstance(item, str):
+                        _collect({name: item}, depth, by_key, f)  # a string in a list reads as if alone
+            continue
+        if f.trace is not None:
+            f.trace[kind] = None
 
 
 def _judge(found: _Found, identities: Identities) -> None:
     """Place an object by its key, email and phone echoes; shared echoes only cross-check."""
-    echoes = []
-    for kind, value in found.pieces:
-        if kind == "key":
-            found.named.add(value)
-        elif kind == "index":
-            found.indices.add(value)
-        elif kind == "email" or kind == "phone":
-            echoes.append((kind, value))
+    echoes = found.echoes
     # The keyed member's own email and phone: an echo of them is consistent, whoever else it would fit.
-    keyed = next(iter(found.named)) if echoes and len(found.named) == 1 else None
+    keyed = next(iter(found.named)) if echoes and len(found.named) == 1 else None  # named by keys only, so far
     own = identities.spelled(keyed) if keyed is not None else None
     for kind, spelled in echoes:
         if own is not None and own.get(kind) == spelled:
@@ -158,7 +159,7 @@ def _contradicted(pairs: list[tuple[_Found, int]], size: int) -> dict[int, str]:
     for f, v in pairs:
         named = f.named or ({f.member} if f.member is not None else set())
         in_range = [base for base in (0, 1) if base <= v < size + base]
-        if not named or not in_range or any(kind == "key" for kind, _ in f.pieces):
+        if not named or not in_range or f.keyed:
             continue
         if not any(f.admits(v - base) for base in in_range):
             for pos in named:
@@ -166,57 +167,27 @@ def _contradicted(pairs: list[tuple[_Found, int]], size: int) -> dict[int, str]:
     return reasons
 
 
-def _person_id(found: _Found) -> tuple[str | None, bool]:
-    """The object's `person_id`, else its `id` (none when it carries two different ones), and whether
-    it was named as a person_id: one pass over the pieces, as this runs for every member settled."""
-    person_ids: list[Any] = []
-    ids: list[Any] = []
-    for kind, value in found.pieces:
-        if kind == "person_id":
-            person_ids.append(value)
-        elif kind == "id":
-            ids.append(value)
-    values = person_ids or ids
-    if not values or (len(values) > 1 and len(set(values)) > 1):
-        return None, False
-    return values[0], values is person_ids
-
-
-def _texts(value: Any, depth: int = 0) -> list[str]:
-    if isinstance(value, str):
-        return [value.strip()] if value.strip() else []
-    if depth >= _MAX_DEPTH:
-        return []
-    if isinstance(value, dict):
-        head = [str(value[k]) for k in ("code", "message") if value.get(k) not in (None, "")]
-        if head:
-            return [": ".join(head)]
-        return [t for k in _ERROR_FIELDS if k in value for t in _texts(value[k], depth + 1)]
-    if isinstance(value, list):
-        return [t for item in value for t in _texts(item, depth + 1)]
-    return []
-
-
-def _error(found: _Found) -> str:
-    return "; ".join(dict.fromkeys(t for v in found.values("error") for t in _texts(v))) or _NO_REASON
-
-
 def _settle(member: Member, found: _Found) -> Outcome:
-    if found.state == "failed":
-        return Outcome(member.entry_id, "failed", error=_error(found))
-    person_id, named = _person_id(found)
-    return Outcome(member.entry_id, found.state, person_id=person_id, named_person=named)
+    return settled(member, found.state, found.person_ids, found.ids, found.errors)
 
 
-def _scan(members: Sequence[Member], result: BulkCaptureResult) -> list[_Found]:
-    by_key = {m.key: pos for pos, m in enumerate(members)}
-    identities = Identities(members)
+def _scan(
+    members: Sequence[Member],
+    result: BulkCaptureResult,
+    *,
+    trace: bool = False,
+    by_key: dict[str, int] | None = None,
+    identities: Identities | None = None,
+) -> list[_Found]:
+    """Each object's evidence, judged; `by_key` and `identities` when the caller has them already."""
+    by_key = {m.key: pos for pos, m in enumerate(members)} if by_key is None else by_key
+    identities = Identities(members) if identities is None else identities
     found = []
     for state, array in _CATEGORIES:
         for slot, obj in enumerate(getattr(result, array)):
-            f = _Found(state, array, slot, [])
+            f = _Found(state, array, slot, trace={} if trace else None)
             if isinstance(obj, dict):
-                _collect(obj, 0, by_key, f.pieces)
+                _collect(obj, 0, by_key, f)
             _judge(f, identities)
             found.append(f)
     return found
@@ -258,9 +229,9 @@ def _by_count(leftovers: list[_Found], open_: list[int], contested: dict[int, st
     elif any(not fit & open_set for f in leftovers for fit in f.fits):
         why = "an unplaced object echoes only persons placed elsewhere"
     else:
-        errors = sorted({_error(f) for f in leftovers})
+        errors = sorted({_reason(f.errors) for f in leftovers})
         reason = errors[0] if len(errors) == 1 else f"{_FAILED}; its reason is one of: {'; '.join(errors)}"
-        return _Found(leftovers[0].state, arrays[0], -1, [("error", reason)])
+        return _Found(leftovers[0].state, arrays[0], -1, errors=(reason,))
     return f"no result object carries evidence for this person and the leftovers cannot settle by count: {why}"
 
 
@@ -280,7 +251,12 @@ class ObjectReading:
 
 def match_bulk(members: Sequence[Member], result: BulkCaptureResult) -> list[Outcome]:
     """One outcome per member, in member order: a settled state only where the server gave it."""
-    found = _scan(members, result)
+    by_key = {m.key: pos for pos, m in enumerate(members)}
+    identities = Identities(members)
+    keyed = keyed_flat(members, result, by_key, identities)
+    if keyed is not None:
+        return keyed
+    found = _scan(members, result, by_key=by_key, identities=identities)
     lined_up = _one_each(found, len(members))
     if lined_up is not None:
         return [_settle(m, f) for m, f in zip(members, lined_up, strict=True)]
@@ -300,7 +276,7 @@ def _one_each(found: list[_Found], size: int) -> list[_Found] | None:
         pos = f.member
         if pos is None or ordered[pos] is not None:
             return None
-        if f.indices and ("key", pos) not in f.pieces:  # placed: its key pieces, if any, all name `pos`
+        if f.indices and not f.keyed:  # placed: its keys, if any, all name `pos`
             return None
         ordered[pos] = f
     return cast("list[_Found]", ordered)
@@ -310,16 +286,16 @@ def read_bulk(
     members: Sequence[Member], result: BulkCaptureResult
 ) -> tuple[list[Outcome], list[ObjectReading], int | None]:
     """`match_bulk`'s outcomes, what it read in each object, and the index base it trusted (0, 1 or None)."""
-    outcomes, found, base = _match(members, _scan(members, result))
+    outcomes, found, base = _match(members, _scan(members, result, trace=True))
     by_key = {m.key: pos for pos, m in enumerate(members)}
     readings = []
     objects = [obj for _, array in _CATEGORIES for obj in getattr(result, array)]
     for f, obj in zip(found, objects, strict=True):
-        top: list[tuple[str, Any]] = []
+        top = _Found(f.state, f.array, f.slot, trace={})
         if isinstance(obj, dict):
             _collect({k: v for k, v in obj.items() if not isinstance(v, (dict, list))}, 0, by_key, top)
-        kinds = tuple(dict.fromkeys(kind for kind, _ in f.pieces))
-        shallow = {kind for kind, _ in top}
+        kinds = tuple(f.trace or ())
+        shallow = top.trace or {}
         readings.append(
             ObjectReading(
                 f.array,

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from connector.api import BulkCaptureResult
 from connector.delivery import settle
 from connector.delivery._identities import Identities, contacts, digits, payloads
+from connector.delivery._objects import keyed_flat
 from connector.delivery.settle import _match, _scan, match_bulk
 from connector.ledger import Member
 
@@ -199,3 +200,57 @@ def test_echoes_spelled_any_way_are_judged_as_the_plain_reading_judges_them(case
     outcomes, seen = plain_reading(batch, data)
     assert match_bulk(batch, data) == outcomes
     assert judged(batch, data) == seen
+
+
+# --- the shortcut for flat objects that each echo one member's key -------------------------------------
+
+FLAT_NAMES = ("idempotency_key", "key", "email", "phone", "mobile", "person_id", "id", "index", "error", "reason", "x")
+
+
+@st.composite
+def flat_answers(draw: st.DrawFn) -> tuple[list[Member], BulkCaptureResult]:
+    """Answers near the shortcut's edge: mostly one flat object per member echoing its key beside any
+    of the evidence fields, with now and then a second key, another member's echo, an echo spelled
+    otherwise, a nested value, a missing or repeated object, or an object in another array."""
+    batch, _ = draw(spelled_batches())
+    n = len(batch)
+    order = draw(st.permutations(range(n)))
+    if draw(st.integers(0, 4)) == 0:
+        order = draw(st.lists(st.integers(0, n - 1), max_size=n + 1))
+    value = st.one_of(
+        st.sampled_from([m.key for m in batch]),
+        st.sampled_from(EMAILS).flatmap(_email_spelling),
+        st.sampled_from(PHONES).flatmap(_phone_spelling),
+        st.integers(-1, n + 1),
+        st.booleans(),
+        st.none(),
+        st.text(max_size=3),
+        st.just({"code": "x", "message": "bad"}),
+        st.just(["y"]),
+    )
+    arrays: dict[str, list[Any]] = {"successful": [], "duplicates": [], "failed": []}
+    for pos in order:
+        obj: dict[str, Any] = {"idempotency_key": batch[pos].key}
+        own = json.loads(batch[pos].payload)
+        for name in ("email", "phone"):
+            if isinstance(own.get(name), str) and draw(st.booleans()):
+                obj[name] = own[name]
+        obj.update(draw(st.dictionaries(st.sampled_from(FLAT_NAMES), value, max_size=3)))
+        arrays[draw(st.sampled_from(sorted(arrays)))].append(obj)
+    return batch, BulkCaptureResult(**arrays)
+
+
+@settings(max_examples=600, deadline=None)
+@given(flat_answers())
+def test_the_keyed_flat_shortcut_settles_as_the_full_reading_does(case):
+    batch, data = case
+    assert match_bulk(batch, data) == _match(batch, _scan(batch, data))[0]
+
+
+@pytest.mark.parametrize("truths", [["captured"] * 5, ["captured", "failed", "duplicate", "captured", "failed"]])
+def test_the_sandbox_echo_shape_takes_the_keyed_flat_shortcut(truths):
+    batch = members(5)
+    data = result("echo", batch, truths)
+    by_key = {m.key: pos for pos, m in enumerate(batch)}
+    assert keyed_flat(batch, data, by_key, Identities(batch)) == match_bulk(batch, data)
+    assert states(match_bulk(batch, data)) == truths
