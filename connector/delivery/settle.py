@@ -12,19 +12,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from ..api.models import BulkCaptureResult, PersonCaptureResult
 from ..ledger import Member, Outcome
 from ._identities import Identities, digits, same_phone
-from ._objects import CATEGORIES as _CATEGORIES
-from ._objects import ERROR_NAMES as _ERROR_NAMES
-from ._objects import FAILED as _FAILED
-from ._objects import INDEX_FIELDS as _INDEX_FIELDS
-from ._objects import MAX_DEPTH as _MAX_DEPTH
-from ._objects import TEXT_FIELDS as _TEXT_FIELDS
-from ._objects import Settled, keyed_flat, settled
-from ._objects import reason as _reason
+from ._objects import (
+    CATEGORIES,
+    ERROR_NAMES,
+    FAILED,
+    INDEX_FIELDS,
+    MAX_DEPTH,
+    TEXT_FIELDS,
+    Settled,
+    keyed_flat,
+    reason,
+    settled,
+)
+
+T = TypeVar("T")
 
 _SKIPPED = frozenset({"custom_fields"})  # the person's own free-form data: no evidence in it
 
@@ -42,10 +48,10 @@ class _Found:
     keyed: bool = False  # whether any of `named` came from an echoed per-person key
     echoes: list[tuple[str, str]] = field(default_factory=list)  # ("email" | "phone", value as echoed)
     indices: set[int] = field(default_factory=set)
-    # Tuples, grown by copying: most objects hold one of these or none, and an empty one costs nothing.
-    person_ids: tuple[str, ...] = ()
-    ids: tuple[str, ...] = ()
-    errors: tuple[Any, ...] = ()
+    # Most objects hold one of these or none: a list is made at the first value (`_more`), not per object.
+    person_ids: list[str] | tuple[()] = ()
+    ids: list[str] | tuple[()] = ()
+    errors: list[Any] | tuple[()] = ()
     fits: list[set[int]] = field(default_factory=list)  # candidate sets of shared evidence
     member: int | None = None
     trace: dict[str, None] | None = None
@@ -57,14 +63,23 @@ class _Found:
         return all(pos in fit for fit in self.fits)
 
 
+def _more(values: list[T] | tuple[()], value: T) -> list[T]:
+    """`values` with `value` added in place: linear in an answer's width (a tuple grown by copying was
+    quadratic, on the event loop, for an answer listing many ids)."""
+    if isinstance(values, list):
+        values.append(value)
+        return values
+    return [value]
+
+
 def _collect(node: dict[str, Any], depth: int, by_key: dict[str, int], f: _Found) -> None:
     """Every piece of evidence in `node`, `depth` levels down, into `f`. What an error field holds is
     kept as the reason only: it may well describe another person (the one this one clashed with). A
     string is a member's key wherever it stands (it names that member at once); otherwise its field
     name says what it is."""
     for name, value in node.items():
-        if name in _ERROR_NAMES:
-            f.errors += (value,)
+        if name in ERROR_NAMES:
+            f.errors = _more(f.errors, value)
             kind = "error"
         elif isinstance(value, str):
             pos = by_key.get(value)
@@ -72,21 +87,21 @@ def _collect(node: dict[str, Any], depth: int, by_key: dict[str, int], f: _Found
                 f.named.add(pos)
                 f.keyed = True
                 kind = "key"
-            elif not value or (kind := _TEXT_FIELDS.get(name)) is None:  # type: ignore[assignment]
+            elif not value or (kind := TEXT_FIELDS.get(name)) is None:  # type: ignore[assignment]
                 continue
             elif kind == "person_id":
-                f.person_ids += (value,)
+                f.person_ids = _more(f.person_ids, value)
             elif kind == "id":
-                f.ids += (value,)
+                f.ids = _more(f.ids, value)
             else:
                 f.echoes.append((kind, value))
         elif isinstance(value, int):
-            if name not in _INDEX_FIELDS or isinstance(value, bool):
+            if name not in INDEX_FIELDS or isinstance(value, bool):
                 continue
             f.indices.add(value)
             kind = "index"
         else:
-            if depth < _MAX_DEPTH and name not in _SKIPPED and isinstance(value, (dict, list)):
+            if depth < MAX_DEPTH and name not in _SKIPPED and isinstance(value, (dict, list)):
                 for item in value if isinstance(value, list) else (value,):
                     if isinstance(item, dict):
                         _collect(item, depth + 1, by_key, f)
@@ -183,7 +198,7 @@ def _scan(
     by_key = {m.key: pos for pos, m in enumerate(members)} if by_key is None else by_key
     identities = Identities(members) if identities is None else identities
     found = []
-    for state, array in _CATEGORIES:
+    for state, array in CATEGORIES:
         for slot, obj in enumerate(getattr(result, array)):
             f = _Found(state, array, slot, trace={} if trace else None)
             if isinstance(obj, dict):
@@ -218,7 +233,7 @@ def _by_count(leftovers: list[_Found], open_: list[int], contested: dict[int, st
     """
     if not leftovers:
         return "the server listed no result object for this person"
-    arrays = sorted({f.array for f in leftovers}, key=[a for _, a in _CATEGORIES].index)
+    arrays = sorted({f.array for f in leftovers}, key=[a for _, a in CATEGORIES].index)
     open_set = set(open_)
     if contested:
         why = "other members of the batch are contested"
@@ -229,9 +244,9 @@ def _by_count(leftovers: list[_Found], open_: list[int], contested: dict[int, st
     elif any(not fit & open_set for f in leftovers for fit in f.fits):
         why = "an unplaced object echoes only persons placed elsewhere"
     else:
-        errors = sorted({_reason(f.errors) for f in leftovers})
-        reason = errors[0] if len(errors) == 1 else f"{_FAILED}; its reason is one of: {'; '.join(errors)}"
-        return _Found(leftovers[0].state, arrays[0], -1, errors=(reason,))
+        errors = sorted({reason(f.errors) for f in leftovers})
+        shared = errors[0] if len(errors) == 1 else f"{FAILED}; its reason is one of: {'; '.join(errors)}"
+        return _Found(leftovers[0].state, arrays[0], -1, errors=[shared])
     return f"no result object carries evidence for this person and the leftovers cannot settle by count: {why}"
 
 
@@ -289,7 +304,7 @@ def read_bulk(
     outcomes, found, base = _match(members, _scan(members, result, trace=True))
     by_key = {m.key: pos for pos, m in enumerate(members)}
     readings = []
-    objects = [obj for _, array in _CATEGORIES for obj in getattr(result, array)]
+    objects = [obj for _, array in CATEGORIES for obj in getattr(result, array)]
     for f, obj in zip(found, objects, strict=True):
         top = _Found(f.state, f.array, f.slot, trace={})
         if isinstance(obj, dict):
