@@ -123,16 +123,29 @@ def _v13(conn: Any) -> None:
     _identify(conn)
 
 
+# How many entries' tags v14's migration sets per UPDATE. It reads the person ids through a
+# server-side cursor, this many at a time, so the migrating process holds one chunk of them, not the
+# whole table's (millions of captures: hundreds of MB); all chunks go in the one migrating transaction.
+V14_CHUNK = 20_000
+
+
 def _v14(conn: Any) -> None:
     """As SQLite's `_migrations_late._v14`: entries_person on a digest of the person id (`_merges.person_tag`)."""
     conn.execute("ALTER TABLE entries ADD COLUMN person_tag bigint")
-    ids, tags = [], []
-    for entry_id, person in conn.execute("SELECT id, person_id FROM entries WHERE person_id IS NOT NULL"):
-        ids.append(entry_id)
-        tags.append(person_tag(person))
-    conn.execute(PERSON_TAG_SET.format(rows="unnest(%s::bigint[], %s::bigint[])"), (ids, tags))
+    # A cursor sees the entries as they were when it was declared: the chunks' updates do not come back to it.
+    with conn.cursor(name="capture_sync_v14_person_tags") as people:
+        people.execute("SELECT id, person_id FROM entries WHERE person_id IS NOT NULL")
+        while chunk := people.fetchmany(V14_CHUNK):
+            _set_person_tags(conn, chunk)
     for statement in V14_INDEX:
         conn.execute(statement)
+
+
+def _set_person_tags(conn: Any, chunk: list[tuple[int, str]]) -> None:
+    """The tags of one chunk of (entry id, person id) rows, in one UPDATE."""
+    ids = [entry_id for entry_id, _ in chunk]
+    tags = [person_tag(person) for _, person in chunk]
+    conn.execute(PERSON_TAG_SET.format(rows="unnest(%s::bigint[], %s::bigint[])"), (ids, tags))
 
 
 def _identify(conn: Any) -> None:

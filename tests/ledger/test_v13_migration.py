@@ -11,15 +11,17 @@ import hashlib
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from connector.api.client import Attempt
-from connector.ledger import Ledger, Outcome
+from connector.ledger import Ledger, Outcome, _pg_schema
+from connector.ledger._merges import person_tag
 from connector.ledger.schema import LedgerError
 from connector.ledger.views import EntryDetail
 
-from .test_v9_migration import as_version, claimed, indexes, person_at
+from .test_v9_migration import as_version, claimed, indexes, person_at, stored_states
 from .test_v12_migration import migrates_unseen
 
 
@@ -125,3 +127,76 @@ def test_an_older_postgresql_ledger_is_not_migrated_while_an_older_daemon_leads_
         pg.execute("UPDATE capture_sync_ha.leases SET expires_at = now()")  # the old daemon stopped
     with Ledger(postgres_ledger_url) as ledger:
         assert ledger.status().by_state["pending"] == 1
+
+
+def a_v13_ledger_with_captures(url: str, captured: int) -> dict[int, str]:
+    """A v13 PostgreSQL ledger of `captured` captured entries (each with a person id of the CRM's
+    shape) and one pending: the captured entries' person ids by entry id."""
+    with Ledger(url) as ledger:
+        ledger.enqueue("crm", "m", [person_at(i) for i in range(1, captured + 2)], None)
+        work = claimed(ledger, captured)
+        people = {m.entry_id: f"{m.entry_id:08d}-4b1e-4c2a-9f3d-{m.entry_id * 7919:012d}" for m in work.members}
+        ledger.settle(work, [Outcome(e, "captured", person_id=p) for e, p in people.items()], [])
+    as_version(url, 13)
+    return people
+
+
+def test_a_postgresql_ledger_of_more_captures_than_one_chunk_is_tagged_chunk_by_chunk(
+    postgres_ledger_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """v14's migration reads the person ids `V14_CHUNK` at a time (not the whole table into the
+    migrating process) and tags each chunk in one UPDATE: every captured entry gets its own tag,
+    the one never sent none."""
+    import psycopg
+
+    people = a_v13_ledger_with_captures(postgres_ledger_url, 30)
+    chunks: list[list[int]] = []
+    set_tags = _pg_schema._set_person_tags
+
+    def counted(conn: psycopg.Connection[Any], chunk: list[tuple[int, str]]) -> None:
+        chunks.append([entry_id for entry_id, _ in chunk])
+        set_tags(conn, chunk)
+
+    monkeypatch.setattr(_pg_schema, "V14_CHUNK", 7)
+    monkeypatch.setattr(_pg_schema, "_set_person_tags", counted)
+    with Ledger(postgres_ledger_url) as ledger:
+        assert [len(chunk) for chunk in chunks] == [7, 7, 7, 7, 2]
+        assert sorted(e for chunk in chunks for e in chunk) == sorted(people)
+        rows = ledger._read("SELECT id, person_id, person_tag FROM entries ORDER BY id")
+    assert {e: (p, t) for e, p, t in rows if p is not None} == {e: (p, person_tag(p)) for e, p in people.items()}
+    assert [(p, t) for _, p, t in rows if p is None] == [(None, None)]
+    assert "entries_person" in indexes(postgres_ledger_url)
+    with psycopg.connect(postgres_ledger_url, autocommit=True) as pg:
+        assert pg.execute("SELECT version FROM schema_version").fetchone() == (14,)
+
+
+def test_a_postgresql_v14_migration_failing_in_a_later_chunk_leaves_the_ledger_at_v13(
+    postgres_ledger_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chunks are one transaction: the ledger is migrated whole or not at all."""
+    import psycopg
+
+    a_v13_ledger_with_captures(postgres_ledger_url, 30)
+    stored = stored_states(postgres_ledger_url)
+    set_tags = _pg_schema._set_person_tags
+    chunks = 0
+
+    def failing(conn: psycopg.Connection[Any], chunk: list[tuple[int, str]]) -> None:
+        nonlocal chunks
+        chunks += 1
+        if chunks == 3:
+            raise RuntimeError("the migrating process stopped")
+        set_tags(conn, chunk)
+
+    monkeypatch.setattr(_pg_schema, "V14_CHUNK", 7)
+    monkeypatch.setattr(_pg_schema, "_set_person_tags", failing)
+    with pytest.raises(RuntimeError, match="stopped"):
+        Ledger(postgres_ledger_url)
+    with psycopg.connect(postgres_ledger_url, autocommit=True) as pg:
+        assert pg.execute("SELECT version FROM schema_version").fetchone() == (13,)
+        columns = "SELECT column_name FROM information_schema.columns WHERE table_name = 'entries'"
+        assert "person_tag" not in {c for (c,) in pg.execute(columns)}
+    assert stored_states(postgres_ledger_url) == stored
+    monkeypatch.setattr(_pg_schema, "_set_person_tags", set_tags)
+    with Ledger(postgres_ledger_url) as ledger:  # the next open migrates it
+        assert ledger._read("SELECT count(*) FROM entries WHERE person_tag IS NOT NULL") == [(30,)]
