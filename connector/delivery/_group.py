@@ -94,6 +94,8 @@ class GroupCommit:
         self._out -= 1
         if answer.done():
             return
+        if isinstance(got, StopIteration):  # a future refuses to carry one (TypeError), leaving its waiter hung
+            got = RuntimeError(f"a ledger step raised {got!r}")
         if isinstance(got, BaseException):
             answer.set_exception(got)
         else:

@@ -184,7 +184,8 @@ class Delivery:
                 return True
             # only a claim lowers the backlog: it is under the mark once this many more are taken
             self._look_at = taken + pending - high + 1
-            self._room.wait(ROOM_POLL_S)
+            if self.taken < self._look_at:  # a claim told while this counted compared an older mark
+                self._room.wait(ROOM_POLL_S)
 
     # --- the run ----------------------------------------------------------------------------
 
@@ -216,8 +217,10 @@ class Delivery:
         finally:
             for task in (stopping, all_done, *workers):
                 task.cancel()
-            results = await asyncio.gather(*workers, return_exceptions=True)
-            await self._steps.close()  # a claim whose worker was cancelled may still be under way: not left behind
+            try:
+                results = await asyncio.gather(*workers, return_exceptions=True)
+            finally:  # a claim whose worker was cancelled may still be under way: not left behind, even on a cancel
+                await asyncio.shield(self._steps.close())
             errors = [r for r in results if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError)]
             if reader is not None:
                 # After an outage halt the read goes on to its end (what it reads is queued for
@@ -276,10 +279,12 @@ class Delivery:
                         return
                     await news.wait()
                     continue
+                self.taken += len(work.members)
             self.in_hand += 1
-            self.taken += len(work.members)
             try:
                 work = await self._send(work, claim_next=True)
+                if work is not None:  # claimed with the settle: counted before the read is told
+                    self.taken += len(work.members)
             finally:
                 self.in_hand -= 1
                 self._notify()

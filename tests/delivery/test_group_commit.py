@@ -178,3 +178,24 @@ def test_a_step_runs_with_the_log_fields_bound_where_it_was_handed_in(ledger):
 
     asyncio.run(scenario())
     assert ledger.log_fields == [{"integration": "crm-eu"}]
+
+
+def test_a_step_whose_ledger_call_raises_stop_iteration_answers_its_worker(ledger, monkeypatch):
+    """A future cannot carry StopIteration (asyncio refuses it with a TypeError in the loop's callback):
+    the worker gets a RuntimeError naming it instead of waiting for ever."""
+    (first,) = batches(ledger, 1)
+
+    def exhausted(settlements):  # type: ignore[no-untyped-def]
+        raise StopIteration("an exhausted iterator")
+
+    monkeypatch.setattr(ledger, "settle_many", exhausted)
+
+    async def scenario() -> None:
+        steps = GroupCommit(ledger, set(), threading.Lock())
+        try:
+            with pytest.raises(RuntimeError, match="StopIteration"):
+                await asyncio.wait_for(steps(captured(first)), 10)
+        finally:
+            await steps.close()
+
+    asyncio.run(scenario())
