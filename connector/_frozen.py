@@ -25,6 +25,8 @@ def maker(cls: type[T]) -> Callable[..., T]:
     params = dataclasses.fields(cls)
     if any(field.default_factory is not dataclasses.MISSING or not field.init for field in params):
         raise TypeError(f"{cls.__name__} has a field maker cannot set: a default factory, or init=False")
+    if any(field.name == "obj" or field.name.startswith("_") or field.name not in cls.__dict__ for field in params):
+        raise TypeError(f"{cls.__name__} has a field maker cannot set: one named as its own locals, or a base's")
     scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
     signature = []
     for i, field in enumerate(params):

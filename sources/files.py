@@ -188,11 +188,6 @@ class LineReader:
         self.undecodable.clear()
         return reasons or None
 
-    @property
-    def at_end(self) -> bool:
-        """Whether the last line read reached the end the file had when opened."""
-        return self.offset >= self.size
-
     def where(self) -> str:
         return f"{self.name} line {self.line}"
 

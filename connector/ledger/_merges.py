@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 
-from ._db import Db, Dialect
+from ._db import Db, Dialect, storable
 from ._types import Outcome
 
 # A record is known to be a person once the CRM listed it, as new (captured) or existing (duplicate).
@@ -45,7 +45,7 @@ def merged(db: Db, outcomes: Sequence[Outcome], records: Mapping[int, tuple[str,
     if not captured:
         return set()
     held: dict[str, set[tuple[str, str]]] = {}
-    persons = sorted({str(o.person_id) for o in captured})
+    persons = sorted({_stored(o) for o in captured})
     for person, source, rid in db.execute(
         holders_sql(db.dialect), (db.dialect.many(sorted({person_tag(p) for p in persons})), db.dialect.many(persons))
     ):
@@ -53,8 +53,14 @@ def merged(db: Db, outcomes: Sequence[Outcome], records: Mapping[int, tuple[str,
     found = set()
     for o in captured:
         me = records[o.entry_id]
-        holders = held.setdefault(str(o.person_id), set())
+        holders = held.setdefault(_stored(o), set())
         if holders and me not in holders:
             found.add(o.entry_id)
         holders.add(me)
     return found
+
+
+def _stored(outcome: Outcome) -> str:
+    """The person id as the settle stores it (`storable`: a NUL the database refuses becomes U+FFFD),
+    so that a held id is found again."""
+    return storable(str(outcome.person_id)) or ""

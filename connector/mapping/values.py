@@ -60,7 +60,9 @@ _BLANKS = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u2800\u3164\uffa0" + "".join
 
 def as_text(value: Any, *, one_line: bool = False) -> str | None:
     """Text for a string field, with the module's two rules applied (`one_line`: tab and line
-    breaks become spaces); None (absent) for null and for empty, blank or invisible text."""
+    breaks become spaces); None (absent) for null and for empty, blank or invisible text. Its
+    plain-text case (a printable ASCII str) is copied inline on the mapper's hot path (`rules.py`,
+    `Mapping._direct`): change it there too (tests/mapping/test_rule_values.py holds them equal)."""
     if type(value) is str:  # nearly every value: skip the isinstance ladder
         text = value
     elif value is None:

@@ -68,6 +68,14 @@ def test_maker_refuses_a_class_whose_constructor_does_more() -> None:
     class Listed:
         items: list[int] = dataclasses.field(default_factory=list)
 
-    for cls in (Checked, Unslotted, Listed):
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Clashing:  # a field named as the made function's own local would be set to the instance
+        obj: int
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Derived(Clashing):  # its base's field lives in the base's slots
+        more: int = 0
+
+    for cls in (Checked, Unslotted, Listed, Clashing, Derived):
         with pytest.raises(TypeError):
             maker(cls)
