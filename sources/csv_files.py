@@ -105,9 +105,8 @@ class CsvSource(FileSource):
                 continue
             # A row ends with a newline outside quotes; one that does not is the file's last, maybe still being written
             # (the lenient reader closes a quoted field at the end of the data, so only the last row can be inside one).
-            open_quote = lines.offset >= lines.size and _ends_in_quotes(
-                "".join(taken), delimiter
-            )  # the last line read reached the end the file had when opened
+            # (`offset >= size`: the last line read reached the end the file had when opened)
+            open_quote = lines.offset >= lines.size and _ends_in_quotes("".join(taken), delimiter)
             if (open_quote or not lines.terminated) and lines.hold_back():
                 return
             problem = "the file ends inside a quoted field opened here" if open_quote else undecodable

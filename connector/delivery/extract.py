@@ -71,6 +71,7 @@ def raw_digests(mapping_version: str, items: Sequence[Record | BadRecord]) -> li
     the full path too. A chunk at a time, the version's text made once: the digests are fixed for
     good (tests/delivery/test_raw_digest.py holds them to the first spelling's)."""
     head = f"{mapping_version}\x1f"
+    blake2b = hashlib.blake2b
     digests: list[str | None] = []
     for item in items:
         if not isinstance(item, Record):
@@ -81,11 +82,8 @@ def raw_digests(mapping_version: str, items: Sequence[Record | BadRecord]) -> li
         except ValueError:
             digests.append(None)
             continue
-        digests.append(_blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest())
+        digests.append(blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest())
     return digests
-
-
-_blake2b = hashlib.blake2b
 
 
 def _shown_record(data: dict[str, Any]) -> dict[str, str]:

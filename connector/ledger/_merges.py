@@ -35,19 +35,28 @@ def holders_sql(dialect: Dialect) -> str:
     )
 
 
-def merged(db: Db, outcomes: Sequence[Outcome], records: Mapping[int, tuple[str, str]]) -> set[int]:
+def tags_of(outcomes: Sequence[Outcome]) -> dict[str, int]:
+    """Each person id among `outcomes`, as stored, with its tag: made once per settle, for the merge
+    check and for the write."""
+    return {person: person_tag(person) for o in outcomes if (person := storable(o.person_id)) is not None}
+
+
+def merged(
+    db: Db, outcomes: Sequence[Outcome], records: Mapping[int, tuple[str, str]], tags: Mapping[str, int]
+) -> set[int]:
     """The entry ids among `outcomes` captured into a person id that the ledger (or an earlier
     outcome of the same batch) holds for another record and not for this one: a record's new version
     that comes back as the person it already was is no new merge. Read before the outcomes are
     written, in their transaction (index entries_person, by `person_tag`).
-    `records` gives each outcome's entry its (source, record id), as the settle read them."""
+    `records` gives each outcome's entry its (source, record id), as the settle read them; `tags` the
+    outcomes' person tags (`tags_of`)."""
     captured = [o for o in outcomes if o.state == "captured" and o.person_id and o.named_person]
     if not captured:
         return set()
     held: dict[str, set[tuple[str, str]]] = {}
     persons = sorted({_stored(o) for o in captured})
     for person, source, rid in db.execute(
-        holders_sql(db.dialect), (db.dialect.many(sorted({person_tag(p) for p in persons})), db.dialect.many(persons))
+        holders_sql(db.dialect), (db.dialect.many(sorted({tags[p] for p in persons})), db.dialect.many(persons))
     ):
         held.setdefault(person, set()).add((source, rid))
     found = set()

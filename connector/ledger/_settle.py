@@ -92,12 +92,13 @@ def settle(db: Db, batch: BatchWork, outcomes: Sequence[Outcome], attempts: Sequ
             (db.dialect.many(o.entry_id for o in outcomes),),
         )
     }
-    merges = _merges.merged(db, outcomes, {eid: (source, rid) for eid, (source, rid, _) in members.items()})
+    tags = _merges.tags_of(outcomes)  # entries_person's keys (schema v14)
+    merges = _merges.merged(db, outcomes, {eid: (source, rid) for eid, (source, rid, _) in members.items()}, tags)
     # One statement for the batch (`rows_of`), where a statement per member cost PostgreSQL a round each.
     rows = []
     for o in outcomes:
         person = storable(o.person_id)
-        tag = None if person is None else _merges.person_tag(person)  # entries_person's key (schema v14)
+        tag = None if person is None else tags[person]
         rows.append((o.entry_id, o.state, person, tag, storable(o.error), 1 if o.entry_id in merges else None))
     source, params = rows_of(db, _OUTCOME_COLUMNS, rows)
     db.execute(

@@ -2,7 +2,7 @@
 
 `phonenumbers.parse` + `is_valid_number` cost some 20-30 us a number, mostly in work that plain
 spellings do not need: regular expressions for extensions, letters, RFC 3966 and Unicode digits run
-on every input, and each metadata pattern is looked up by its text for each use. `fast_e164` takes
+on every input, and each metadata pattern is looked up by its text for each use. `fast_e164_for` takes
 the spellings made only of ASCII digits, one leading `+`, spaces, dashes, dots and parentheses
 (optionally `tel:` first and whitespace around), and follows `phonenumbers`' own steps on them:
 international prefix (`+` or the default region's, such as 011 or 00), country code, the default
@@ -280,15 +280,11 @@ def _fast(value: str, default: _Region | None) -> str | None:
     return f"+{code}{national}"
 
 
-def fast_e164(value: str, region: str | None) -> str | None:
-    """The number in E.164 when `value` is a plain spelling of a number `phonenumbers` holds valid
-    (parsed with `region` as the default); None when `phonenumbers` must answer."""
-    return fast_e164_for(region)(value)
-
-
 def fast_e164_for(region: str | None) -> Callable[[str], str | None]:
-    """`fast_e164` with `region` fixed, its metadata looked up once (a mapping's e164 transform
-    calls it for every record, and the look-up was a tenth of a number's cost)."""
+    """A function giving the number in E.164 when its argument is a plain spelling of a number
+    `phonenumbers` holds valid (parsed with `region` as the default), None when `phonenumbers` must
+    answer. The region's metadata is looked up once (a mapping's e164 transform calls it for every
+    record, and the look-up was a tenth of a number's cost)."""
     try:
         default = _default(region)
     except _Unsure:

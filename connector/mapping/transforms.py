@@ -28,7 +28,7 @@ def _split_name(full: str) -> tuple[str | None, str | None]:
 def e164(region: str | None) -> Transform:
     """Only numbers phonenumbers holds valid: a merely possible one such as 555-0100 (US, no area
     code) would become +15550100, a number that reaches nobody. Plain spellings of valid numbers
-    take phones.fast_e164 (the same answer at a fraction of the cost); the rest, and every reason
+    take phones.fast_e164_for (the same answer at a fraction of the cost); the rest, and every reason
     for a refusal, come from phonenumbers itself."""
 
     fast_e164 = fast_e164_for(region)
