@@ -13,7 +13,6 @@ from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 from uuid import UUID
 
-import email_validator
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -40,9 +39,12 @@ _PLAIN_EMAIL = re.compile(
 _PLAIN_MAX_LENGTH = 128  # well under the validator's 64 (local part) and 254 (address)
 
 
-# The validator's own list, as a set, less `test`: `_check_email` asks it with `test_environment`,
-# which lets `.test` addresses through (sandboxes and demos use them), so the shortcut takes them too.
-_SPECIAL_USE = frozenset(email_validator.SPECIAL_USE_DOMAIN_NAMES) - {"test"}
+# The validator's own list (`email_validator.SPECIAL_USE_DOMAIN_NAMES`) less `test`: `_check_email`
+# asks it with `test_environment`, which lets `.test` addresses through (sandboxes and demos use them),
+# so the shortcut takes them too. Written out because email_validator compiles its regexes at import
+# (some 20 ms of every sync's start-up) and a contact list of plain addresses never needs it;
+# tests/api/test_email_fast_path.py checks the two lists agree.
+_SPECIAL_USE = frozenset({"arpa", "invalid", "local", "localhost", "onion"})
 
 
 def _is_plain_email(value: str) -> bool:
@@ -60,6 +62,8 @@ def _check_email(value: str) -> str:
     """
     if _is_plain_email(value):
         return value
+    import email_validator  # at the first address that is not plain: see _SPECIAL_USE
+
     try:
         email_validator.validate_email(
             value, check_deliverability=False, globally_deliverable=False, test_environment=True

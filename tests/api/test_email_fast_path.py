@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connector.api.models import _PLAIN_EMAIL, PersonInput, _is_plain_email
+from connector.api.models import _PLAIN_EMAIL, _SPECIAL_USE, PersonInput, _is_plain_email
 
 
 def validator_accepts(value: str) -> bool:
@@ -20,6 +20,10 @@ def validator_accepts(value: str) -> bool:
     except email_validator.EmailNotValidError:
         return False
     return True
+
+
+def test_the_shortcut_refuses_the_validators_special_use_names_but_test() -> None:
+    assert frozenset(email_validator.SPECIAL_USE_DOMAIN_NAMES) - {"test"} == _SPECIAL_USE
 
 
 @settings(max_examples=400)
