@@ -1,5 +1,8 @@
 """Start-up: `capture-sync --help`, and `capture-sync status` on a ledger of 1,000,000 entries,
-each the median wall time of 5 runs of the whole process (start-up, imports, config, queries).
+each the median wall time of 5 runs of the whole process (start-up, imports, config, queries); and a
+`capture-sync sync` of 10 new contacts into a sandbox, on a ledger that exists already (as every sync
+but the first finds it): the child's CPU, and the time from its spawn to its first request (the first
+attempt's `started_at` in its ledger: imports, config, ledger, GET /info and the first chunk inside).
 
     .venv/bin/python benchmarks/startup.py [--entries 1000000] [--runs 5] [--ledger PATH] [--pending-heavy]
 
@@ -20,18 +23,23 @@ import os
 import sqlite3
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from harness import CLI, Api, write_config
+from harness import CLI, Api, run_child, sandbox, write_config
 
 from connector.ledger import Ledger
 from connector.ledger._counts import recount
 
+sys.path.insert(0, str(Path(__file__).with_name("peers")))
+from contacts import generate  # benchmarks/peers is not a package
+
 HELP_TARGET_S = 0.3
 STATUS_TARGET_S = 0.5
+SYNC_RECORDS = 10
 SOURCES = ("crm", "shop", "events", "legacy")
 
 # (upper bound of id * 7919 % 1000, state): a pseudo-random but reproducible spread of states.
@@ -129,6 +137,22 @@ def timed_runs(args: list[str], runs: int, env: dict[str, str]) -> list[float]:
     return walls
 
 
+def sync_run(folder: Path, api: Api, template: Path) -> tuple[float, float]:
+    """One `sync` of SYNC_RECORDS new contacts on a copy of an empty ledger of the current schema: the
+    child's CPU seconds, and the seconds from its spawn to its first request's `started_at`."""
+    folder.mkdir()
+    ledger = folder / "ledger.sqlite3"
+    ledger.write_bytes(template.read_bytes())
+    generate(folder / "contacts.csv", SYNC_RECORDS)
+    config = write_config(folder, api, folder / "contacts.csv")
+    child = run_child([str(CLI), "sync", "-c", str(config)], folder / "sync.log", env=api.env())
+    if child.exit_code != 0:
+        raise RuntimeError(f"capture-sync sync exited {child.exit_code}: {(folder / 'sync.log').read_text()[-500:]}")
+    with sqlite3.connect(ledger) as db:
+        (first,) = db.execute("SELECT min(started_at) FROM attempts").fetchone()
+    return child.cpu_s, first - child.started_at
+
+
 def run(
     entries: int = 1_000_000, runs: int = 5, ledger: Path | None = None, pending_heavy: bool = False
 ) -> dict[str, Any]:
@@ -141,12 +165,21 @@ def run(
         config = write_config(folder, api, folder / "unused.csv")
         config.write_text(config.read_text().replace(json.dumps(str(folder / "ledger.sqlite3")), json.dumps(str(path))))
         env = api.env()
-        # Alternate the two commands, so that a slow moment of a shared machine hits both alike.
+        template = folder / "empty.sqlite3"
+        Ledger(template).close()
+        # Alternate the three commands, so that a slow moment of a shared machine hits all alike.
         help_s: list[float] = []
         status_s: list[float] = []
-        for _ in range(runs):
-            help_s += timed_runs([str(CLI), "--help"], 1, env)
-            status_s += timed_runs([str(CLI), "status", "-c", str(config)], 1, env)
+        sync_cpu_s: list[float] = []
+        first_request_s: list[float] = []
+        with sandbox(folder / "sandbox") as capture_api:
+            sync_run(folder / "warm-up", capture_api, template)
+            for i in range(runs):
+                help_s += timed_runs([str(CLI), "--help"], 1, env)
+                status_s += timed_runs([str(CLI), "status", "-c", str(config)], 1, env)
+                cpu_s, to_first_s = sync_run(folder / f"sync-{i}", capture_api, template)
+                sync_cpu_s.append(cpu_s)
+                first_request_s.append(to_first_s)
     return {
         "entries": entries,
         "pending_heavy": pending_heavy,
@@ -158,6 +191,11 @@ def run(
         "status_s": status_s,
         "status_median_s": statistics.median(status_s),
         "status_target_s": STATUS_TARGET_S,
+        "sync_records": SYNC_RECORDS,
+        "sync_cpu_s": sync_cpu_s,
+        "sync_cpu_median_s": statistics.median(sync_cpu_s),
+        "first_request_s": first_request_s,
+        "first_request_median_s": statistics.median(first_request_s),
     }
 
 
@@ -176,6 +214,12 @@ def main() -> None:
         print(
             f"  {name:<7} median {r[f'{name}_median_s']:.3f} s (min {min(walls):.3f}, max {max(walls):.3f}; "
             f"target < {target:g} s)"
+        )
+    for name, key in (("CPU", "sync_cpu"), ("1st req", "first_request")):
+        values = r[f"{key}_s"]
+        print(
+            f"  sync {name:<7} median {r[f'{key}_median_s']:.3f} s (min {min(values):.3f}, max {max(values):.3f}; "
+            f"{r['sync_records']} records, an existing ledger)"
         )
     print(json.dumps(r))
 
