@@ -34,8 +34,9 @@ HEAVY = (
 )
 
 
-def probe(modules: tuple[str, ...]) -> str:
-    """Runs the CLI in a fresh interpreter and prints which of `modules` it imported."""
+def probe(modules: tuple[str, ...], then: str = "") -> str:
+    """Runs the CLI in a fresh interpreter, runs `then` (code that prints to stderr) and prints which
+    of `modules` it imported."""
     return f"""
 import sys
 from connector.cli import main
@@ -46,6 +47,7 @@ except SystemExit as exc:
     code = exc.code
 else:
     code = 0
+{then}
 print("loaded:", *[m for m in {modules!r} if m in sys.modules], file=sys.stderr)
 sys.exit(code)
 """
@@ -98,6 +100,38 @@ def test_ledger_only_commands_work_with_broken_sources_and_load_no_client(kit, t
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == "loaded:"
+
+
+# What a sync of plain addresses into a ledger that exists already never needs: the email validator
+# (the shortcut `api.models._is_plain_email` takes plain addresses) and sqlite-utils (which creates and
+# migrates a ledger only); nor click and typer's rich help, which only `--help` and errors show.
+NOT_FOR_A_SYNC = ("email_validator", "sqlite_utils", "typer.rich_utils")
+COLLECTOR = """
+import gc, os
+print("collector:", gc.isenabled(), gc.get_freeze_count() > 0, os.environ.get("PYDANTIC_DISABLE_PLUGINS"), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("plugins", [None, ""], ids=["plugins-default", "plugins-asked-for"])
+def test_a_sync_loads_no_email_validator_nor_sqlite_utils_and_runs_with_the_collector_on(
+    kit, sandbox, tmp_path, plugins: str | None
+) -> None:
+    config = kit.integration(sandbox, tmp_path, "crm", [kit.contact(1), kit.contact(2)], "every 5m")
+    Ledger(config.parent / "ledger.sqlite3").close()
+    env = kit.env() if plugins is None else kit.env(PYDANTIC_DISABLE_PLUGINS=plugins)
+    proc = subprocess.run(
+        [sys.executable, "-c", probe(NOT_FOR_A_SYNC, then=COLLECTOR), "sync", "-c", str(config)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "captured       2" in proc.stdout
+    *_, collector, loaded = proc.stderr.strip().splitlines()
+    assert loaded == "loaded:"
+    # Off while the command's modules loaded, then on for the work, the start-up's objects frozen;
+    # pydantic's plugins are skipped unless the environment says otherwise (an empty value: load them).
+    assert collector == f"collector: True True {'__all__' if plugins is None else ''}"
 
 
 def test_an_unknown_command_is_refused_as_before() -> None:
