@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import structlog
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
 from . import env_overrides, logs
@@ -48,7 +47,7 @@ ENV_API_SECRET = "CAPTURE_API_SECRET"
 DEFAULT_SCHEDULE = "every 5m"
 _SOURCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
-log = structlog.get_logger("capture_sync.config")
+log = logs.get_logger("capture_sync.config")
 
 
 class RetrySettings(Section):

@@ -9,12 +9,11 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-import structlog
-
+from . import logs
 from .ledger import Ledger
 from .problems import ConfigProblem
 
-log = structlog.get_logger("capture_sync.flow")
+log = logs.get_logger("capture_sync.flow")
 _warned: set[str] = set()  # the base URLs this process has warned about
 
 

@@ -162,8 +162,28 @@ def redact_pii(_logger: Any, method: str, event: EventDict) -> EventDict:
 
 def get_logger(name: str) -> Any:
     """structlog's logger `name`, as `structlog.get_logger(name)` would give it, but structlog is
-    imported at this logger's first use, not here: a module imported at start-up logs for free."""
+    imported at this logger's first use, not here: a module imported at start-up logs for free.
+    After `configure`, an event below its logger's level does not import structlog either (it would
+    drop it: `filter_by_level` is the first processor), so a sync's debug events before its first
+    request do not load structlog and rich's tracebacks ahead of it."""
     return _LazyLogger(name)
+
+
+# structlog's stdlib methods and the level `filter_by_level` checks for each
+_METHOD_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+    "exception": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "fatal": logging.CRITICAL,
+}
+
+
+def _dropped(*_args: Any, **_kw: Any) -> None:
+    """An event below its logger's level, dropped as `filter_by_level` would drop it."""
 
 
 class _LazyLogger:
@@ -175,6 +195,13 @@ class _LazyLogger:
 
     def __getattr__(self, attr: str) -> Any:
         if self._logger is None:
+            level = _METHOD_LEVELS.get(attr)
+            if (
+                level is not None
+                and _pending_structlog  # `configure` ran, structlog not imported yet
+                and not logging.getLogger(self._name).isEnabledFor(level)
+            ):
+                return _dropped
             import structlog
 
             self._logger = structlog.get_logger(self._name)

@@ -11,9 +11,9 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-import structlog
 from pydantic import ValidationError
 
+from . import logs
 from .problems import ConfigProblem, problems_from
 from .source import Source
 
@@ -25,7 +25,7 @@ BUILTINS = {
     "http": "sources.http_api:HttpSource",
 }
 
-log = structlog.get_logger("capture_sync.plugins")
+log = logs.get_logger("capture_sync.plugins")
 
 
 @dataclass(frozen=True)

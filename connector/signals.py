@@ -7,9 +7,9 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import structlog
+from . import logs
 
-log = structlog.get_logger("capture_sync.daemon")
+log = logs.get_logger("capture_sync.daemon")
 
 
 @contextmanager

@@ -44,9 +44,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar, Literal, NamedTuple, TypeVar, cast
 
-import structlog
 from pydantic import Field, field_validator
 
+from connector import logs
 from connector.incremental import (
     HELD_BACK,
     CursorOptions,
@@ -59,7 +59,7 @@ from connector.incremental import (
 )
 from connector.source import BadRecord, ConfigPath, Item, Record, Source, SourceError, new_record
 
-log = structlog.get_logger("capture_sync.sources")
+log = logs.get_logger("capture_sync.sources")
 
 FileOrder = Literal["name", "mtime"]
 Made = TypeVar("Made")

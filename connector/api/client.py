@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 import httpx
-import structlog
 from pydantic import BaseModel, SecretStr
 
-from .. import tracing
+from .. import logs, tracing
 from ..logs import register_secret
 from ._exchange import CredentialPair, Credentials, Exchange
 from ._wire import check_base_url, check_idempotency_key, parse_response, parse_retry_after
@@ -54,7 +53,7 @@ __all__ = [
     "parse_retry_after",
 ]
 
-log = structlog.get_logger("capture_sync.api")
+log = logs.get_logger("capture_sync.api")
 
 R = TypeVar("R", bound=BaseModel)
 

@@ -21,9 +21,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-import structlog
-
-from .. import failpoints
+from .. import failpoints, logs
 from ..api import (
     Attempt,
     BadRequest,
@@ -45,7 +43,7 @@ from .rejects import RejectsFeed
 from .report import RunReport
 from .settle import match_bulk, person_outcome
 
-log = structlog.get_logger(LOGGER)
+log = logs.get_logger(LOGGER)
 
 OnInfo = Callable[[ClientInfo], None]
 BACKLOG_BATCHES = 4  # a streaming read pauses while this many batches per worker are pending

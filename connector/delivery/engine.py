@@ -17,9 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-import structlog
-
-from .. import tracing
+from .. import logs, tracing
 from ..api import CaptureClient, ClientInfo, RateGate
 from ..ledger import Ledger
 from .deliver import LOGGER, Delivery, DeliverySettings, OnInfo, connect
@@ -31,7 +29,7 @@ from .report import RunReport
 
 __all__ = ["DeliverySettings", "Progress", "extract", "preview", "replay", "sync", "to_mapped"]
 
-log = structlog.get_logger(LOGGER)
+log = logs.get_logger(LOGGER)
 
 
 def _rate_gate(client: CaptureClient, info: ClientInfo, settings: DeliverySettings) -> RateGate | None:

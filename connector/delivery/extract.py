@@ -14,8 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-import structlog
-
+from .. import logs
 from .._frozen import maker
 from ..ledger import Ledger, Mapped
 from ..problems import ConfigProblem
@@ -30,7 +29,7 @@ if TYPE_CHECKING:
     from ..mapping import Mapping
 
 LOGGER = "capture_sync.delivery"
-log = structlog.get_logger(LOGGER)
+log = logs.get_logger(LOGGER)
 
 RAW_VALUE_LIMIT = 500
 

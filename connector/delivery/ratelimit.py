@@ -72,8 +72,7 @@ import asyncio
 import math
 from typing import Literal
 
-import structlog
-
+from .. import logs
 from ._burst import BurstFinder
 from ._ceiling import CeilingFinder, Unit
 from .extract import LOGGER
@@ -81,7 +80,7 @@ from .extract import LOGGER
 __all__ = ["AdaptiveRateLimiter", "RateShape", "Unit"]
 
 RateShape = Literal["burst", "smooth"]
-log = structlog.get_logger(LOGGER)
+log = logs.get_logger(LOGGER)
 
 
 class AdaptiveRateLimiter:

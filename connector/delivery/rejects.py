@@ -31,15 +31,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-import structlog
-
-from .. import failpoints
+from .. import failpoints, logs
 from ..contact_mask import mask_email, mask_name, mask_phone, mask_text
 from ..ledger import Ledger, RejectedEntry
 from ._feed_locks import Busy as _Busy
 from ._feed_locks import across_processes, in_process
 
-log = structlog.get_logger("capture_sync.delivery")
+log = logs.get_logger("capture_sync.delivery")
 
 KEEP = 3  # rotated files kept: FILE.1 .. FILE.3
 REJECTS_MAX_BYTES = 10_000_000

@@ -6,6 +6,7 @@ configured before structlog is imported still renders the first event of whoever
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -132,6 +133,45 @@ def test_a_sync_loads_no_email_validator_nor_sqlite_utils_and_runs_with_the_coll
     # Off while the command's modules loaded, then on for the work, the start-up's objects frozen;
     # pydantic's plugins are skipped unless the environment says otherwise (an empty value: load them).
     assert collector == f"collector: True True {'__all__' if plugins is None else ''}"
+
+
+# Which libraries were loaded when the sync sent its first capture request.
+AT_FIRST_CAPTURE = """
+import sys
+import connector.api._exchange as exchange
+seen = []
+send = exchange.Exchange.send
+async def noted(self, method, path, *args):
+    if method == "POST" and not seen:
+        seen.append([m for m in ("structlog", "rich.traceback") if m in sys.modules])
+    return await send(self, method, path, *args)
+exchange.Exchange.send = noted
+from connector.cli import main
+sys.argv = ["capture-sync", *sys.argv[1:]]
+try:
+    main()
+finally:
+    print("at the first capture:", *seen[0], file=sys.stderr)
+"""
+
+
+def test_a_sync_whose_flow_passed_sends_its_first_capture_before_loading_structlog(kit, sandbox, tmp_path) -> None:
+    """structlog (and with it rich's tracebacks) loads at the first event the level lets through:
+    here `run.finished`, after the deliveries; the debug events of each request before it are dropped
+    without it, as its `filter_by_level` would drop them."""
+    config = kit.integration(sandbox, tmp_path, "crm", [kit.contact(1), kit.contact(2)], "every 5m")
+    with Ledger(config.parent / "ledger.sqlite3") as ledger:
+        ledger.record_flow_pass(sandbox.base_url, "crm", {})
+    proc = subprocess.run(
+        [sys.executable, "-c", AT_FIRST_CAPTURE, "sync", "-c", str(config)],
+        capture_output=True,
+        text=True,
+        env=kit.env(),
+    )
+    assert proc.returncode == 0, proc.stderr
+    *events, first_capture = proc.stderr.strip().splitlines()
+    assert first_capture == "at the first capture:"
+    assert [json.loads(line)["event"] for line in events] == ["run.finished"]
 
 
 def test_an_unknown_command_is_refused_as_before() -> None:
