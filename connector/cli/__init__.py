@@ -184,12 +184,13 @@ def main() -> None:
 
     The imports of a command (pydantic, httpx, the engine) create some 60,000 objects that live until
     exit; the cyclic collector would scan them again and again while they load (about 126 young, 11
-    middle and one full collection before a sync's first request, some 40-60 ms). It is off until the
-    command's modules are loaded (`_started`).
+    middle and one full collection before a sync's first request, some 40-60 ms), and the last
+    collection at exit walked them all once more (150-190 ms of a sync). It is off until the command's
+    modules are loaded, then they are frozen (`_started`); docs/performance.md has the figures.
 
-    pydantic scans every installed distribution's entry points for plugins at its first model
-    (importlib.metadata, some 20-35 ms); capture-sync uses none, so `PYDANTIC_DISABLE_PLUGINS` is set
-    for this process unless the environment sets it already (an empty value lets plugins load)."""
+    pydantic scans every installed distribution's entry points for plugins at its first model (some
+    6 ms); capture-sync uses none, so `PYDANTIC_DISABLE_PLUGINS` is set for this process (and the
+    children it starts) unless the environment sets it already (an empty value lets plugins load)."""
     global _starting
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     if gc.isenabled():
