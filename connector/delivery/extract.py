@@ -32,6 +32,11 @@ LOGGER = "capture_sync.delivery"
 log = logs.get_logger(LOGGER)
 
 RAW_VALUE_LIMIT = 500
+# Records in a read's first enqueue transaction; each next one is twice the last, up to `chunk_size`:
+# the first request goes after a quarter of the reading and mapping a full chunk takes. A larger
+# `chunk_size` shares more index leaves per transaction (fewer WAL frames), yet 8,000 did not pay
+# at 100,000 records and cost 13 MB (docs/performance.md, "Ledger writes, seventh session").
+FIRST_CHUNK = 250
 
 
 class Progress(Protocol):
@@ -173,7 +178,8 @@ def extract(
     rejects: RejectsFeed | None = None,
 ) -> bool:
     """Read the source from its committed cursor; each chunk and its cursor commit together, so a
-    stop between chunks (or a crash anywhere) resumes exactly after the last committed chunk. A bad
+    stop between chunks (or a crash anywhere) resumes exactly after the last committed chunk. The
+    chunks grow from `FIRST_CHUNK` records, doubling up to `chunk_size`: a crash re-reads at most one. A bad
     record is a rejected entry and the cursor moves past it; a source that raises keeps the
     records before it, its cursor at the last of them. After each chunk `between_chunks()` may hold
     the reading back (a streaming sync waits there while enough work is queued); False ends it
@@ -218,6 +224,7 @@ def extract(
         report.rejected += counts.rejected
 
     late = _LateRows(ledger, job, chunk_size)
+    size = min(FIRST_CHUNK, chunk_size)
     for item in read_source(ledger, job, report):
         if isinstance(item, Passed):
             late.add(item)
@@ -225,8 +232,9 @@ def extract(
         chunk.append(item)
         last_state = None if job.snapshot else item.state  # a snapshot reads everything every pass: no cursor
         report.read += 1
-        if len(chunk) >= chunk_size:
+        if len(chunk) >= size:
             flush(final=False)
+            size = min(2 * size, chunk_size)
             if between_chunks is not None and not between_chunks():
                 flush(final=True)
                 report.late += late.count()
