@@ -26,13 +26,32 @@ def person_tag(person_id: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
+# Captured entries whose tags wait in `fresh_tag` (schema v15) are moved into entries_person once there
+# are this many: a move of thousands dirties each leaf of entries_person once, a settle of a hundred
+# dirtied a leaf per member; entries_person_fresh, a few leaves of this many tags, stays in the cache.
+FRESH_MOVE = 4096
+
+
 def holders_sql(dialect: Dialect) -> str:
     """SQL: the records holding any of the person ids given (the second parameter) as a person, found
-    by their tags (the first): a seek of entries_person per tag, the whole id compared on each row."""
-    return (
-        f"SELECT person_id, source, record_id FROM entries WHERE person_tag {dialect.any_of} "
+    by their tags (the first): a seek of entries_person, and of entries_person_fresh (schema v15),
+    per tag, the whole id compared on each row. The parameters twice, one pair per index."""
+    return " UNION ALL ".join(
+        f"SELECT person_id, source, record_id FROM entries WHERE {column} {dialect.any_of} "
         f"AND person_id {dialect.any_of} AND state IN {_HOLDS}"
+        for column in ("person_tag", "fresh_tag")
     )
+
+
+def fresh_count(db: Db) -> int:
+    """How many entries' tags wait in `fresh_tag` (from entries_person_fresh alone)."""
+    count: int = db.execute("SELECT count(*) FROM entries WHERE fresh_tag IS NOT NULL").fetchone()[0]
+    return count
+
+
+def index_fresh(db: Db) -> None:
+    """The tags waiting in `fresh_tag` into `person_tag` (entries_person), all in this transaction."""
+    db.execute("UPDATE entries SET person_tag = fresh_tag, fresh_tag = NULL WHERE fresh_tag IS NOT NULL")
 
 
 def tags_of(outcomes: Sequence[Outcome]) -> dict[str, int]:
@@ -47,7 +66,7 @@ def merged(
     """The entry ids among `outcomes` captured into a person id that the ledger (or an earlier
     outcome of the same batch) holds for another record and not for this one: a record's new version
     that comes back as the person it already was is no new merge. Read before the outcomes are
-    written, in their transaction (index entries_person, by `person_tag`).
+    written, in their transaction (indexes entries_person and entries_person_fresh, by tag).
     `records` gives each outcome's entry its (source, record id), as the settle read them; `tags` the
     outcomes' person tags (`tags_of`)."""
     captured = [o for o in outcomes if o.state == "captured" and o.person_id and o.named_person]
@@ -55,9 +74,8 @@ def merged(
         return set()
     held: dict[str, set[tuple[str, str]]] = {}
     persons = sorted({_stored(o) for o in captured})
-    for person, source, rid in db.execute(
-        holders_sql(db.dialect), (db.dialect.many(sorted({tags[p] for p in persons})), db.dialect.many(persons))
-    ):
+    pair = (db.dialect.many(sorted({tags[p] for p in persons})), db.dialect.many(persons))
+    for person, source, rid in db.execute(holders_sql(db.dialect), pair + pair):
         held.setdefault(person, set()).add((source, rid))
     found = set()
     for o in captured:

@@ -22,6 +22,7 @@ from ._migrations_late import (
     V13_INDEXES,
     V13_TOP_POSTGRESQL,
     V14_INDEX,
+    V15_FRESH,
     stored_identity,
 )
 from .schema import SCHEMA_VERSION, LedgerError
@@ -52,11 +53,12 @@ CREATE = [
     "CREATE TABLE entries (id bigint PRIMARY KEY, key text NOT NULL, source text NOT NULL, record_id text NOT NULL, "
     "state text NOT NULL, payload text, content_hash text NOT NULL, mapping_version text NOT NULL, revision bigint NOT NULL, "
     "person_id text, last_error text, batch_id bigint, created_at double precision, updated_at double precision, "
-    "notes text, run_id bigint, source_order text, merged bigint, raw_digest text, person_tag bigint)",
+    "notes text, run_id bigint, source_order text, merged bigint, raw_digest text, person_tag bigint, fresh_tag bigint)",
     *V13_INDEXES[1:],
     "CREATE INDEX idx_entries_source_record_id_content_hash ON entries (source, record_id, content_hash)",
     *(statement for statement in V11_INDEXES if statement.startswith("CREATE INDEX entries_")),
     V14_INDEX[1],
+    V15_FRESH[1],
     "CREATE INDEX entries_merged ON entries (source) WHERE merged = 1",
     "CREATE TABLE records (source text, record_id text, entry_id bigint, source_order text, raw_digest text, "
     "PRIMARY KEY (source, record_id))",
@@ -148,13 +150,19 @@ def _set_person_tags(conn: Any, chunk: list[tuple[int, str]]) -> None:
     conn.execute(PERSON_TAG_SET.format(rows="unnest(%s::bigint[], %s::bigint[])"), (ids, tags))
 
 
+def _v15(conn: Any) -> None:
+    """As SQLite's `_migrations_late._v15`; PostgreSQL's settle leaves `fresh_tag` empty (`Dialect.fresh_persons`)."""
+    for statement in V15_FRESH:
+        conn.execute(statement.format(integer="bigint"))
+
+
 def _identify(conn: Any) -> None:
     conn.execute(
         "INSERT INTO ledger_identity (id) VALUES (%s)", (stored_identity(conn.execute(FIRST_ENTRY).fetchone()),)
     )
 
 
-MIGRATIONS: dict[int, Callable[[Any], None]] = {9: _v9, 10: _v10, 11: _v11, 12: _v12, 13: _v13, 14: _v14}
+MIGRATIONS: dict[int, Callable[[Any], None]] = {9: _v9, 10: _v10, 11: _v11, 12: _v12, 13: _v13, 14: _v14, 15: _v15}
 
 TABLES = (
     "source_state",
@@ -195,7 +203,7 @@ def migrate(conn: Any, name: str, schema: str) -> None:
                 f"ledger {name} has schema version {version}; this capture-sync knows up to {SCHEMA_VERSION}. "
                 "Upgrade capture-sync."
             )
-        if version < SCHEMA_VERSION:  # v10 to v14 alike: see `_no_older_leader`
+        if version < SCHEMA_VERSION:  # v10 to v15 alike: see `_no_older_leader`
             _no_older_leader(conn, name, schema)
         for target in range(version + 1, SCHEMA_VERSION + 1):
             MIGRATIONS[target](conn)
@@ -213,7 +221,8 @@ def _no_older_leader(conn: Any, name: str, schema: str) -> None:
     `batch_members`, into which its claim would write: it would fail, or (on a later v11 ledger
     copy) claim again what is in flight. v13 drops the unique index on entries' keys, by which its
     `ledger show` and resolve find an entry: each would read the whole table. v14 keys entries_person
-    by `person_tag`, which its settle would not write: the merges its captures make would go uncounted."""
+    by `person_tag`, which its settle would not write: the merges its captures make would go uncounted.
+    v15 adds `fresh_tag`, which its merge check would not read (a ledger copied from SQLite holds tags there)."""
     leader = _lease.live_holder(conn, schema)
     if leader is not None:
         raise LedgerError(

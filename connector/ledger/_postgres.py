@@ -70,6 +70,7 @@ DIALECT = Dialect(
     row_source=_row_source,
     row_params=_row_params,
     members="unnest({batch}.members) WITH ORDINALITY AS {alias}(value, key)",
+    fresh_persons=False,  # an UPDATE writes a new row version into every index: a move would cost more
 )
 
 

@@ -76,6 +76,7 @@ _OUTCOME_COLUMNS = (
     ("state", "text"),
     ("person_id", "text"),
     ("person_tag", "bigint"),
+    ("fresh_tag", "bigint"),
     ("error", "text"),
     ("merged", "bigint"),
 )
@@ -96,14 +97,18 @@ def settle(db: Db, batch: BatchWork, outcomes: Sequence[Outcome], attempts: Sequ
     merges = _merges.merged(db, outcomes, {eid: (source, rid) for eid, (source, rid, _) in members.items()}, tags)
     # One statement for the batch (`rows_of`), where a statement per member cost PostgreSQL a round each.
     rows = []
+    fresh = db.dialect.fresh_persons  # the tag into `fresh_tag`, moved into entries_person later (schema v15)
     for o in outcomes:
         person = storable(o.person_id)
         tag = None if person is None else tags[person]
-        rows.append((o.entry_id, o.state, person, tag, storable(o.error), 1 if o.entry_id in merges else None))
+        indexed, waiting = (None, tag) if fresh else (tag, None)
+        rows.append(
+            (o.entry_id, o.state, person, indexed, waiting, storable(o.error), 1 if o.entry_id in merges else None)
+        )
     source, params = rows_of(db, _OUTCOME_COLUMNS, rows)
     db.execute(
         "UPDATE entries SET state = o.state, person_id = coalesce(o.person_id, entries.person_id), "
-        "person_tag = coalesce(o.person_tag, entries.person_tag), "
+        "person_tag = coalesce(o.person_tag, entries.person_tag), fresh_tag = coalesce(o.fresh_tag, entries.fresh_tag), "
         f"last_error = o.error, merged = o.merged, batch_id = ?, updated_at = ?, {STAMP_SET} "
         f"FROM {source} AS o WHERE entries.id = o.id",
         (batch.id, now, *params),

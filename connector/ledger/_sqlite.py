@@ -58,6 +58,7 @@ DIALECT = Dialect(
     row_source=_row_source,
     row_params=_row_params,
     members="json_each({batch}.members) AS {alias}",
+    fresh_persons=True,
 )
 
 

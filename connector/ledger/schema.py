@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from ..secret_files import create_private
 from ._migrations import _v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11
-from ._migrations_late import _v12, _v13, _v14
+from ._migrations_late import _v12, _v13, _v14, _v15
 
 if TYPE_CHECKING:  # imported by _migrate only: every command opens a ledger, few create one
     import sqlite_utils
@@ -58,6 +58,7 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v12,
     _v13,
     _v14,
+    _v15,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -138,8 +139,8 @@ def _no_older_daemon(path: Path) -> None:
     would claim again the entries v10 turns pending, since v11 settle without keeping the settled
     states' counters (`_counts`), since v12 write members into a table v12 dropped, and since v13
     find no entry by key without a full scan (ledger show, resolve) and no longer have its
-    key uniqueness checked by an index, and since v14 settle without `person_tag`, so that the
-    merges of its captures would go uncounted: the migration
+    key uniqueness checked by an index, and since v14 settle without `person_tag` (since v15 find
+    no holder whose tag is in `fresh_tag`), so that the merges of its captures would go uncounted: the migration
     waits until it is stopped. As PostgreSQL's
     `_pg_schema._no_older_leader`."""
     lock = path.with_name(path.name + ".lock")

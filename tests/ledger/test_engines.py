@@ -113,6 +113,13 @@ def test_a_copy_to_the_other_engine_holds_everything_and_sends_nothing_again(
                     again = ledger.claim(Claim(100))
                     assert again is not None and (again.key, again.body) == (open_batch.key, open_batch.body)
                     assert ledger.start_run("sync") == run + 1, "ids continue after the copied ones"
+                    # the copied captures' person tags wait in `fresh_tag` (SQLite's, schema v15): found on both
+                    holder = f"p{batch.members[0].entry_id}"
+                    outcomes = [
+                        Outcome(m.entry_id, "captured", person_id=holder if i == 0 else f"q{i}", named_person=True)
+                        for i, m in enumerate(again.members)
+                    ]
+                    assert ledger.settle_counting(again, outcomes, [])[1] == 1, "a merge into a copied person"
 
 
 def test_the_backlog_a_streaming_sync_counts_is_counted_on_both_engines(ledger_target: str | Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from connector.ledger import Claim, Ledger, Mapped, Outcome
+from connector.ledger import Claim, Ledger, Mapped, Outcome, _merges
 from connector.ledger._merges import person_tag
 from connector.ledger._runs import Ending, folds
 
@@ -140,8 +140,12 @@ def test_persons_sharing_a_tag_are_told_apart_by_the_whole_id(ledger_target: str
     with Ledger(ledger_target) as ledger:
         ledger.enqueue("crm", "m", [person(1), person(2)], None)
         assert _settle_all(ledger, {"1": "p-a", "2": "p-b"}) == 0
-        with ledger._write() as db:
-            db.execute("UPDATE entries SET person_tag = ? WHERE record_id = '1'", (person_tag("p-x"),))
+        with ledger._write() as db:  # wherever 1's tag is (`fresh_tag` until moved, schema v15)
+            for column in ("person_tag", "fresh_tag"):
+                db.execute(
+                    f"UPDATE entries SET {column} = ? WHERE record_id = '1' AND {column} IS NOT NULL",
+                    (person_tag("p-x"),),
+                )
         ledger.enqueue("crm", "m", [person(3), person(4)], None)
         assert _settle_all(ledger, {"3": "p-x", "4": "p-b"}) == 1  # 4 joins 2's person; 3 shares only 1's tag
         ledger.enqueue("crm", "m", [person(5)], None)
@@ -165,6 +169,45 @@ def test_a_ledger_from_before_v14_still_finds_the_persons_it_holds(ledger_target
         ledger.enqueue("crm", "m", [person(1), person(2)], None)
         assert _settle_all(ledger, {"1": "p-a", "2": "p-b"}) == 0
     as_version(ledger_target, 13)
+    with Ledger(ledger_target) as ledger:
+        ledger.enqueue("crm", "m", [person(3), person(4)], None)
+        assert _settle_all(ledger, {"3": "p-a", "4": "p-c"}) == 1
+
+
+def test_merges_are_found_whether_the_holder_s_tag_waits_or_was_moved_into_entries_person(
+    ledger_target: str | Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Settle writes a person's tag where it waits (SQLite: `fresh_tag`, schema v15) until enough
+    wait, then they move into entries_person in a settle's transaction; a process that opens the
+    ledger later counts what earlier ones left waiting. The holders are found all along."""
+    monkeypatch.setattr(_merges, "FRESH_MOVE", 3)
+    with Ledger(ledger_target) as ledger:
+        ledger.enqueue("crm", "m", [person(1), person(2)], None)
+        assert _settle_all(ledger, {"1": "p-a", "2": "p-b"}) == 0  # two waiting
+        ledger.enqueue("crm", "m", [person(3)], None)
+        assert _settle_all(ledger, {"3": "p-a"}) == 1  # found waiting; then the three moved
+        assert _waiting(ledger) == 0
+        ledger.enqueue("crm", "m", [person(4), person(5)], None)
+        assert _settle_all(ledger, {"4": "p-b", "5": "p-c"}) == 1  # 2's moved tag found
+    with Ledger(ledger_target) as ledger:  # 4 and 5 wait: counted again at the first settle
+        ledger.enqueue("crm", "m", [person(6)], None)
+        assert _settle_all(ledger, {"6": "p-c"}) == 1  # 5's waiting tag found; then all moved
+        assert _waiting(ledger) == 0
+        ledger.enqueue("crm", "m", [person(7)], None)
+        assert _settle_all(ledger, {"7": "p-c"}) == 1
+        assert ledger.status().merged == 4
+
+
+def _waiting(ledger: Ledger) -> int:
+    with ledger._write() as db:
+        return _merges.fresh_count(db)
+
+
+def test_a_ledger_from_before_v15_still_finds_the_persons_it_holds(ledger_target: str | Path) -> None:
+    with Ledger(ledger_target) as ledger:
+        ledger.enqueue("crm", "m", [person(1), person(2)], None)
+        assert _settle_all(ledger, {"1": "p-a", "2": "p-b"}) == 0
+    as_version(ledger_target, 14)
     with Ledger(ledger_target) as ledger:
         ledger.enqueue("crm", "m", [person(3), person(4)], None)
         assert _settle_all(ledger, {"3": "p-a", "4": "p-c"}) == 1

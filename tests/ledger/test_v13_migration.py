@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from connector.api.client import Attempt
-from connector.ledger import Ledger, Outcome, _pg_schema
+from connector.ledger import SCHEMA_VERSION, Ledger, Outcome, _pg_schema
 from connector.ledger._merges import person_tag
 from connector.ledger.schema import LedgerError
 from connector.ledger.views import EntryDetail
@@ -167,7 +167,7 @@ def test_a_postgresql_ledger_of_more_captures_than_one_chunk_is_tagged_chunk_by_
     assert [(p, t) for _, p, t in rows if p is None] == [(None, None)]
     assert "entries_person" in indexes(postgres_ledger_url)
     with psycopg.connect(postgres_ledger_url, autocommit=True) as pg:
-        assert pg.execute("SELECT version FROM schema_version").fetchone() == (14,)
+        assert pg.execute("SELECT version FROM schema_version").fetchone() == (SCHEMA_VERSION,)
 
 
 def test_a_postgresql_v14_migration_failing_in_a_later_chunk_leaves_the_ledger_at_v13(

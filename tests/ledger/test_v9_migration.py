@@ -122,13 +122,25 @@ def undo_v14(execute: Callable[[str], Any]) -> None:
         execute(statement)
 
 
+def undo_v15(execute: Callable[[str], Any]) -> None:
+    """Every tag in `person_tag`, no `fresh_tag`."""
+    for statement in (
+        "UPDATE entries SET person_tag = fresh_tag WHERE fresh_tag IS NOT NULL",
+        "DROP INDEX entries_person_fresh",
+        "ALTER TABLE entries DROP COLUMN fresh_tag",
+    ):
+        execute(statement)
+
+
 def as_version(target: str | Path, version: int, *extra: str) -> None:
     """The ledger as the release of `version` left it (then the `extra` statements), and saying so."""
     older = [undo_v11] if version < 11 else []
     older += ([undo_v10] if version < 10 else []) + ([undo_v9] if version < 9 else [])
     if isinstance(target, Path):
         conn = sqlite3.connect(target, isolation_level=None)
-        undo_v14(conn.execute)
+        undo_v15(conn.execute)
+        if version < 14:
+            undo_v14(conn.execute)
         if version < 13:
             undo_v13(conn.execute)
         if version < 12:
@@ -143,7 +155,9 @@ def as_version(target: str | Path, version: int, *extra: str) -> None:
     import psycopg
 
     with psycopg.connect(target, autocommit=True) as pg:
-        undo_v14(pg.execute)
+        undo_v15(pg.execute)
+        if version < 14:
+            undo_v14(pg.execute)
         if version < 13:
             undo_v13(pg.execute)
         if version < 12:

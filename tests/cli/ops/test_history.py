@@ -17,7 +17,7 @@ from pathlib import Path
 from connector.ledger import SCHEMA_VERSION
 from connector.sandbox import SandboxStore
 
-from ...ledger.test_v9_migration import undo_v9, undo_v11, undo_v12, undo_v13, undo_v14
+from ...ledger.test_v9_migration import undo_v9, undo_v11, undo_v12, undo_v13, undo_v14, undo_v15
 
 
 def _runs(kit, config: Path) -> list[dict]:
@@ -108,8 +108,9 @@ V7_COLUMNS = {"runs": ("passes", "reason", "merged"), "entries": ("merged",)}
 
 def _as_v6(ledger: Path) -> None:
     """Take the ledger back to what schema v6 wrote (the v7 indexes and columns, v8's table and v9's
-    indexes gone, and v14's, v13's, v12's and v11's before them)."""
+    indexes gone, and v15's, v14's, v13's, v12's and v11's before them)."""
     with sqlite3.connect(ledger) as db:
+        undo_v15(db.execute)
         undo_v14(db.execute)
         undo_v13(db.execute)
         undo_v12(db.execute, "sqlite")
