@@ -18,6 +18,11 @@ Learning, when no window is configured (`capture.rate_window_s` unset):
   send of the full window leaves it when the server frees a slot, `Retry-After` seconds from now,
   so window <= now + Retry-After - that send (and, Retry-After being whole seconds rounded up,
   > that bound - 1).
+- **A bucket at that first 429** (`_refill.py`): a fill that let through well beyond `rate_limit`,
+  with a Retry-After of one request's refill, shows a server that refills (a token bucket) rather
+  than counts by window. Its rate is bounded from what the fill let through; the limiter then
+  mirrors the bucket (a request goes when the mirror holds its units) and climbs toward the upper
+  bound, which costs one more 429 at most and fixes the rate closely.
 - **Narrowing at the cost of one more 429 at most.** The bound may be up to a second long. While
   the log is full, one request at a time (a *probe*) goes as soon as a shorter window would let it:
   first the whole second within the bounds (servers are configured in whole seconds; if it holds,
@@ -28,9 +33,9 @@ Learning, when no window is configured (`capture.rate_window_s` unset):
   from the oldest counted send by `SEARCH_GROWTH`; the first one let through bounds the window (one
   429 per probe refused: about log1.4(window / time to fill it)).
 - **A 429 the log does not explain** (the window had room by our count): arrivals bunched beyond
-  the margin, another process using the same client, a window longer than learned, or a server that
-  does not count by window at all (a token bucket refills at limit / window per second, and its
-  first Retry-After says how soon one token comes back, not how long the window is). Nothing goes
+  the margin, another process using the same client, a window longer than learned, or a bucket the
+  fill did not show (its first Retry-After says how soon one token comes back, not how long the
+  window is: a 1 s bucket refills too little within its fill to tell, a daily one nothing). Nothing goes
   until Retry-After has passed, then one request alone until one is let through; the jitter margin
   doubles (up to 5 % of the window), and once it can grow no more the window grows by 2 %; to what
   Retry-After says at once if that is longer. Once per window at most (a configured window too: it
@@ -45,6 +50,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from ._ceiling import Unit
+from ._refill import CLIMB_MIN, BucketMirror, bounds, refill_rate
 from ._sendlog import BUCKETS, SendLog
 
 MAX_WINDOW_S = 86_400.0  # the longest window we would believe: a daily budget
@@ -90,6 +96,7 @@ class BurstFinder:
         self._unexplained_at = -math.inf  # when the log last had room the server had not
         self._solo_since: float | None = None  # one request at a time tests the room since then
         self._first_at: float | None = None
+        self._bucket: BucketMirror | None = None  # the server refills (a token bucket): its mirror
 
     @property
     def rate(self) -> float | None:
@@ -111,6 +118,8 @@ class BurstFinder:
     def counted(self, cost: int, at: float) -> None:
         """A request the server counted without asking (the run's GET /info)."""
         self._log.book(at, cost, self._width(at))
+        if self._bucket is not None:
+            self._bucket.take(self.units(cost), at)
 
     # --- sending ------------------------------------------------------------------------------
 
@@ -122,6 +131,12 @@ class BurstFinder:
             return self.paused_until - now
         if self._solo_since is not None and self._pending and self._pending[-1].at >= self._solo_since:
             return SOLO_POLL_S  # after a 429 the log did not explain, one request tests the room first
+        if self._bucket is not None:  # a bucket: a request goes when its mirror holds the units
+            self._log.prune(now - MAX_WINDOW_S)
+            if (wait := self._bucket.wait(self.units(cost), now)) > 0:
+                return max(wait, 1e-6)
+            self._bucket.take(self.units(cost), now)
+            return self._send(cost, now)
         if self.window_s is None:  # slow start, or one probe of the search at a time
             if self._search_from is not None:
                 self._search_span *= SEARCH_GROWTH
@@ -202,6 +217,8 @@ class BurstFinder:
             self._lo, self._trial, self._probe_at = self._trial or self._lo, None, None
             return
         if sent.at < self._changed_at:
+            if self._bucket is not None:
+                self._bucket.hold(self._bucket.floor, now)  # a second 429 spent: the mirror climbs no more
             return  # sent before the model last changed: the same episode, already answered
         self._changed_at = now
         if self.unit is None or (self.hint is not None and self.rate_limited == 1):
@@ -210,11 +227,23 @@ class BurstFinder:
             if changed and self.window_s is not None:
                 return  # counted in the wrong unit: that explains it
         persons = self.unit == "persons"
+        if self._bucket is not None and self._bucket_refused(sent):
+            return
         oldest = self._log.oldest_of_last(self.limit - self.units(cost), persons)
         if self.window_s is None:
             if self._search_from is not None:
                 return  # a search probe refused: the next one waits longer (delay)
-            if retry_after is not None and oldest is not None:
+            # The first 429 of all (a refuted bucket's is read as a window's) may show a refill.
+            spans = self._log.spans(sent.at, persons) if self.rate_limited == 1 else ()
+            rates = refill_rate(self.limit, spans, retry_after, self.units(cost), self.jitter_s)
+            if rates is not None:
+                low, high = rates
+                self.window_s = self._lo = min(self.limit / low, MAX_WINDOW_S)
+                self._trial = None
+                top = high if high > low * (1 + CLIMB_MIN) else None
+                self._bucket = BucketMirror(self.limit, low, 0.0, sent.at, top, now)
+                self._drained(sent.at)
+            elif retry_after is not None and oldest is not None:
                 bound = now + retry_after - oldest
                 whole = retry_after == int(retry_after)  # then it may be rounded up by up to 1 s
                 self._learn(bound, max(now - oldest, bound - 1 if whole else bound / 1.02))
@@ -236,6 +265,34 @@ class BurstFinder:
         self._trial = self._probe_at = None
         bound = now + retry_after - oldest if retry_after is not None and oldest is not None else 0.0
         self.window_s = min(max(bound, self.window_s if margin_grew else self.window_s * LENGTHEN), MAX_WINDOW_S)
+
+    def _drained(self, at: float) -> None:
+        """The server's bucket was empty when the send of `at` arrived: so is the mirror then, a jitter
+        margin lower still, less what went after it."""
+        assert self._bucket is not None
+        self._bucket.drain(at, self.jitter_s)
+        for sent in self._pending:
+            if sent.at > at:
+                self._bucket.take(self.units(sent.cost), sent.at)
+
+    def _bucket_refused(self, sent: _Sent) -> bool:
+        """A 429 while mirroring a bucket. The mirror held a request's units at most: its climb went past
+        the server's rate (the send log now bounds the rate closely: held from then on), or, once held,
+        arrivals bunched past the margin (it doubles); the mirror empties. It held more: the server is no
+        such bucket; the mirror goes, and this 429 is read as a window's first. True: handled."""
+        bucket = self._bucket
+        assert bucket is not None
+        units = self.units(sent.cost)
+        if bucket.level_at(sent.at) > units + bucket.floor * self.jitter_s:
+            self._bucket, self.window_s, self._lo = None, None, 0.0
+            return False
+        if bucket.top is None:
+            self.jitter_s = min(2 * self.jitter_s, JITTER_MAX_SHARE * self.limit / bucket.floor)
+        found = bounds(self.limit, self._log.spans(sent.at, self.unit == "persons"), units, self.jitter_s)
+        bucket.hold(max(found[0] if found else 0.0, bucket.floor), sent.at)
+        self.window_s = self._lo = min(self.limit / bucket.floor, MAX_WINDOW_S)
+        self._drained(sent.at)
+        return True
 
     def _learn(self, window_s: float, lower: float) -> None:
         self.window_s = min(max(window_s, 1e-3), MAX_WINDOW_S)

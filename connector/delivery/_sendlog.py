@@ -11,6 +11,7 @@ counts in can be learned after the sends were booked.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 BUCKETS = 4096  # entries per window at most; a send is held up to window / BUCKETS longer than needed
@@ -81,6 +82,15 @@ class SendLog:
             if freed >= need:
                 return entry.at
         return None
+
+    def spans(self, before: float, persons: bool) -> Iterator[tuple[float, int]]:
+        """Newest first, for each entry booked before `before`: how long before it the entry's first send
+        went, and the units booked from that send up to it."""
+        total = 0
+        for entry in reversed(self._log):
+            if entry.at < before:
+                total += entry.persons if persons else entry.requests
+                yield before - entry.first, total
 
     def oldest_of_last(self, units: int, persons: bool) -> float | None:
         """The stamp of the oldest send among the newest ones that hold more than `units` units:

@@ -95,11 +95,62 @@ def test_the_burst_fills_the_window_at_once_and_never_overfills_it(
         # more where that guess overdrew a bucket; unset: the one that fills the window, and at
         # most one more to narrow the window learned from Retry-After
         assert refused <= (0 if configured and unit == "requests" else 2)
-    else:  # a bucket refills faster than any window: learning it unaware costs 429s, not time
+    else:  # a bucket, learned unaware: as a rate (below), or at 1 s as a window (the fill shows too little)
         assert result.finished_at <= 1.05 * best
         # A daily bucket refills one token per 12 minutes, each tested by a request alone, and the
         # next one refused: about one 429 per request sent after the first burst (see the docs).
-        assert refused <= (0.1 if window_s <= 60 else 1.0) * len(result.sent)
+        assert refused <= (2 if window_s <= 60 else len(result.sent))
+
+
+@pytest.mark.parametrize("jitter_s", [0.0, 0.02], ids=["on-time", "jittered"])
+@pytest.mark.parametrize("unit", ["requests", "persons"])
+@pytest.mark.parametrize(
+    ("window_s", "per_window", "records"),
+    [(10.0, 120, 20_000), (10.0, 120, 100_000), (60.0, 720, 100_000)],
+    ids=["10s-20k", "10s-100k", "60s-100k"],
+)
+def test_a_token_bucket_is_learned_as_its_rate_at_two_429s_at_most(
+    window_s, per_window, records, unit, jitter_s
+) -> None:
+    """A bucket the limiter is not told of: the fill lets through the limit and what the bucket
+    refilled meanwhile, which bounds its rate; the limiter then streams at that rate (a bucket's best
+    schedule once dry), never above it, and climbs to the upper bound at the cost of one more 429 at
+    most. Within 5 % of the bucket's own best schedule (not the window's: a bucket refills between
+    bursts), at most 2 answers of 429, arrivals jittered by up to 20 ms or not."""
+    limit = per_window if unit == "requests" else per_window * 100
+    server = SimServer(limit, window_s, unit, True, "bucket")
+    limiter = BurstFinder(limit, None)
+    result = simulate(server, limiter, records=records, arrival_jitter_s=jitter_s, late_s=jitter_s)
+    best = best_finish(-(-records // 100) + 1, 1, per_window, window_s, "bucket", concurrency=4, service_s=SERVICE_S)
+    assert result.persons_between(0, result.finished_at + 1) == records
+    assert sum(limited for _, limited in result.sent) <= 2
+    assert result.finished_at <= 1.05 * best
+    assert limiter.rate is not None and 0.94 * limit / window_s <= limiter.rate <= limit / window_s
+
+
+def test_a_quiet_spell_before_the_fill_does_not_lower_the_rate_learned() -> None:
+    """Ten minutes of a request every 2 s (a sixth of a 10 s bucket's rate: never a 429), then a
+    backlog: the fill that ends in the first 429 bounds the rate, not the whole history since the
+    first send (which would say a few requests per minute)."""
+    server = SimServer(120, 10.0, counting="bucket")
+    limiter = BurstFinder(120, None)
+    result = simulate(server, limiter, records=100_000 + 300 * 100, trickle=(300, 2.0))
+    assert sum(limited for _, limited in result.sent) <= 2
+    assert limiter.rate is not None and 0.94 * 12 <= limiter.rate <= 12
+
+
+@pytest.mark.parametrize("phase_s", [0.86, 0.88, 0.9, 0.92])
+def test_a_fixed_window_reset_within_the_fill_is_not_taken_for_a_bucket(phase_s) -> None:
+    """A 1 s fixed window whose reset falls within the fill: it lets through up to twice the limit
+    at once, as a fast bucket would, but its rate is the window's; it is learned as a window at the
+    first 429 (no second one), within 5 % of its best schedule."""
+    server = SimServer(12, 1.0, counting="fixed", phase_s=phase_s)
+    limiter = BurstFinder(12, None)
+    result = simulate(server, limiter, records=20_000)
+    assert sum(limited for _, limited in result.sent) <= 2
+    assert limiter.window_s == pytest.approx(1.0, rel=0.03)
+    # the yardstick's first reset is a whole window after the first request: this one's comes sooner
+    assert result.finished_at <= 1.05 * best_finish(201, 1, 12, 1.0, "fixed", concurrency=4, service_s=SERVICE_S)
 
 
 @pytest.mark.parametrize("configured", [True, False], ids=["configured", "unset"])
