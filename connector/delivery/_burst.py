@@ -152,8 +152,10 @@ class BurstFinder:
         frees = self._log.frees(need, persons)
         assert frees is not None  # need <= used
         go_at = frees + span
-        if self._trial is not None and self._probe_at is None:
+        if self._trial is not None:
             trial_at = frees + self.span(self._trial)
+            if self._probe_at is not None:  # a probe in flight: if it holds, this one's turn may be now
+                return max(min(go_at, max(trial_at, now + SOLO_POLL_S)) - now, 1e-6)
             if trial_at <= now:
                 self._probe_at = now
                 return self._send(cost, now)
