@@ -61,6 +61,7 @@ TRIAL_STEP = 0.01  # a probe tries a window this much shorter than the last one 
 SEARCH_GROWTH = 1.4  # without Retry-After: each probe waits this much longer (from the oldest send)
 PLAUSIBLE = 0.75  # requests are the unit if the 429 came after this share of rate_limit requests
 LENGTHEN = 1.02  # an unexplained 429 lengthens a learned window at least this much
+PROBE_LATE_S = 0.05  # a probe goes at most this late (a worker woken late), else at a later slot
 SOLO_POLL_S = 0.01  # while one request tests the room after such a 429, the others look this often
 
 
@@ -156,10 +157,11 @@ class BurstFinder:
             trial_at = frees + self.span(self._trial)
             if self._probe_at is not None:  # a probe in flight: if it holds, this one's turn may be now
                 return max(min(go_at, max(trial_at, now + SOLO_POLL_S)) - now, 1e-6)
-            if trial_at <= now:
+            if trial_at <= now <= trial_at + PROBE_LATE_S:
                 self._probe_at = now
                 return self._send(cost, now)
-            go_at = min(go_at, trial_at)
+            if now < trial_at:  # (a probe later than that would test a longer window than it tries)
+                go_at = min(go_at, trial_at)
         return max(go_at - now, 1e-6)  # never 0 unbooked: rounding may put go_at a hair before now
 
     def _width(self, now: float) -> float:
@@ -261,12 +263,36 @@ class BurstFinder:
         if now < self._unexplained_at + self.window_s:
             return  # the last change has not had a window to show (a bucket drained below zero refills first)
         self._unexplained_at = now
+        if retry_after is not None and self._relearn(retry_after, self.units(cost), now):
+            return
         cap = JITTER_MAX_SHARE * self.window_s
         margin_grew = self.jitter_s < cap  # jitter first; the window grows once the margin is spent
         self.jitter_s = max(self.jitter_s, min(2 * self.jitter_s, cap))
         self._trial = self._probe_at = None
         bound = now + retry_after - oldest if retry_after is not None and oldest is not None else 0.0
         self.window_s = min(max(bound, self.window_s if margin_grew else self.window_s * LENGTHEN), MAX_WINDOW_S)
+
+    def _relearn(self, retry_after: float, units: int, now: float) -> bool:
+        """The log had room, and the server says to wait longer than jitter explains (Retry-After, less
+        the up to 1 s it was rounded up by): the window is longer than learned (a fixed window whose
+        first 429 came seconds before its reset, which bounded the window by the reset). Its sends
+        still count, those the log has let go of too: learn the window from them, as from a first 429.
+        True: learned."""
+        whole = retry_after == int(retry_after)
+        oldest = self._log.oldest_of_last(self.limit - units, self.unit == "persons", gone=True)
+        if retry_after - (1 if whole else 0) <= self.jitter_s or oldest is None or self.window_s is None:
+            return False
+        bound = max(now + retry_after - oldest, self.window_s * LENGTHEN)
+        # A fixed window: the sends it counts began up to a second after its reset, so the bound may
+        # fall short of it by that much. Servers are configured in whole seconds: the next one up, and
+        # a probe tries the one below (at a fixed window, a send that many seconds after the first
+        # one it counts is let through exactly when that is the window).
+        self.window_s = min(float(math.ceil(bound)), MAX_WINDOW_S)
+        self._lo = max(now - oldest, bound - 1 if whole else bound / 1.02)
+        self._probe_at = None
+        self._trial = self.window_s - 1 if self._lo < self.window_s - 1 else None
+        self._log.restore(now - self.span(self.window_s))
+        return True
 
     def _drained(self, at: float) -> None:
         """The server's bucket was empty when the send of `at` arrived: so is the mirror then, a jitter
