@@ -104,6 +104,11 @@ class BurstFinder:
         """The ceiling held on average, in the learned unit per second (None: window not known)."""
         return None if self.window_s is None else self.limit / self.window_s
 
+    @property
+    def refill(self) -> float | None:
+        """The rate a token bucket is followed at, in the unit per second (None: counted by window)."""
+        return self._bucket.floor if self._bucket is not None else None
+
     def units(self, cost: int) -> int:
         return cost if self.unit == "persons" else 1
 
@@ -114,6 +119,9 @@ class BurstFinder:
     def reseed(self, rate_limit: int, now: float) -> None:
         """GET /info said `rate_limit` (again): a changed limit is the new budget per window."""
         if rate_limit >= 1:
+            if self._bucket is not None:  # a bucket's depth and rate, both per window, scale alike
+                self._bucket.hold(self._bucket.floor * rate_limit / self.limit, now)
+                self._bucket.limit = rate_limit
             self.limit = rate_limit
 
     def counted(self, cost: int, at: float) -> None:

@@ -388,6 +388,17 @@ def test_reseed_follows_a_changed_rate_limit() -> None:
     assert limiter.rate == pytest.approx(2 * before)
 
 
+def test_a_bucket_followed_by_its_rate_follows_a_changed_rate_limit() -> None:
+    """A bucket's depth and rate are both per window: GET /info saying twice the limit (a daemon's
+    next pass) doubles the rate followed; the window stays."""
+    limiter = BurstFinder(120, None)
+    result = simulate(SimServer(120, 10.0, counting="bucket"), limiter, records=20_000)
+    refill, window = limiter.refill, limiter.window_s
+    assert refill is not None and 0.94 * 12 <= refill <= 12
+    limiter.reseed(240, now=result.finished_at)
+    assert limiter.refill == pytest.approx(2 * refill) and limiter.window_s == window
+
+
 def test_sandbox_fixed_window_resets_on_the_clock() -> None:
     window = FixedWindow(10.0)
     assert window.admit("c", 2, now=8.0) is None
