@@ -62,6 +62,7 @@ SEARCH_GROWTH = 1.4  # without Retry-After: each probe waits this much longer (f
 PLAUSIBLE = 0.75  # requests are the unit if the 429 came after this share of rate_limit requests
 LENGTHEN = 1.02  # an unexplained 429 lengthens a learned window at least this much
 PROBE_LATE_S = 0.05  # a probe goes at most this late (a worker woken late), else at a later slot
+BUCKET_HISTORY = 4  # windows of sends kept while following a bucket: enough to bound its rate closely
 SOLO_POLL_S = 0.01  # while one request tests the room after such a 429, the others look this often
 
 
@@ -141,7 +142,7 @@ class BurstFinder:
         if self._solo_since is not None and self._pending and self._pending[-1].at >= self._solo_since:
             return SOLO_POLL_S  # after a 429 the log did not explain, one request tests the room first
         if self._bucket is not None:  # a bucket: a request goes when its mirror holds the units
-            self._log.prune(now - MAX_WINDOW_S)
+            self._log.prune(now - BUCKET_HISTORY * self.span(self.limit / self._bucket.floor))
             if (wait := self._bucket.wait(self.units(cost), now)) > 0:
                 return max(wait, 1e-6)
             self._bucket.take(self.units(cost), now)

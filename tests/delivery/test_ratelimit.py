@@ -388,6 +388,16 @@ def test_reseed_follows_a_changed_rate_limit() -> None:
     assert limiter.rate == pytest.approx(2 * before)
 
 
+def test_the_send_log_stays_small_while_following_a_bucket() -> None:
+    """Half an hour of a 10 s bucket followed by its rate (12 requests a second): the log keeps a few
+    windows of sends (to bound the rate after a later 429), not all of them (a daemon's day would
+    be a million)."""
+    limiter = BurstFinder(120, None)
+    simulate(SimServer(120, 10.0, counting="bucket"), limiter, records=2_160_000)
+    assert limiter.refill is not None
+    assert len(limiter._log) <= 4 * 120 * 1.1
+
+
 def test_a_bucket_followed_by_its_rate_follows_a_changed_rate_limit() -> None:
     """A bucket's depth and rate are both per window: GET /info saying twice the limit (a daemon's
     next pass) doubles the rate followed; the window stays."""
