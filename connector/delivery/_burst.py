@@ -61,7 +61,7 @@ TRIAL_STEP = 0.01  # a probe tries a window this much shorter than the last one 
 SEARCH_GROWTH = 1.4  # without Retry-After: each probe waits this much longer (from the oldest send)
 PLAUSIBLE = 0.75  # requests are the unit if the 429 came after this share of rate_limit requests
 LENGTHEN = 1.02  # an unexplained 429 lengthens a learned window at least this much
-PROBE_LATE_S = 0.05  # a probe goes at most this late (a worker woken late), else at a later slot
+PROBE_LATE_S = 0.05  # a probe after a relearning goes at most this late, else at a later slot
 BUCKET_HISTORY = 4  # windows of sends kept while following a bucket: enough to bound its rate closely
 SOLO_POLL_S = 0.01  # while one request tests the room after such a 429, the others look this often
 
@@ -91,6 +91,7 @@ class BurstFinder:
         self._pending: deque[_Sent] = deque()  # sent, not yet answered
         self._lo = window_s or 0.0  # a learned window lies in (_lo, window_s]
         self._trial: float | None = None  # narrowing: the shorter window the next probe tries
+        self._probe_late_s = math.inf  # ... and how late it may go
         self._probe_at: float | None = None  # ... and the send of the probe in flight
         self._search_from: float | None = None  # searching the window: the oldest send it counts
         self._search_span = 0.0
@@ -166,10 +167,10 @@ class BurstFinder:
             trial_at = frees + self.span(self._trial)
             if self._probe_at is not None:  # a probe in flight: if it holds, this one's turn may be now
                 return max(min(go_at, max(trial_at, now + SOLO_POLL_S)) - now, 1e-6)
-            if trial_at <= now <= trial_at + PROBE_LATE_S:
+            if trial_at <= now <= trial_at + self._probe_late_s:
                 self._probe_at = now
                 return self._send(cost, now)
-            if now < trial_at:  # (a probe later than that would test a longer window than it tries)
+            if now < trial_at:
                 go_at = min(go_at, trial_at)
         return max(go_at - now, 1e-6)  # never 0 unbooked: rounding may put go_at a hair before now
 
@@ -300,6 +301,9 @@ class BurstFinder:
         self._lo = max(now - oldest, bound - 1 if whole else bound / 1.02)
         self._probe_at = None
         self._trial = self.window_s - 1 if self._lo < self.window_s - 1 else None
+        # The pause until Retry-After may hold the next slot's probe back past its time: it would test
+        # a longer window than it tries (and at a fixed window, land past the reset): a later slot's.
+        self._probe_late_s = PROBE_LATE_S
         self._log.restore(now - self.span(self.window_s))
         return True
 
@@ -334,6 +338,7 @@ class BurstFinder:
     def _learn(self, window_s: float, lower: float) -> None:
         self.window_s = min(max(window_s, 1e-3), MAX_WINDOW_S)
         self._lo = min(max(lower, 0.0), self.window_s)
+        self._probe_late_s = math.inf
         # Servers are configured in whole seconds: the whole second inside the bounds is tried
         # first, and holding it ends the narrowing; else each probe tries 1 % shorter.
         whole = float(math.floor(self.window_s))
