@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ._ceiling import Unit
@@ -62,6 +63,7 @@ SEARCH_GROWTH = 1.4  # without Retry-After: each probe waits this much longer (f
 PLAUSIBLE = 0.75  # requests are the unit if the 429 came after this share of rate_limit requests
 LENGTHEN = 1.02  # an unexplained 429 lengthens a learned window at least this much
 PROBE_LATE_S = 0.05  # a probe after a relearning goes at most this late, else at a later slot
+BUSY_REQUESTS, BUSY_GAPS = 8, 10  # a pause of 10 mean gaps of the last 8 sends ends a bucket's span
 BUCKET_HISTORY = 4  # windows of sends kept while following a bucket: enough to bound its rate closely
 SOLO_POLL_S = 0.01  # while one request tests the room after such a 429, the others look this often
 
@@ -248,7 +250,7 @@ class BurstFinder:
             if self._search_from is not None:
                 return  # a search probe refused: the next one waits longer (delay)
             # The first 429 of all (a refuted bucket's is read as a window's) may show a refill.
-            spans = self._log.spans(sent.at, persons) if self.rate_limited == 1 else ()
+            spans = self._busy_spans(sent.at) if self.rate_limited == 1 else ()
             rates = refill_rate(self.limit, spans, retry_after, self.units(cost), self.jitter_s)
             if rates is not None:
                 low, high = rates
@@ -307,6 +309,17 @@ class BurstFinder:
         self._log.restore(now - self.span(self.window_s))
         return True
 
+    def _busy_spans(self, before: float) -> Iterator[tuple[float, int]]:
+        """The spans of sending up to `before` that may show a bucket's rate: back to the first pause
+        longer than `BUSY_GAPS` times the mean gap between the last `BUSY_REQUESTS` sends (at least
+        four jitter margins). A bucket is drained by a burst that goes without pauses; over a slower
+        spell before it, units beyond the limit may be sends that left a window long ago, and their
+        rate says nothing of the server's (a sliding window after a trickle would be followed at the
+        trickle's pace)."""
+        last = self._log.oldest_of_last(BUSY_REQUESTS, persons=False)
+        pause = BUSY_GAPS * (before - last) / BUSY_REQUESTS if last is not None else 0.0
+        return self._log.spans(before, self.unit == "persons", max(pause, 4 * self.jitter_s))
+
     def _drained(self, at: float) -> None:
         """The server's bucket was empty when the send of `at` arrived: so is the mirror then, a jitter
         margin lower still, less what went after it."""
@@ -329,7 +342,7 @@ class BurstFinder:
             return False
         if bucket.top is None:
             self.jitter_s = min(2 * self.jitter_s, JITTER_MAX_SHARE * self.limit / bucket.floor)
-        found = bounds(self.limit, self._log.spans(sent.at, self.unit == "persons"), units, self.jitter_s)
+        found = bounds(self.limit, self._busy_spans(sent.at), units, self.jitter_s)
         bucket.hold(max(found[0] if found else 0.0, bucket.floor), sent.at)
         self.window_s = self._lo = min(self.limit / bucket.floor, MAX_WINDOW_S)
         self._drained(sent.at)

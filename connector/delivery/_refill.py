@@ -6,7 +6,8 @@ span that filled it (a send or so more at most, as sends leave a window shorter 
 bucket lets `limit` and all it refilled meanwhile. Any server that allows `limit` at once and
 refills at some rate (a bucket; a sliding window too, on average) admits at most
 `limit + rate * span` units in any span, so what it admitted beyond `limit` over the span it took
-bounds its rate from below: `rate >= (admitted - limit) / span`. Enough units beyond `limit` make
+bounds its rate from below: `rate >= (admitted - limit) / span` (over spans of sending without
+pauses: after a slower spell, units beyond `limit` may be sends that left a window long ago). Enough units beyond `limit` make
 that a usable estimate (`EVIDENCE`), and a bucket's Retry-After (the time one request's units take
 to come back) must agree with it: a fixed window reset within the span also lets more than `limit`
 through, but then Retry-After says how far its next reset is, seconds away; or, if the reset is near

@@ -96,13 +96,17 @@ class SendLog:
                 return entry.at
         return None
 
-    def spans(self, before: float, persons: bool) -> Iterator[tuple[float, int]]:
-        """Newest first, for each entry booked before `before`: how long before it the entry's first send
-        went, and the units booked from that send up to it."""
-        total = 0
+    def spans(self, before: float, persons: bool, max_gap: float) -> Iterator[tuple[float, int]]:
+        """Newest first, for each entry booked before `before`, back to the first pause in sending longer
+        than `max_gap`: how long before `before` the entry's first send went, and the units booked
+        from that send up to it."""
+        total, after = 0, before
         for entry in reversed(self._log):
             if entry.at < before:
+                if after - entry.at > max_gap:
+                    return
                 total += entry.persons if persons else entry.requests
+                after = entry.first
                 yield before - entry.first, total
 
     def oldest_of_last(self, units: int, persons: bool, *, gone: bool = False) -> float | None:

@@ -150,6 +150,24 @@ def test_a_quiet_spell_before_the_fill_does_not_lower_the_rate_learned() -> None
     assert limiter.rate is not None and 0.94 * 12 <= limiter.rate <= 12
 
 
+@pytest.mark.parametrize("counting", ["sliding", "fixed", "bucket"])
+@pytest.mark.parametrize(("window_s", "per_window"), [(1.0, 12), (10.0, 120)], ids=["1s", "10s"])
+def test_a_trickle_before_the_burst_is_not_read_as_a_refill(window_s, per_window, counting) -> None:
+    """Twenty seconds of a request every 0.5 s (under every limit here), then a backlog. Over the
+    trickle and the burst together, the units beyond the limit are the trickle's (sends that left
+    a window long ago): read as a bucket's refill they would hold the backlog to the trickle's pace
+    (2.3 requests a second at 10 s, sliding). A bucket is read only from a burst without pauses:
+    the backlog goes at the limit's rate, at 2 answers of 429 at most."""
+    server = SimServer(per_window, window_s, counting=counting)
+    limiter = BurstFinder(per_window, None)
+    trickled, every_s = 40, 0.5
+    result = simulate(server, limiter, records=20_000 + trickled * 100, trickle=(trickled, every_s))
+    start = trickled * every_s
+    answered = sum(1 for at, limited in result.sent if at >= start and not limited)
+    assert sum(limited for _, limited in result.sent) <= 2
+    assert answered / (result.finished_at - start) >= 0.9 * per_window / window_s
+
+
 @pytest.mark.parametrize("phase_s", [1.25 * k for k in range(8)])
 def test_a_fixed_window_reset_soon_after_the_first_429_is_learned_again(phase_s) -> None:
     """A 10 s fixed window on the server's own clock, first reset `10 - phase_s` after the start: the
