@@ -35,12 +35,13 @@ Learning, when no window is configured (`capture.rate_window_s` unset):
 - **A 429 the log does not explain** (the window had room by our count): arrivals bunched beyond
   the margin, another process using the same client, a window longer than learned, or a bucket the
   fill did not show (its first Retry-After says how soon one token comes back, not how long the
-  window is: a 1 s bucket refills too little within its fill to tell, a daily one nothing). Nothing goes
-  until Retry-After has passed, then one request alone until one is let through; the jitter margin
-  doubles (up to 5 % of the window), and once it can grow no more the window grows by 2 %; to what
-  Retry-After says at once if that is longer. Once per window at most (a configured window too: it
-  is where the limiter starts, and the server's answers overrule it). 429s of requests sent before
-  that change are the same episode.
+  window is: a 1 s bucket refills too little within its fill to tell, a daily one nothing). Nothing
+  goes until Retry-After has passed, then one request alone until one is let through. A Retry-After
+  seconds longer than jitter explains is a fixed window whose first 429 came shortly before its
+  reset: the window is learned again from the sends the server still counts (`_relearn`). Else the
+  jitter margin doubles (up to 5 % of the window), and once it can grow no more the window grows
+  by 2 % (to what Retry-After says at once if that is longer). Once per window at most (a configured window too: it is where the limiter starts, and the
+  server's answers overrule it). 429s of requests sent before that change are the same episode.
 """
 
 from __future__ import annotations
