@@ -244,7 +244,7 @@ class BurstFinder:
             if changed and self.window_s is not None:
                 return  # counted in the wrong unit: that explains it
         persons = self.unit == "persons"
-        if self._bucket is not None and self._bucket_refused(sent):
+        if self._bucket is not None and self._bucket_refused(sent, now):
             return
         oldest = self._log.oldest_of_last(self.limit - self.units(cost), persons)
         if self.window_s is None:
@@ -252,7 +252,7 @@ class BurstFinder:
                 return  # a search probe refused: the next one waits longer (delay)
             # The first 429 of all (a refuted bucket's is read as a window's) may show a refill.
             spans = self._busy_spans(sent.at) if self.rate_limited == 1 else ()
-            rates = refill_rate(self.limit, spans, retry_after, self.units(cost), self.jitter_s)
+            rates = refill_rate(self.limit, spans, retry_after, self.units(cost), now - sent.at, self.jitter_s)
             if rates is not None:
                 low, high = rates
                 self.window_s = self._lo = min(self.limit / low, MAX_WINDOW_S)
@@ -310,16 +310,19 @@ class BurstFinder:
         self._log.restore(now - self.span(self.window_s))
         return True
 
-    def _busy_spans(self, before: float) -> Iterator[tuple[float, int]]:
+    def _busy_spans(self, before: float) -> Iterator[tuple[float, int, int]]:
         """The spans of sending up to `before` that may show a bucket's rate: back to the first pause
         longer than `BUSY_GAPS` times the mean gap between the last `BUSY_REQUESTS` sends (at least
         four jitter margins). A bucket is drained by a burst that goes without pauses; over a slower
         spell before it, units beyond the limit may be sends that left a window long ago, and their
         rate says nothing of the server's (a sliding window after a trickle would be followed at the
-        trickle's pace)."""
+        trickle's pace). Each span: its length, the units answered in it, the units sent in it (those
+        not answered yet may still draw a 429: one may come back after one to a later send)."""
         last = self._log.oldest_of_last(BUSY_REQUESTS, persons=False)
         pause = BUSY_GAPS * (before - last) / BUSY_REQUESTS if last is not None else 0.0
-        return self._log.spans(before, self.unit == "persons", max(pause, 4 * self.jitter_s))
+        unanswered = [(s.at, self.units(s.cost)) for s in self._pending if s.at < before]
+        for span, units in self._log.spans(before, self.unit == "persons", max(pause, 4 * self.jitter_s)):
+            yield span, units - sum(u for at, u in unanswered if at >= before - span), units
 
     def _drained(self, at: float) -> None:
         """The server's bucket was empty when the send of `at` arrived: so is the mirror then, a jitter
@@ -330,7 +333,7 @@ class BurstFinder:
             if sent.at > at:
                 self._bucket.take(self.units(sent.cost), sent.at)
 
-    def _bucket_refused(self, sent: _Sent) -> bool:
+    def _bucket_refused(self, sent: _Sent, now: float) -> bool:
         """A 429 while mirroring a bucket. The mirror held a request's units at most: its climb went past
         the server's rate (the send log now bounds the rate closely: held from then on), or, once held,
         arrivals bunched past the margin (it doubles); the mirror empties. It held more: the server is no
@@ -343,7 +346,7 @@ class BurstFinder:
             return False
         if bucket.top is None:
             self.jitter_s = min(2 * self.jitter_s, JITTER_MAX_SHARE * self.limit / bucket.floor)
-        found = bounds(self.limit, self._busy_spans(sent.at), units, self.jitter_s)
+        found = bounds(self.limit, self._busy_spans(sent.at), units, now - sent.at, self.jitter_s)
         bucket.hold(max(found[0] if found else 0.0, bucket.floor), sent.at)
         self.window_s = self._lo = min(self.limit / bucket.floor, MAX_WINDOW_S)
         self._drained(sent.at)

@@ -20,9 +20,10 @@ refills between bursts, and the best schedule after it ran dry is a steady strea
 the limiter then keeps a mirror of the bucket (`BucketMirror`): empty when the server said so (a jitter
 margin below empty: the server counts arrivals), refilled, never fuller than `limit`; a request goes
 when the mirror holds its units. Refilled at the lower bound, the mirror never holds more than the
-server's bucket, but the bound may be a few per cent low: it is exact to a request's units over what
-the fill let through, and a bucket full when the fill began refilled at most that request more (the
-upper bound). When they are more than `CLIMB_MIN` apart, the mirror's rate climbs from the lower to
+server's bucket, but the bound may be several per cent low: it counts only the requests answered
+when the 429 came, and is exact to a request's units over what the fill let through; a bucket full
+when the fill began, that took every request sent, refilled at most that much more (the upper
+bound). When they are more than `CLIMB_MIN` apart, the mirror's rate climbs from the lower to
 the upper bound within `CLIMB_WINDOWS` windows: past the server's rate, its bucket runs dry (the
 second 429) and the send log then bounds the rate closely (the span since the first send is long);
 the mirror holds that bound from then on. Learning a bucket costs the 429 that fills it and at most
@@ -37,32 +38,41 @@ from dataclasses import dataclass
 
 EVIDENCE = 8  # requests' worth of units beyond `limit` before a refill rate is believed
 CLIMB_MIN = 0.02  # the mirror climbs when the upper bound is this much above the lower one ...
-CLIMB_WINDOWS = 0.5  # ... and reaches it within this many windows (limit / rate) of the first 429
+CLIMB_WINDOWS = 0.2  # ... and reaches it within this many windows (limit / rate) of the first 429
 
 
 def bounds(
-    limit: int, spans: Iterable[tuple[float, int]], cost: int, jitter_s: float
+    limit: int, spans: Iterable[tuple[float, int, int]], cost: int, late_s: float, jitter_s: float
 ) -> tuple[float, float, float] | None:
     """The least rate (units per second) the server must refill at to have let through what it did,
-    the most over `spans` ((seconds, units admitted in them, up to a full server)) of the units beyond
-    `limit` per second; and the most it may refill at if it was full when that span began (it then
+    the most over `spans` ((seconds from a send to the refused one, units admitted in them, units
+    sent in them), up to a full server) of the units admitted beyond `limit` per second; and the
+    most it may refill at if it was full when that span began and took all the units sent (it then
     held less than `cost` units at its end). None when no span shows `EVIDENCE` requests' (`cost`)
-    worth beyond the limit. Third: the span that shows them."""
+    worth beyond the limit. Third: the span that shows them. The server counts arrivals: the first
+    send of a span arrived after it went, and the refused one before its 429 came back, `late_s`
+    after it went (on a loaded machine, far more than jitter)."""
     best: tuple[float, float, float] | None = None
-    for span, units in spans:
-        if units - limit >= EVIDENCE * cost:
-            # Arrivals may be further apart (or closer) than the sends were: each end by the margin.
-            low = (units - limit) / (span + 2 * jitter_s)
+    for span, admitted, sent in spans:
+        if admitted - limit >= EVIDENCE * cost:
+            low = (admitted - limit) / (span + late_s)
             if best is None or low > best[0]:
-                best = low, (units - limit + cost) / max(span - 2 * jitter_s, span / 2), span
+                # (arrivals closer together than the sends were: by the jitter margin, each end)
+                best = low, (sent - limit + cost) / max(span - 2 * jitter_s, span / 2), span
     return best
 
 
 def refill_rate(
-    limit: int, spans: Iterable[tuple[float, int]], retry_after: float | None, cost: int, jitter_s: float
+    limit: int,
+    spans: Iterable[tuple[float, int, int]],
+    retry_after: float | None,
+    cost: int,
+    late_s: float,
+    jitter_s: float,
 ) -> tuple[float, float] | None:
-    """The bounds of the refill rate a first 429 shows, when it shows one; None when it shows a window."""
-    found = bounds(limit, spans, cost, jitter_s) if retry_after is not None else None
+    """The bounds of the refill rate a first 429 shows (`bounds`), when it shows one; None when it
+    shows a window."""
+    found = bounds(limit, spans, cost, late_s, jitter_s) if retry_after is not None else None
     # A bucket frees `cost` units within cost / rate (whole seconds: rounded up): a longer wait is a
     # window's reset, not a refill.
     if found is None or retry_after is None or retry_after > math.ceil(cost / found[0]):

@@ -20,6 +20,7 @@ import json
 
 import httpx
 import pytest
+import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -124,9 +125,9 @@ def test_a_token_bucket_is_learned_as_its_rate_at_two_429s_at_most(
     window_s, per_window, records, unit, jitter_s
 ) -> None:
     """A bucket the limiter is not told of: the fill lets through the limit and what the bucket
-    refilled meanwhile, which bounds its rate; the limiter then streams at that rate (a bucket's best
-    schedule once dry), never above it, and climbs to the upper bound at the cost of one more 429 at
-    most. Within 5 % of the bucket's own best schedule (not the window's: a bucket refills between
+    refilled meanwhile, which bounds its rate from below (counting only the requests answered: 80 %
+    of it at least); the limiter then streams at that rate (a bucket's best schedule once dry) and
+    climbs to the upper bound at the cost of one more 429 at most. Within 5 % of the bucket's own best schedule (not the window's: a bucket refills between
     bursts), at most 2 answers of 429, arrivals jittered by up to 20 ms or not."""
     limit = per_window if unit == "requests" else per_window * 100
     server = SimServer(limit, window_s, unit, True, "bucket")
@@ -136,7 +137,7 @@ def test_a_token_bucket_is_learned_as_its_rate_at_two_429s_at_most(
     assert result.persons_between(0, result.finished_at + 1) == records
     assert sum(limited for _, limited in result.sent) <= 2
     assert result.finished_at <= 1.05 * best
-    assert limiter.rate is not None and 0.94 * limit / window_s <= limiter.rate <= limit / window_s
+    assert limiter.rate is not None and 0.8 * limit / window_s <= limiter.rate <= limit / window_s
 
 
 def test_a_quiet_spell_before_the_fill_does_not_lower_the_rate_learned() -> None:
@@ -147,7 +148,7 @@ def test_a_quiet_spell_before_the_fill_does_not_lower_the_rate_learned() -> None
     limiter = BurstFinder(120, None)
     result = simulate(server, limiter, records=100_000 + 300 * 100, trickle=(300, 2.0))
     assert sum(limited for _, limited in result.sent) <= 2
-    assert limiter.rate is not None and 0.94 * 12 <= limiter.rate <= 12
+    assert limiter.rate is not None and 0.8 * 12 <= limiter.rate <= 12
 
 
 @pytest.mark.parametrize("counting", ["sliding", "fixed", "bucket"])
@@ -422,7 +423,7 @@ def test_a_bucket_followed_by_its_rate_follows_a_changed_rate_limit() -> None:
     limiter = BurstFinder(120, None)
     result = simulate(SimServer(120, 10.0, counting="bucket"), limiter, records=20_000)
     refill, window = limiter.refill, limiter.window_s
-    assert refill is not None and 0.94 * 12 <= refill <= 12
+    assert refill is not None and 0.8 * 12 <= refill <= 12
     limiter.reseed(240, now=result.finished_at)
     assert limiter.refill == pytest.approx(2 * refill) and limiter.window_s == window
 
@@ -495,6 +496,33 @@ async def test_against_the_sandbox_few_429s_nothing_lost_or_doubled(sandbox_fact
     assert sorted(box.store.capture_counts_by_person_key().values()) == [1] * records
     limited = sum(a.status_code == 429 for a in attempts)
     assert limited <= 10, f"{limited} of {len(attempts)} requests were answered 429"
+
+
+async def test_against_a_sandbox_bucket_its_rate_is_learned_and_followed(sandbox_factory, tmp_path) -> None:
+    """The sandbox counts by a token bucket of 120 requests refilled over 10 s, not told to the
+    connector; 20,000 persons (200 requests). The burst that fills the bucket lets through what it
+    refilled meanwhile: the limiter follows the bucket at a rate it learned (at most 12 a second),
+    the operator sees it named, and nothing is lost or doubled. A few 429s beyond the learning's two
+    where arrivals bunched past the margin (the sandbox runs in this process, on its GIL)."""
+    box = sandbox_factory(rate_window_s=10.0, behaviour=Behaviour(rate_counting="bucket"))
+    key, secret = box.create_client(rate_limit=120)
+    records = 20_000
+    with Ledger(tmp_path / "ledger.sqlite3", synchronous="NORMAL") as ledger:
+        ledger.enqueue("src", "v1", [_person(i) for i in range(records)], None)
+        policy = RetryPolicy(max_attempts=20, max_elapsed_s=60)
+        async with CaptureClient(box.base_url, key, secret, retry_policy=policy) as client:
+            statuses: list[int | None] = []
+            client.observers.append(lambda attempt: statuses.append(attempt.status_code))
+            with structlog.testing.capture_logs() as logs:
+                report = await replay(ledger, client, DeliverySettings(batch_size=100, concurrency=4))
+            gate = client.rate_gate
+        assert report.exit_code == 0
+        assert len(ledger.list_entries("captured", limit=records)) == records
+    assert sorted(box.store.capture_counts_by_person_key().values()) == [1] * records
+    assert isinstance(gate, AdaptiveRateLimiter) and isinstance(gate.core, BurstFinder)
+    assert gate.core.refill is not None and 0.8 * 12 <= gate.core.refill <= 12
+    assert any("a token bucket" in e.get("detail", "") for e in logs if e["event"] == "ratelimit.learned")
+    assert statuses.count(429) <= 5, f"{statuses.count(429)} of {len(statuses)} requests were answered 429"
 
 
 async def test_a_client_keeps_what_its_limiter_learned_from_run_to_run(sandbox_factory, tmp_path) -> None:
