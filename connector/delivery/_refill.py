@@ -7,9 +7,9 @@ bucket lets `limit` and all it refilled meanwhile. Any server that allows `limit
 refills at some rate (a bucket; a sliding window too, on average) admits at most
 `limit + rate * span` units in any span, so what it admitted beyond `limit` over the span it took
 bounds its rate from below: `rate >= (admitted - limit) / span` (over spans of sending without
-pauses: after a slower spell, units beyond `limit` may be sends that left a window long ago). Enough units beyond `limit` make
-that a usable estimate (`EVIDENCE`), and a bucket's Retry-After (the time one request's units take
-to come back) must agree with it: a fixed window reset within the span also lets more than `limit`
+pauses: after a slower spell, units beyond `limit` may be sends that left a window long ago).
+Enough units beyond `limit` make that a usable estimate (`EVIDENCE`), and a bucket's Retry-After
+(the time one request's units take to come back) must agree with it: a fixed window reset within the span also lets more than `limit`
 through, but then Retry-After says how far its next reset is, seconds away; or, if the reset is near
 and the window short, the rate looks higher than the fixed window's own: a reset within the fill and
 the next one in Retry-After are at most `span + Retry-After` apart, so a rate that refills `limit` in
@@ -17,9 +17,9 @@ less time than that is not believed either (a slower one is safe against such a 
 
 Against a bucket, holding sends to `limit` per window (`limit / rate`) is safe but slow: a bucket
 refills between bursts, and the best schedule after it ran dry is a steady stream at its rate. So
-the limiter then keeps a mirror of the bucket (`BucketMirror`): empty when the server said so (a jitter
-margin below empty: the server counts arrivals), refilled, never fuller than `limit`; a request goes
-when the mirror holds its units. Refilled at the lower bound, the mirror never holds more than the
+the limiter then keeps a mirror of the bucket (`BucketMirror`): empty when the server said so (a
+jitter margin below empty: the server counts arrivals), refilled, never fuller than `limit`; a
+request goes when the mirror holds its units. Refilled at the lower bound, the mirror never holds more than the
 server's bucket, but the bound may be several per cent low: it counts only the requests answered
 when the 429 came, and is exact to a request's units over what the fill let through; a bucket full
 when the fill began, that took every request sent, refilled at most that much more (the upper
