@@ -252,7 +252,9 @@ class BurstFinder:
                 return  # a search probe refused: the next one waits longer (delay)
             # The first 429 of all (a refuted bucket's is read as a window's) may show a refill.
             spans = self._busy_spans(sent.at) if self.rate_limited == 1 else ()
-            rates = refill_rate(self.limit, spans, retry_after, self.units(cost), now - sent.at, self.jitter_s)
+            before = self._log.oldest_of_last(self.limit, persons)  # the send before the last `limit` units
+            fixed_s = now + (retry_after or 0.0) - before if before is not None else math.inf
+            rates = refill_rate(self.limit, spans, retry_after, self.units(cost), now - sent.at, self.jitter_s, fixed_s)
             if rates is not None:
                 low, high = rates
                 self.window_s = self._lo = min(self.limit / low, MAX_WINDOW_S)

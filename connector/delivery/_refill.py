@@ -10,10 +10,12 @@ bounds its rate from below: `rate >= (admitted - limit) / span` (over spans of s
 pauses: after a slower spell, units beyond `limit` may be sends that left a window long ago).
 Enough units beyond `limit` make that a usable estimate (`EVIDENCE`), and a bucket's Retry-After
 (the time one request's units take to come back) must agree with it: a fixed window reset within the span also lets more than `limit`
-through, but then Retry-After says how far its next reset is, seconds away; or, if the reset is near
-and the window short, the rate looks higher than the fixed window's own: a reset within the fill and
-the next one in Retry-After are at most `span + Retry-After` apart, so a rate that refills `limit` in
-less time than that is not believed either (a slower one is safe against such a window too).
+through, but then Retry-After says how far its next reset is, seconds away. If the reset is near,
+the fill also reads as a fixed window's: one that ends in Retry-After, full now, and held no more
+than `limit` of what went, so no longer than `fixed_s` (Retry-After and the time since the send
+before the last `limit` ones). The rate followed is capped to what such a window allows, and when
+that cap is well below the rate (`FIXED_SHARE`: a short window reset within a fast fill), the 429
+is read as a window's instead.
 
 Against a bucket, holding sends to `limit` per window (`limit / rate`) is safe but slow: a bucket
 refills between bursts, and the best schedule after it ran dry is a steady stream at its rate. So
@@ -37,6 +39,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 EVIDENCE = 8  # requests' worth of units beyond `limit` before a refill rate is believed
+FIXED_SHARE = 0.9  # a cap for a fixed window this far below the rate: read as a window instead
 CLIMB_MIN = 0.02  # the mirror climbs when the upper bound is this much above the lower one ...
 CLIMB_WINDOWS = 0.2  # ... and reaches it within this many windows (limit / rate) of the first 429
 
@@ -69,16 +72,18 @@ def refill_rate(
     cost: int,
     late_s: float,
     jitter_s: float,
+    fixed_s: float,
 ) -> tuple[float, float] | None:
-    """The bounds of the refill rate a first 429 shows (`bounds`), when it shows one; None when it
-    shows a window."""
+    """The bounds of the refill rate a first 429 shows (`bounds`), when it shows one, capped for a
+    fixed window of up to `fixed_s`; None when it shows a window."""
     found = bounds(limit, spans, cost, late_s, jitter_s) if retry_after is not None else None
     # A bucket frees `cost` units within cost / rate (whole seconds: rounded up): a longer wait is a
     # window's reset, not a refill.
     if found is None or retry_after is None or retry_after > math.ceil(cost / found[0]):
         return None
-    low, high, span = found
-    return (low, high) if limit / low > span + retry_after else None
+    low, high, _ = found
+    cap = (limit - cost) / fixed_s  # paced at most this, no such fixed window overfills
+    return (min(low, cap), min(high, cap)) if cap >= FIXED_SHARE * low else None
 
 
 @dataclass

@@ -140,6 +140,21 @@ def test_a_token_bucket_is_learned_as_its_rate_at_two_429s_at_most(
     assert limiter.rate is not None and 0.8 * limit / window_s <= limiter.rate <= limit / window_s
 
 
+@pytest.mark.parametrize("service_s", [0.1, 0.2, 0.25])
+def test_a_bucket_filled_by_a_slow_client_is_learned_as_its_rate(service_s) -> None:
+    """Answers of 100-250 ms (a loaded machine): four workers send 16-40 requests a second, so the
+    burst that drains a 10 s bucket of 120 takes most of a window or more, and could as well be a
+    fixed window's reset within it. Only a fixed window that held no more than the limit of what
+    went is possible, no longer than Retry-After and the time since the send before the last 120:
+    the bucket's rate allows no more than that, so it is followed (it was read as a window: 10 to
+    23 answers of 429 at 100,000 records)."""
+    server = SimServer(120, 10.0, counting="bucket")
+    limiter = BurstFinder(120, None)
+    result = simulate(server, limiter, records=100_000, service_s=service_s)
+    assert sum(limited for _, limited in result.sent) <= 2
+    assert limiter.rate is not None and 0.8 * 12 <= limiter.rate <= 12
+
+
 def test_a_quiet_spell_before_the_fill_does_not_lower_the_rate_learned() -> None:
     """Ten minutes of a request every 2 s (a sixth of a 10 s bucket's rate: never a 429), then a
     backlog: the fill that ends in the first 429 bounds the rate, not the whole history since the
