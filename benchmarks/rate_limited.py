@@ -14,8 +14,9 @@ exactly: `connector.sandbox.ratelimit.best_finish`), their ratio (and the delive
 request to last answer, which leaves out start-up and reading the CSV), and the 429s (counted from the ledger's
 attempts table, which records every HTTP attempt) and their share of the requests. The target
 (issue 24): a ratio within 1.05, at most 2 answers of 429 to learn the window, under 0.5 % 429s at
-100,000 rows. A token bucket lets the whole limit go at once and then refills continuously, which
-a client that counts by window does not know of: its best schedule is shown as the bucket's own.
+100,000 rows. A token bucket lets the whole limit go at once and then refills continuously (the
+limiter learns its rate from the burst that fills it: docs/rate-limits.md): its best schedule is
+shown as the bucket's own.
 A fixed window's best assumes its first reset a whole window after the first request; the
 sandbox's fixed windows start on its own clock, so a run may beat that (ratio under 1). With 720
 requests per 60 s, 20,000 rows (200 requests) never fill the window: that row measures CPU.

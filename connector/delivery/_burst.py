@@ -18,6 +18,11 @@ Learning, when no window is configured (`capture.rate_window_s` unset):
   send of the full window leaves it when the server frees a slot, `Retry-After` seconds from now,
   so window <= now + Retry-After - that send (and, Retry-After being whole seconds rounded up,
   > that bound - 1).
+- **A bucket at that first 429** (`_refill.py`): a fill that let through well beyond `rate_limit`,
+  with a Retry-After of one request's refill, shows a server that refills (a token bucket) rather
+  than counts by window. Its rate is bounded from what the fill let through; the limiter then
+  mirrors the bucket (a request goes when the mirror holds its units) and climbs toward the upper
+  bound, which costs one more 429 at most and fixes the rate closely.
 - **Narrowing at the cost of one more 429 at most.** The bound may be up to a second long. While
   the log is full, one request at a time (a *probe*) goes as soon as a shorter window would let it:
   first the whole second within the bounds (servers are configured in whole seconds; if it holds,
@@ -28,23 +33,26 @@ Learning, when no window is configured (`capture.rate_window_s` unset):
   from the oldest counted send by `SEARCH_GROWTH`; the first one let through bounds the window (one
   429 per probe refused: about log1.4(window / time to fill it)).
 - **A 429 the log does not explain** (the window had room by our count): arrivals bunched beyond
-  the margin, another process using the same client, a window longer than learned, or a server that
-  does not count by window at all (a token bucket refills at limit / window per second, and its
-  first Retry-After says how soon one token comes back, not how long the window is). Nothing goes
-  until Retry-After has passed, then one request alone until one is let through; the jitter margin
-  doubles (up to 5 % of the window), and once it can grow no more the window grows by 2 %; to what
-  Retry-After says at once if that is longer. Once per window at most (a configured window too: it
-  is where the limiter starts, and the server's answers overrule it). 429s of requests sent before
-  that change are the same episode.
+  the margin, another process using the same client, a window longer than learned, or a bucket the
+  fill did not show (its first Retry-After says how soon one token comes back, not how long the
+  window is: a 1 s bucket refills too little within its fill to tell, a daily one nothing). Nothing
+  goes until Retry-After has passed, then one request alone until one is let through. A Retry-After
+  seconds longer than jitter explains is a fixed window whose first 429 came shortly before its
+  reset: the window is learned again from the sends the server still counts (`_relearn`). Else the
+  jitter margin doubles (up to 5 % of the window), and once it can grow no more the window grows
+  by 2 % (to what Retry-After says at once if that is longer). Once per window at most (a configured window too: it is where the limiter starts, and the
+  server's answers overrule it). 429s of requests sent before that change are the same episode.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ._ceiling import Unit
+from ._refill import CLIMB_MIN, BucketMirror, bounds, refill_rate
 from ._sendlog import BUCKETS, SendLog
 
 MAX_WINDOW_S = 86_400.0  # the longest window we would believe: a daily budget
@@ -55,6 +63,9 @@ TRIAL_STEP = 0.01  # a probe tries a window this much shorter than the last one 
 SEARCH_GROWTH = 1.4  # without Retry-After: each probe waits this much longer (from the oldest send)
 PLAUSIBLE = 0.75  # requests are the unit if the 429 came after this share of rate_limit requests
 LENGTHEN = 1.02  # an unexplained 429 lengthens a learned window at least this much
+PROBE_LATE_S = 0.05  # a probe after a relearning goes at most this late, else at a later slot
+BUSY_REQUESTS, BUSY_GAPS = 8, 10  # a pause of 10 mean gaps of the last 8 sends ends a bucket's span
+BUCKET_HISTORY = 4  # windows of sends kept while following a bucket: enough to bound its rate closely
 SOLO_POLL_S = 0.01  # while one request tests the room after such a 429, the others look this often
 
 
@@ -83,6 +94,7 @@ class BurstFinder:
         self._pending: deque[_Sent] = deque()  # sent, not yet answered
         self._lo = window_s or 0.0  # a learned window lies in (_lo, window_s]
         self._trial: float | None = None  # narrowing: the shorter window the next probe tries
+        self._probe_late_s = math.inf  # ... and how late it may go
         self._probe_at: float | None = None  # ... and the send of the probe in flight
         self._search_from: float | None = None  # searching the window: the oldest send it counts
         self._search_span = 0.0
@@ -90,11 +102,17 @@ class BurstFinder:
         self._unexplained_at = -math.inf  # when the log last had room the server had not
         self._solo_since: float | None = None  # one request at a time tests the room since then
         self._first_at: float | None = None
+        self._bucket: BucketMirror | None = None  # the server refills (a token bucket): its mirror
 
     @property
     def rate(self) -> float | None:
         """The ceiling held on average, in the learned unit per second (None: window not known)."""
         return None if self.window_s is None else self.limit / self.window_s
+
+    @property
+    def refill(self) -> float | None:
+        """The rate a token bucket is followed at, in the unit per second (None: counted by window)."""
+        return self._bucket.floor if self._bucket is not None else None
 
     def units(self, cost: int) -> int:
         return cost if self.unit == "persons" else 1
@@ -106,11 +124,16 @@ class BurstFinder:
     def reseed(self, rate_limit: int, now: float) -> None:
         """GET /info said `rate_limit` (again): a changed limit is the new budget per window."""
         if rate_limit >= 1:
+            if self._bucket is not None:  # a bucket's depth and rate, both per window, scale alike
+                self._bucket.hold(self._bucket.floor * rate_limit / self.limit, now)
+                self._bucket.limit = rate_limit
             self.limit = rate_limit
 
     def counted(self, cost: int, at: float) -> None:
         """A request the server counted without asking (the run's GET /info)."""
         self._log.book(at, cost, self._width(at))
+        if self._bucket is not None:
+            self._bucket.take(self.units(cost), at)
 
     # --- sending ------------------------------------------------------------------------------
 
@@ -122,6 +145,12 @@ class BurstFinder:
             return self.paused_until - now
         if self._solo_since is not None and self._pending and self._pending[-1].at >= self._solo_since:
             return SOLO_POLL_S  # after a 429 the log did not explain, one request tests the room first
+        if self._bucket is not None:  # a bucket: a request goes when its mirror holds the units
+            self._log.prune(now - BUCKET_HISTORY * self.span(self.limit / self._bucket.floor))
+            if (wait := self._bucket.wait(self.units(cost), now)) > 0:
+                return max(wait, 1e-6)
+            self._bucket.take(self.units(cost), now)
+            return self._send(cost, now)
         if self.window_s is None:  # slow start, or one probe of the search at a time
             if self._search_from is not None:
                 self._search_span *= SEARCH_GROWTH
@@ -137,12 +166,15 @@ class BurstFinder:
         frees = self._log.frees(need, persons)
         assert frees is not None  # need <= used
         go_at = frees + span
-        if self._trial is not None and self._probe_at is None:
+        if self._trial is not None:
             trial_at = frees + self.span(self._trial)
-            if trial_at <= now:
+            if self._probe_at is not None:  # a probe in flight: if it holds, this one's turn may be now
+                return max(min(go_at, max(trial_at, now + SOLO_POLL_S)) - now, 1e-6)
+            if trial_at <= now <= trial_at + self._probe_late_s:
                 self._probe_at = now
                 return self._send(cost, now)
-            go_at = min(go_at, trial_at)
+            if now < trial_at:
+                go_at = min(go_at, trial_at)
         return max(go_at - now, 1e-6)  # never 0 unbooked: rounding may put go_at a hair before now
 
     def _width(self, now: float) -> float:
@@ -202,6 +234,8 @@ class BurstFinder:
             self._lo, self._trial, self._probe_at = self._trial or self._lo, None, None
             return
         if sent.at < self._changed_at:
+            if self._bucket is not None:
+                self._bucket.hold(self._bucket.floor, now)  # a second 429 spent: the mirror climbs no more
             return  # sent before the model last changed: the same episode, already answered
         self._changed_at = now
         if self.unit is None or (self.hint is not None and self.rate_limited == 1):
@@ -210,11 +244,25 @@ class BurstFinder:
             if changed and self.window_s is not None:
                 return  # counted in the wrong unit: that explains it
         persons = self.unit == "persons"
+        if self._bucket is not None and self._bucket_refused(sent, now):
+            return
         oldest = self._log.oldest_of_last(self.limit - self.units(cost), persons)
         if self.window_s is None:
             if self._search_from is not None:
                 return  # a search probe refused: the next one waits longer (delay)
-            if retry_after is not None and oldest is not None:
+            # The first 429 of all (a refuted bucket's is read as a window's) may show a refill.
+            spans = self._busy_spans(sent.at) if self.rate_limited == 1 else ()
+            before = self._log.oldest_of_last(self.limit, persons)  # the send before the last `limit` units
+            fixed_s = now + (retry_after or 0.0) - before if before is not None else math.inf
+            rates = refill_rate(self.limit, spans, retry_after, self.units(cost), now - sent.at, self.jitter_s, fixed_s)
+            if rates is not None:
+                low, high = rates
+                self.window_s = self._lo = min(self.limit / low, MAX_WINDOW_S)
+                self._trial = None
+                top = high if high > low * (1 + CLIMB_MIN) else None
+                self._bucket = BucketMirror(self.limit, low, 0.0, sent.at, top, now)
+                self._drained(sent.at)
+            elif retry_after is not None and oldest is not None:
                 bound = now + retry_after - oldest
                 whole = retry_after == int(retry_after)  # then it may be rounded up by up to 1 s
                 self._learn(bound, max(now - oldest, bound - 1 if whole else bound / 1.02))
@@ -230,6 +278,8 @@ class BurstFinder:
         if now < self._unexplained_at + self.window_s:
             return  # the last change has not had a window to show (a bucket drained below zero refills first)
         self._unexplained_at = now
+        if retry_after is not None and self._relearn(retry_after, self.units(cost), now):
+            return
         cap = JITTER_MAX_SHARE * self.window_s
         margin_grew = self.jitter_s < cap  # jitter first; the window grows once the margin is spent
         self.jitter_s = max(self.jitter_s, min(2 * self.jitter_s, cap))
@@ -237,9 +287,77 @@ class BurstFinder:
         bound = now + retry_after - oldest if retry_after is not None and oldest is not None else 0.0
         self.window_s = min(max(bound, self.window_s if margin_grew else self.window_s * LENGTHEN), MAX_WINDOW_S)
 
+    def _relearn(self, retry_after: float, units: int, now: float) -> bool:
+        """The log had room, and the server says to wait longer than jitter explains (Retry-After, less
+        the up to 1 s it was rounded up by): the window is longer than learned (a fixed window whose
+        first 429 came seconds before its reset, which bounded the window by the reset). Its sends
+        still count, those the log has let go of too: learn the window from them, as from a first 429.
+        True: learned."""
+        whole = retry_after == int(retry_after)
+        oldest = self._log.oldest_of_last(self.limit - units, self.unit == "persons", gone=True)
+        if retry_after - (1 if whole else 0) <= self.jitter_s or oldest is None or self.window_s is None:
+            return False
+        bound = max(now + retry_after - oldest, self.window_s * LENGTHEN)
+        # A fixed window: the sends it counts began up to a second after its reset, so the bound may
+        # fall short of it by that much. Servers are configured in whole seconds: the next one up, and
+        # a probe tries the one below (at a fixed window, a send that many seconds after the first
+        # one it counts is let through exactly when that is the window).
+        self.window_s = min(float(math.ceil(bound)), MAX_WINDOW_S)
+        self._lo = max(now - oldest, bound - 1 if whole else bound / 1.02)
+        self._probe_at = None
+        self._trial = self.window_s - 1 if self._lo < self.window_s - 1 else None
+        # The pause until Retry-After may hold the next slot's probe back past its time: it would test
+        # a longer window than it tries (and at a fixed window, land past the reset): a later slot's.
+        self._probe_late_s = PROBE_LATE_S
+        self._log.restore(now - self.span(self.window_s))
+        return True
+
+    def _busy_spans(self, before: float) -> Iterator[tuple[float, int, int]]:
+        """The spans of sending up to `before` that may show a bucket's rate: back to the first pause
+        longer than `BUSY_GAPS` times the mean gap between the last `BUSY_REQUESTS` sends (at least
+        four jitter margins). A bucket is drained by a burst that goes without pauses; over a slower
+        spell before it, units beyond the limit may be sends that left a window long ago, and their
+        rate says nothing of the server's (a sliding window after a trickle would be followed at the
+        trickle's pace). Each span: its length, the units answered in it, the units sent in it (those
+        not answered yet may still draw a 429: one may come back after one to a later send)."""
+        last = self._log.oldest_of_last(BUSY_REQUESTS, persons=False)
+        pause = BUSY_GAPS * (before - last) / BUSY_REQUESTS if last is not None else 0.0
+        unanswered = [(s.at, self.units(s.cost)) for s in self._pending if s.at < before]
+        for span, units in self._log.spans(before, self.unit == "persons", max(pause, 4 * self.jitter_s)):
+            yield span, units - sum(u for at, u in unanswered if at >= before - span), units
+
+    def _drained(self, at: float) -> None:
+        """The server's bucket was empty when the send of `at` arrived: so is the mirror then, a jitter
+        margin lower still, less what went after it."""
+        assert self._bucket is not None
+        self._bucket.drain(at, self.jitter_s)
+        for sent in self._pending:
+            if sent.at > at:
+                self._bucket.take(self.units(sent.cost), sent.at)
+
+    def _bucket_refused(self, sent: _Sent, now: float) -> bool:
+        """A 429 while mirroring a bucket. The mirror held a request's units at most: its climb went past
+        the server's rate (the send log now bounds the rate closely: held from then on), or, once held,
+        arrivals bunched past the margin (it doubles); the mirror empties. It held more: the server is no
+        such bucket; the mirror goes, and this 429 is read as a window's first. True: handled."""
+        bucket = self._bucket
+        assert bucket is not None
+        units = self.units(sent.cost)
+        if bucket.level_at(sent.at) > units + bucket.floor * self.jitter_s:
+            self._bucket, self.window_s, self._lo = None, None, 0.0
+            return False
+        if bucket.top is None:
+            self.jitter_s = min(2 * self.jitter_s, JITTER_MAX_SHARE * self.limit / bucket.floor)
+        found = bounds(self.limit, self._busy_spans(sent.at), units, now - sent.at, self.jitter_s)
+        bucket.hold(max(found[0] if found else 0.0, bucket.floor), sent.at)
+        self.window_s = self._lo = min(self.limit / bucket.floor, MAX_WINDOW_S)
+        self._drained(sent.at)
+        return True
+
     def _learn(self, window_s: float, lower: float) -> None:
         self.window_s = min(max(window_s, 1e-3), MAX_WINDOW_S)
         self._lo = min(max(lower, 0.0), self.window_s)
+        self._probe_late_s = math.inf
         # Servers are configured in whole seconds: the whole second inside the bounds is tried
         # first, and holding it ends the narrowing; else each probe tries 1 % shorter.
         whole = float(math.floor(self.window_s))

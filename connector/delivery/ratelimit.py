@@ -146,6 +146,8 @@ class AdaptiveRateLimiter:
     def _learned(self, why: str) -> None:
         """What the operator sees of the limiter: one event each time what it holds changes."""
         window = self.core.window_s
+        refill = self.core.refill if isinstance(self.core, BurstFinder) else None
+        bucket = f" (a token bucket, refilled at {refill:.4g} per s)" if refill is not None else ""
         log.info(
             "ratelimit.learned",
             unit=self.core.unit,
@@ -153,6 +155,7 @@ class AdaptiveRateLimiter:
             rate_limit=self.core.limit,
             shape=self.shape,
             configured=self.core.hint is not None,
+            refill_per_s=round(refill, 3) if refill is not None else None,
             detail=f"after {why}: rate_limit counts {self.core.unit or 'an unknown unit'} per "
-            f"{f'{window:g} s' if window is not None else 'an unknown window'}",
+            f"{f'{window:g} s' if window is not None else 'an unknown window'}{bucket}",
         )

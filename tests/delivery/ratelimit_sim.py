@@ -34,6 +34,7 @@ class SimServer:
     retry_after: bool = True
     counting: RateCounting = "sliding"
     admitted: list[tuple[float, int]] = field(default_factory=list)  # (arrived at, units)
+    phase_s: float = 0.0  # the server's clock is this far ahead (a fixed window resets at its multiples)
 
     def __post_init__(self) -> None:
         self.counter = rate_counter(self.counting, self.window_s)
@@ -41,7 +42,7 @@ class SimServer:
     def admit(self, cost: int, now: float) -> float | None:
         """None when admitted; else the Retry-After to send (math.nan: none sent)."""
         units = cost if self.unit == "persons" else 1
-        wait = self.counter.admit("c", self.limit, now, units)
+        wait = self.counter.admit("c", self.limit, now + self.phase_s, units)
         if wait is None:
             self.admitted.append((now, units))
             return None
