@@ -95,8 +95,10 @@ def mask_secrets(text: str) -> str:
 
 
 # Digit runs the phone pattern would take that are no phone: an IPv4 address (a listening address,
-# a URL's host) and an ISO date (with its hour), which INFO logs must keep readable.
-_NOT_A_PHONE = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}|\d{4}-\d{2}-\d{2}(?:[ T]\d{2})?")
+# a URL's host), an ISO date (with its hour) and a decimal of at most 3 places (a window's length, a
+# rate: `ratelimit.learned`), which INFO logs must keep readable. No phone ends in a group of 1-3
+# digits after its only dot.
+_NOT_A_PHONE = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}|\d{4}-\d{2}-\d{2}(?:[ T]\d{2})?|\d{1,5}\.\d{1,3}")
 
 
 def _phone(match: re.Match[str]) -> str:

@@ -157,5 +157,5 @@ class AdaptiveRateLimiter:
             configured=self.core.hint is not None,
             refill_per_s=round(refill, 3) if refill is not None else None,
             detail=f"after {why}: rate_limit counts {self.core.unit or 'an unknown unit'} per "
-            f"{f'{window:g} s' if window is not None else 'an unknown window'}{bucket}",
+            f"{f'{round(window, 3):g} s' if window is not None else 'an unknown window'}{bucket}",
         )

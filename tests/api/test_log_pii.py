@@ -8,7 +8,7 @@ import pytest
 from connector.logs import mask_pii, redact_pii
 
 
-@pytest.mark.parametrize("phone", ["+1 415 555 0104", "(415) 555-0104", "415.555.0104", "+44 20 7946 0958"])
+@pytest.mark.parametrize("phone", ["+1 415 555 0104", "(415) 555-0104", "415.555.0104", "+44 20 7946 0958", "0612.345678"])
 def test_phone_numbers_are_masked(phone: str) -> None:
     masked = mask_pii(f"refused {phone} today")
     assert "<phone>" in masked and not any(ch.isdigit() for ch in masked)
@@ -25,9 +25,11 @@ def test_emails_are_masked() -> None:
         "sandbox at 10.20.30.40:8765",
         "last pass 2026-11-24 04:25:21",
         "since 2026-11-24T04:25:21Z",
+        "after a 429: rate_limit counts requests per 123.456 s",  # ratelimit.learned's window
+        "per 86399.125 s (a token bucket, refilled at 1388.889 per s)",
     ],
 )
-def test_addresses_and_dates_are_not_taken_for_phones(text: str) -> None:
+def test_addresses_dates_and_decimals_are_not_taken_for_phones(text: str) -> None:
     assert mask_pii(text) == text
 
 
