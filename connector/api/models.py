@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 from uuid import UUID
 
+import orjson
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -21,7 +22,7 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
-from pydantic_core import PydanticCustomError, PydanticSerializationError, to_json
+from pydantic_core import PydanticCustomError
 
 MAX_KEY_LENGTH = 512
 MAX_BULK_PERSONS = 100
@@ -318,10 +319,11 @@ def encode_json(payload: Any) -> bytes:
 
     Its bytes are a person's content as the ledger hashes it (`keys.content_hash`), so they are fixed
     for good: they are `json.dumps(ensure_ascii=False)` without spaces, whichever encoder makes them.
-    pydantic-core's compiled `to_json` makes the same bytes for every value but floats (it writes
-    1e-07 as 1e-7), so it takes payloads of exact str, bool, None, dict, list and 64-bit int only,
-    and `json.dumps` the rest (tests/api/test_encode_json.py holds the property). Check and encoding
-    together cost half of `json.dumps` on a person (stages.py, "serialise the payload")."""
+    orjson's compiled `dumps` makes the same bytes for every value but floats (its shortest spelling
+    differs: 1e-07, 1e16), so it takes payloads of exact str, bool, None, dict, list and 64-bit int
+    only, and `json.dumps` the rest (tests/api/test_encode_json.py holds the property). It replaced
+    pydantic-core's `to_json` (the same bytes on that domain) at some 40 % of its instructions per
+    person (benchmarks/read_side.py --instructions, "map and encode")."""
     try:
         plain = _floatless(payload)
     except RecursionError:  # nested deeper than the interpreter walks, or a cycle: json.dumps says which
@@ -343,18 +345,18 @@ def encode_person(payload: dict[str, Any]) -> bytes:
 
 
 def _encoded(payload: Any, plain: bool) -> bytes:
-    """`payload`'s bytes: pydantic-core's when `plain` (`_floatless`), json.dumps's otherwise."""
+    """`payload`'s bytes: orjson's when `plain` (`_floatless`), json.dumps's otherwise."""
     if plain:
         try:
-            return to_json(payload)
-        except PydanticSerializationError:  # a lone surrogate: json.dumps raises its own error for it
+            return orjson.dumps(payload)
+        except orjson.JSONEncodeError:  # a lone surrogate, or deeper than orjson's 254 levels: json.dumps decides
             pass
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 _SCALARS = frozenset({str, bool, type(None)})
-# Bigger ints go to json.dumps: the property is proven on the pydantic-core installed, and a wider
-# int is the one value an older pydantic-core (pyproject allows pydantic 2.6) may write otherwise.
+# Bigger ints go to json.dumps: orjson refuses an int beyond 64 bits, and the property is proven on
+# signed 64-bit ones.
 _INT64 = 2**63
 
 
