@@ -44,7 +44,7 @@ class Dialect:
     # `{alias}` beside `{batch}`, a row per member: `{alias}.value` the entry id, `{alias}.key` its place
     # (from 0 on SQLite's json_each, from 1 on PostgreSQL's unnest: only their order is read).
     members: str
-    # settle writes person tags into `fresh_tag`, moved into entries_person in bulk (`_merges.index_fresh`,
+    # settle writes person tags into `fresh_tag`, moved into entries_person in bulk (`_merges.keep_fresh_small`,
     # schema v15): SQLite, where that shares the index's leaves; PostgreSQL writes `person_tag` at once
     fresh_persons: bool
 

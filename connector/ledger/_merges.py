@@ -10,7 +10,7 @@ is counted as a merge. Nothing here commits.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from ._db import Db, Dialect, storable
 from ._types import Outcome
@@ -49,9 +49,19 @@ def fresh_count(db: Db) -> int:
     return count
 
 
-def index_fresh(db: Db) -> None:
-    """The tags waiting in `fresh_tag` into `person_tag` (entries_person), all in this transaction."""
+def keep_fresh_small(db: Db, waiting: int | None, settled: Iterable[Outcome]) -> int:
+    """After a settle of `settled`, in its transaction: the tags waiting in `fresh_tag`, moved into
+    `person_tag` (entries_person) once `FRESH_MOVE` wait. `waiting` is this process's count before
+    the settle (None: not counted yet), a guess once other processes settle too: the index is counted
+    before a move is decided."""
+    if waiting is not None:
+        waiting += sum(1 for o in settled if o.person_id is not None)
+    if waiting is None or waiting >= FRESH_MOVE:
+        waiting = fresh_count(db)
+    if waiting < FRESH_MOVE:
+        return waiting
     db.execute("UPDATE entries SET person_tag = fresh_tag, fresh_tag = NULL WHERE fresh_tag IS NOT NULL")
+    return 0
 
 
 def tags_of(outcomes: Sequence[Outcome]) -> dict[str, int]:

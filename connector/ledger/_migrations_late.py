@@ -163,7 +163,7 @@ def _v15(db: sqlite_utils.Database) -> None:
     members: 0.5 of a 100,000-record sync's 1.3 WAL frames per record. On SQLite a settle now writes
     the tag into `fresh_tag` (indexed by entries_person_fresh, which stays small: its leaves are in
     the cache and shared between settles), and the tags move into entries_person thousands at a time
-    (`_merges.index_fresh`, in a settle's transaction), so those leaves are shared too. "Who else is
+    (`_merges.keep_fresh_small`, in a settle's transaction), so those leaves are shared too. "Who else is
     this person" seeks both indexes. PostgreSQL keeps writing `person_tag` (`Dialect.fresh_persons`):
     its update writes a new row version into every index, a move would cost it more than it saves.
     Nothing is re-sent: a column and an index are added, every tag stays where it is."""

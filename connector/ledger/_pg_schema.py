@@ -203,7 +203,7 @@ def migrate(conn: Any, name: str, schema: str) -> None:
                 f"ledger {name} has schema version {version}; this capture-sync knows up to {SCHEMA_VERSION}. "
                 "Upgrade capture-sync."
             )
-        if version < SCHEMA_VERSION:  # v10 to v15 alike: see `_no_older_leader`
+        if version < 14:  # v10 to v14 alike: see `_no_older_leader` (v15 changes nothing a v14 process reads here)
             _no_older_leader(conn, name, schema)
         for target in range(version + 1, SCHEMA_VERSION + 1):
             MIGRATIONS[target](conn)
@@ -222,7 +222,9 @@ def _no_older_leader(conn: Any, name: str, schema: str) -> None:
     copy) claim again what is in flight. v13 drops the unique index on entries' keys, by which its
     `ledger show` and resolve find an entry: each would read the whole table. v14 keys entries_person
     by `person_tag`, which its settle would not write: the merges its captures make would go uncounted.
-    v15 adds `fresh_tag`, which its merge check would not read (a ledger copied from SQLite holds tags there)."""
+    Not v15: on PostgreSQL settles keep writing `person_tag` (`Dialect.fresh_persons`) and `fresh_tag`
+    holds tags only in a ledger copied from SQLite, which is made at v15 (no v14 process opens it), so
+    a v14 process working beside the migration reads and writes what it always did."""
     leader = _lease.live_holder(conn, schema)
     if leader is not None:
         raise LedgerError(

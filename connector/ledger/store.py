@@ -70,9 +70,7 @@ class Ledger(LedgerReads):
             self._store = SqliteStore(self.path, synchronous=synchronous, busy_timeout_s=busy_timeout_s)
         self.name = self._store.name  # for messages: the file, or postgresql://USER@HOST:PORT/DB
         self._run_id: int | None = None  # the run in hand: every entry a write changes is stamped with it
-        self._fresh: int | None = (
-            None  # tags waiting in `fresh_tag` (`_merges.FRESH_MOVE`), about; None: not counted yet
-        )
+        self._fresh: int | None = None  # tags waiting in `fresh_tag` (`_merges.keep_fresh_small`), about
 
     @property
     def engine(self) -> str:
@@ -219,14 +217,9 @@ class Ledger(LedgerReads):
         COMMIT leaves every one of them unsettled."""
         with self._write() as db:
             group = settlements() if callable(settlements) else settlements
-            if db.dialect.fresh_persons and self._fresh is None:  # what earlier runs left waiting
-                self._fresh = _merges.fresh_count(db)
             done = _settle.settle_group(db, group, time.time())
-            if self._fresh is not None:
-                self._fresh += sum(len(s.outcomes) for s in group)
-                if self._fresh >= _merges.FRESH_MOVE:  # in the settle's transaction: one more fsync saved
-                    _merges.index_fresh(db)
-                    self._fresh = 0
+            if db.dialect.fresh_persons:  # in the settle's transaction: no fsync of its own
+                self._fresh = _merges.keep_fresh_small(db, self._fresh, (o for s in group for o in s.outcomes))
         self._store.changed(settled=sum(len(s.outcomes) for s in group))  # after the commit: off the write lock
         return done
 

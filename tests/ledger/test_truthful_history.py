@@ -3,6 +3,7 @@ with a count and a span, and a capture answered with a person another record hol
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -236,3 +237,20 @@ def test_the_id_of_a_folded_pass_is_never_handed_out_again(ledger_target: str | 
         assert later > run
         ledger.finish_run(later, {"read": 1}, 0.5, 0, ["crm"])
         assert [r.id for r in ledger.runs()] == [later, first]
+
+
+def test_the_merge_check_seeks_both_person_indexes_on_sqlite(tmp_path: Path) -> None:
+    """The merge check ("who else is this person") runs in every settle that captures: a scan of
+    entries there would read the whole ledger per batch. Each branch of `holders_sql` seeks its own
+    index by tag."""
+    from connector.ledger._sqlite import DIALECT
+
+    path = tmp_path / "ledger.sqlite3"
+    Ledger(path).close()
+    with sqlite3.connect(path) as conn:
+        plan = [
+            row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {_merges.holders_sql(DIALECT)}", ("[1]", '["p"]') * 2)
+        ]
+    seeks = [step for step in plan if step.startswith("SEARCH entries USING INDEX")]
+    assert len(seeks) == 2 and not any(step.startswith("SCAN entries") for step in plan), plan
+    assert any("entries_person " in step for step in seeks) and any("entries_person_fresh" in step for step in seeks)

@@ -129,6 +129,21 @@ def test_an_older_postgresql_ledger_is_not_migrated_while_an_older_daemon_leads_
         assert ledger.status().by_state["pending"] == 1
 
 
+def test_a_v14_postgresql_ledger_migrates_while_an_older_daemon_leads_it(postgres_ledger_url: str) -> None:
+    """v15 changes nothing a v14 daemon reads or writes on PostgreSQL (its settle writes `person_tag`,
+    as v15's does there): the upgrade needs no stop, unlike those before it."""
+    import psycopg
+
+    with Ledger(postgres_ledger_url) as ledger:
+        ledger.enqueue("crm", "m", [person_at(1)], None)
+        assert ledger.lease("old-host:41", 60).take() is not None
+    as_version(postgres_ledger_url, 14)
+    with Ledger(postgres_ledger_url) as ledger:
+        assert ledger.status().by_state["pending"] == 1
+    with psycopg.connect(postgres_ledger_url, autocommit=True) as pg:
+        assert pg.execute("SELECT version FROM schema_version").fetchone() == (15,)
+
+
 def a_v13_ledger_with_captures(url: str, captured: int) -> dict[int, str]:
     """A v13 PostgreSQL ledger of `captured` captured entries (each with a person id of the CRM's
     shape) and one pending: the captured entries' person ids by entry id."""
