@@ -10,7 +10,6 @@ import os
 import re
 import zlib
 from collections.abc import Iterator
-from itertools import islice
 from typing import Any, BinaryIO
 
 from connector import logs
@@ -43,11 +42,11 @@ class LineReader:
     to is reported, not the rest of the file."""
 
     __slots__ = (
-        "_ascii_valid",
         "_strip_bom",
         "encoding",
         "fh",
         "held_back",
+        "kept",
         "line",
         "name",
         "offset",
@@ -67,12 +66,13 @@ class LineReader:
         self.terminated = True  # whether the last line read ended with a newline
         self.held_back = False  # whether hold_back() left the last record for a later read
         self.undecodable: list[tuple[int, str]] = []  # (line, reason) of lines not valid in the encoding
-        utf8 = codecs.lookup(encoding).name.startswith("utf-8")
-        self._strip_bom = offset == 0 and utf8
-        self._ascii_valid = utf8  # a line of ASCII bytes is valid UTF-8 (not so in every encoding: utf-7)
+        # Where each line is also put as it is yielded, if anywhere (the csv source keeps a row's lines
+        # to show a bad one): set before iterating. Here rather than in a generator around this one.
+        self.kept: list[str] | None = None
+        self._strip_bom = offset == 0 and codecs.lookup(encoding).name.startswith("utf-8")
 
     def __iter__(self) -> Iterator[str]:
-        encoding = self.encoding
+        kept, encoding = self.kept, self.encoding
         for raw in self.fh:
             size = len(raw)
             self.offset += size
@@ -85,30 +85,11 @@ class LineReader:
             try:
                 text = raw.decode(encoding)
             except UnicodeDecodeError as exc:
-                self._refused(exc)
+                self.undecodable.append((self.line, f"line {self.line} is not valid {encoding} ({exc.reason})"))
                 text = raw.decode(encoding, "surrogateescape")
+            if kept is not None:
+                kept.append(text)
             yield text
-
-    def count(self, raw_lines: Iterator[bytes], lines: int) -> list[bytes]:
-        """The next `lines` lines of the file, taken from `raw_lines` once a parser has read them
-        decoded elsewhere (the csv source's reader reads a copy, decoded in C, so it costs no Python per
-        line): counted as `__iter__` counts its lines, bytes not valid in the encoding noted alike."""
-        taken = list(islice(raw_lines, lines))
-        for raw in taken:
-            self.line += 1
-            if not (raw.isascii() and self._ascii_valid):  # nearly always ASCII: no decoding twice
-                try:
-                    raw.decode(self.encoding)
-                except UnicodeDecodeError as exc:
-                    self._refused(exc)
-        last = taken[-1]
-        self.offset += sum(map(len, taken))
-        self.tail = (len(last), zlib.crc32(last))
-        self.terminated = last.endswith(b"\n")
-        return taken
-
-    def _refused(self, exc: UnicodeDecodeError) -> None:
-        self.undecodable.append((self.line, f"line {self.line} is not valid {self.encoding} ({exc.reason})"))
 
     def problem(self) -> str | None:
         """Why the lines read since the last call cannot be trusted, if any; forgets them."""

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Iterator
-from itertools import tee
-from operator import methodcaller
 from typing import Any, BinaryIO
 
 from pydantic import Field
@@ -74,8 +72,12 @@ class CsvSource(FileSource):
     def records(self, fh: BinaryIO, lines: LineReader) -> Iterator[tuple[int, dict[str, Any] | Unreadable]]:
         delimiter = self.options.delimiter
         csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))  # process-wide in the csv module
-        if lines.offset == 0:  # through the line reader, which skips a byte order mark
-            first = next(csv.reader(iter(lines), delimiter=delimiter), None)
+        taken: list[str] = []  # the lines of the row being read
+        lines.kept = taken
+        kept = iter(lines)  # one iterator, the csv reader's and the refused row's below
+        rows = csv.reader(kept, delimiter=delimiter)
+        if lines.offset == 0:
+            first = next(rows, None)
             header = None if first is None else [readable(name) for name in first]
         else:  # resuming inside the file: the header is its first row
             header = _header(fh, lines.encoding, delimiter)
@@ -84,45 +86,33 @@ class CsvSource(FileSource):
             return
         lines.problem()  # the header's: its names show what could be read
         width = len(header)
-        # The reader reads a copy of the file's lines decoded in C (no Python per line); a row's lines are
-        # then counted, from the other copy, by how many the reader took (its line_num, plus those taken
-        # below past a refused row).
-        raw_lines, copy = tee(fh)
-        texts = map(methodcaller("decode", lines.encoding, "surrogateescape"), copy)
-        rows = csv.reader(texts, delimiter=delimiter)
-        counted = 0
         while True:
             first_line = lines.line + 1
+            taken.clear()
             try:
                 row = next(rows)
             except StopIteration:
                 return
             except csv.Error as exc:
-                taken = lines.count(raw_lines, rows.line_num - counted)
-                text = _text(taken, lines.encoding)
-                while _ends_in_quotes(text, delimiter) and next(texts, None) is not None:
-                    # the rest of a quoted field belongs to the refused row, not to new rows
-                    text += _text(lines.count(raw_lines, 1), lines.encoding)
-                counted = rows.line_num
+                while _ends_in_quotes("".join(taken), delimiter) and next(kept, None) is not None:
+                    pass  # the rest of a quoted field belongs to the refused row, not to new rows
                 if not lines.terminated and lines.hold_back():
                     return
                 lines.problem()
-                yield first_line, Unreadable(f"the csv module refused it ({exc})", shown(text))
+                yield first_line, Unreadable(f"the csv module refused it ({exc})", shown("".join(taken)))
                 continue
-            taken = lines.count(raw_lines, rows.line_num - counted)
-            counted = rows.line_num
             undecodable = lines.problem() if lines.undecodable else None  # nearly always none: no call
             if not row:
                 continue
             # A row ends with a newline outside quotes; one that does not is the file's last, maybe still being written
             # (the lenient reader closes a quoted field at the end of the data, so only the last row can be inside one).
             # (`offset >= size`: the last line read reached the end the file had when opened)
-            open_quote = lines.offset >= lines.size and _ends_in_quotes(_text(taken, lines.encoding), delimiter)
+            open_quote = lines.offset >= lines.size and _ends_in_quotes("".join(taken), delimiter)
             if (open_quote or not lines.terminated) and lines.hold_back():
                 return
             problem = "the file ends inside a quoted field opened here" if open_quote else undecodable
             if problem:
-                yield first_line, Unreadable(problem, shown(_text(taken, lines.encoding)))
+                yield first_line, Unreadable(problem, shown("".join(taken)))
                 continue
             # zip stops at the shorter: a short row lacks the missing fields (no `strict=False`: a
             # keyword costs the call a slower path, 4 % of reading a row)
@@ -130,8 +120,3 @@ class CsvSource(FileSource):
             if len(row) > width:
                 data["_extra"] = row[width:]
             yield first_line, data
-
-
-def _text(raw_lines: list[bytes], encoding: str) -> str:
-    """Lines as the reader read them."""
-    return "".join(raw.decode(encoding, "surrogateescape") for raw in raw_lines)

@@ -257,25 +257,30 @@ class FileSource(Source[FileOptions]):
             order: dict[str, Any] = (
                 {"order": "mtime", "mtime": match.mtime_ns} if opts.order == "mtime" else {"order": "name"}
             )
-            order["done"] = sorted(done)
+            # every row's position is a copy of this one with its own offset, line and tail: a copy of a
+            # dict is half the cost of building one from its keys
+            template = {"file": rel, "offset": 0, "line": 0, "tail": (0, 0), **order, "done": sorted(done)}
+            cursor_name, key_name = opts.cursor, opts.primary_key
+            # Each row made here rather than in a method per row: a call is a tenth of the source's cost per row.
             for first_line, data in self.records(fh, lines):
-                position = {"file": rel, "offset": lines.offset, "line": lines.line, "tail": lines.tail, **order}
-                yield self._row(make, rel, first_line, data, position)
+                position = template.copy()
+                position["offset"], position["line"], position["tail"] = lines.offset, lines.line, lines.tail
+                where = f"{rel} line {first_line}"
+                if isinstance(data, Unreadable):
+                    yield make(f"{rel}:{first_line}", data.raw or {}, position, None, where, data.reason)
+                    continue
+                cursor = data.get(cursor_name) if cursor_name else None
+                if key_name is None:
+                    yield make(f"{rel}:{first_line}", data, position, cursor, where, None)
+                    continue
+                value = data.get(key_name)
+                if type(value) is str and value.strip():  # nearly every key is text: told without a call
+                    yield make(value, data, position, cursor, where, None)
+                    continue
+                # the line names only a record without a usable key
+                problem = _key_problem(value, key_name)
+                yield make(f"{rel}:{first_line}" if problem else str(value), data, position, cursor, where, problem)
         return lines.held_back
-
-    def _row(
-        self, make: Make[Made], rel: str, first_line: int, data: dict[str, Any] | Unreadable, position: dict[str, Any]
-    ) -> Made:
-        opts, where = self.options, f"{rel} line {first_line}"
-        if isinstance(data, Unreadable):
-            return make(f"{rel}:{first_line}", data.raw or {}, position, None, where, data.reason)
-        cursor = data.get(opts.cursor) if opts.cursor else None
-        if opts.primary_key is None:
-            return make(f"{rel}:{first_line}", data, position, cursor, where, None)
-        value = data.get(opts.primary_key)
-        # the line names only a record without a usable key; nearly every one has text: told without a call
-        problem = None if type(value) is str and value.strip() else _key_problem(value, opts.primary_key)
-        return make(f"{rel}:{first_line}" if problem else str(value), data, position, cursor, where, problem)
 
 
 def _item(
