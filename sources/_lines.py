@@ -72,16 +72,16 @@ class LineReader:
         self._strip_bom = offset == 0 and codecs.lookup(encoding).name.startswith("utf-8")
 
     def __iter__(self) -> Iterator[str]:
-        kept, encoding = self.kept, self.encoding
+        kept, encoding, strip_bom = self.kept, self.encoding, self._strip_bom
         for raw in self.fh:
             size = len(raw)
             self.offset += size
             self.line += 1
             self.tail = (size, zlib.crc32(raw))
             self.terminated = raw.endswith(b"\n")
-            if self._strip_bom:
+            if strip_bom:  # a local: asked per line
                 raw = raw.removeprefix(codecs.BOM_UTF8)
-                self._strip_bom = False
+                strip_bom = self._strip_bom = False
             try:
                 text = raw.decode(encoding)
             except UnicodeDecodeError as exc:
