@@ -261,7 +261,7 @@ class FileSource(Source[FileOptions]):
             # dict is half the cost of building one from its keys
             template = {"file": rel, "offset": 0, "line": 0, "tail": (0, 0), **order, "done": sorted(done)}
             cursor_name, key_name = opts.cursor, opts.primary_key
-            # Each row made here rather than in a method per row: a call is a tenth of the source's cost per row.
+            # Each row made here, not in a method per row (with the template: 9 % of a csv row's instructions).
             for first_line, data in self.records(fh, lines):
                 position = template.copy()
                 position["offset"], position["line"], position["tail"] = lines.offset, lines.line, lines.tail
