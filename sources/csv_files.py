@@ -10,7 +10,8 @@ from pydantic import Field
 
 from connector.source import SourceError
 
-from .files import FileOptions, FileSource, LineReader, Unreadable, readable, shown
+from ._lines import LineReader, readable, shown
+from .files import FileOptions, FileSource, Unreadable
 
 # The csv module's default (128 KiB) would stop a whole source at one long notes field; a field
 # beyond this is a clear SourceError naming its line.

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any, BinaryIO
 
-from .files import FileSource, LineReader, Unreadable, shown
+from ._lines import LineReader, shown
+from .files import FileSource, Unreadable
 
 
 def _parse_int(text: str) -> int | Decimal:
