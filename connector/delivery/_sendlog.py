@@ -10,7 +10,6 @@ counts in can be learned after the sends were booked.
 
 from __future__ import annotations
 
-import itertools
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,7 +30,6 @@ class SendLog:
 
     def __init__(self) -> None:
         self._log: deque[_Entry] = deque()
-        self._gone: deque[_Entry] = deque()  # the last BUCKETS entries pruned: a server may count them still
         self.requests = 0
         self.persons = 0
 
@@ -74,17 +72,6 @@ class SendLog:
             gone = log.popleft()
             self.requests -= gone.requests
             self.persons -= gone.persons
-            self._gone.append(gone)
-        while len(self._gone) > BUCKETS:
-            self._gone.popleft()
-
-    def restore(self, after: float) -> None:
-        """Take back the pruned sends after `after`: the window is longer than they were pruned for."""
-        while self._gone and self._gone[-1].at > after:
-            entry = self._gone.pop()
-            self._log.appendleft(entry)
-            self.requests += entry.requests
-            self.persons += entry.persons
 
     def frees(self, need: int, persons: bool) -> float | None:
         """When `need` units will have left, counting from the oldest: the stamp of the entry whose
@@ -109,12 +96,11 @@ class SendLog:
                 after = entry.first
                 yield before - entry.first, total
 
-    def oldest_of_last(self, units: int, persons: bool, *, gone: bool = False) -> float | None:
+    def oldest_of_last(self, units: int, persons: bool) -> float | None:
         """The stamp of the oldest send among the newest ones that hold more than `units` units:
-        in a full window, the send whose leaving frees the next slot. None: the log holds fewer.
-        `gone`: pruned sends too (the server refused while the log had room: it counts them still)."""
+        in a full window, the send whose leaving frees the next slot. None: the log holds fewer."""
         total = 0
-        for entry in itertools.chain(reversed(self._log), reversed(self._gone) if gone else ()):
+        for entry in reversed(self._log):
             total += entry.persons if persons else entry.requests
             if total > units:
                 return entry.at
