@@ -220,8 +220,12 @@ class BurstFinder:
     def on_unanswered(self, cost: int, now: float) -> None:
         """No answer came (a lost connection, a timeout): the server may have counted the request, so
         it stays in the send log, but it is awaited no more. Awaited still, a request that was testing
-        the room alone after a 429 would hold every request back for good (its retry included)."""
-        self._take(cost, now, refused=False)
+        the room alone after a 429 would hold every request back for good (its retry included), and a
+        narrowing probe would keep the others polling every SOLO_POLL_S until the longer bound: the
+        narrowing ends on the last window that held."""
+        sent = self._take(cost, now, refused=False)
+        if self._probe_at is not None and sent.at >= self._probe_at:
+            self._trial = self._probe_at = None
 
     def on_rate_limited(self, retry_after: float | None, cost: int, now: float) -> None:
         """A 429: the server did not count it. Learn what it says."""

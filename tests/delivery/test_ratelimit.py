@@ -465,6 +465,23 @@ def test_a_request_testing_the_room_alone_that_gets_no_answer_holds_nothing_back
     assert finder.delay(1, 0.4) > 0.5  # but the window is full: 8, the lost one and this one
 
 
+def test_a_narrowing_probe_that_gets_no_answer_ends_the_narrowing() -> None:
+    """The first 429 bounds a window of 10 per (9.5 s, 10.5 s]: a probe tries 10 s. Its connection is
+    lost: the others no longer look every 10 ms for its answer, but wait for the longer bound."""
+    finder = BurstFinder(10, None)
+    for i in range(10):
+        assert finder.delay(1, i * 0.01) == 0
+        finder.on_answered(1, i * 0.01 + 0.05)
+    assert finder.delay(1, 0.5) == 0
+    finder.on_rate_limited(10.0, 1, 0.5)  # full: the oldest send leaves the window by 10.5 s
+    assert finder.window_s == 10.5
+    assert finder.delay(1, 10.2) == 0  # the probe, trying 10 s
+    assert finder.delay(1, 10.21) == pytest.approx(0.01)  # the others look again for its answer
+    finder.on_unanswered(1, 10.3)
+    assert finder.delay(1, 10.31) > 0.2  # due by 10.5 s (and the margin) after the oldest send
+    assert finder.window_s == 10.5
+
+
 def test_a_window_given_in_the_wrong_unit_is_corrected_at_the_first_429() -> None:
     """Configured 1 s, assumed requests, the server counts persons: one episode, then persons."""
     limiter = CeilingFinder(1200, 1.0)
