@@ -64,8 +64,10 @@ TRIAL_STEP = 0.01  # a probe tries a window this much shorter than the last one 
 SEARCH_GROWTH = 1.4  # without Retry-After: each probe waits this much longer (from the oldest send)
 PLAUSIBLE = 0.75  # requests are the unit if the 429 came after this share of rate_limit requests
 LENGTHEN = 1.02  # an unexplained 429 lengthens a learned window at least this much
-BUSY_REQUESTS, BUSY_GAPS = 8, 10  # a pause of 10 mean gaps of the last 8 sends ends a bucket's span
+BUSY_REQUESTS, BUSY_GAPS = 8, 10  # a pause of 10 mean gaps of the last 8 sends ends a bucket's span ...
+BUSY_PACE = 0.5  # ... and so does a slower spell: the span's requests a second below this share of theirs
 BUCKET_HISTORY = 4  # windows of sends kept while following a bucket: enough to bound its rate closely
+BUCKET_LOWER = 0.9  # a held bucket's second 429 within a window lowers the rate followed this much
 SOLO_POLL_S = 0.01  # while one request tests the room after such a 429, the others look this often
 
 
@@ -102,6 +104,7 @@ class BurstFinder:
         self._solo_since: float | None = None  # one request at a time tests the room since then
         self._first_at: float | None = None
         self._bucket: BucketMirror | None = None  # the server refills (a token bucket): its mirror
+        self._bucket_refused_at = -math.inf  # ... and the send its last 429 refused
 
     @property
     def rate(self) -> float | None:
@@ -293,12 +296,16 @@ class BurstFinder:
         four jitter margins). A bucket is drained by a burst that goes without pauses; over a slower
         spell before it, units beyond the limit may be sends that left a window long ago, and their
         rate says nothing of the server's (a sliding window after a trickle would be followed at the
-        trickle's pace). Each span: its length, the units answered in it, the units sent in it (those
+        trickle's pace). A trickle without such pauses ends the spans too: from where the span's requests
+        a second fall below `BUSY_PACE` of the last sends' pace. Each span: its length, the units answered in it, the units sent in it (those
         not answered yet may still draw a 429: one may come back after one to a later send)."""
         last = self._log.oldest_of_last(BUSY_REQUESTS, persons=False)
         pause = BUSY_GAPS * (before - last) / BUSY_REQUESTS if last is not None else 0.0
         unanswered = [(s.at, self.units(s.cost)) for s in self._pending if s.at < before]
-        for span, units in self._log.spans(before, self.unit == "persons", max(pause, 4 * self.jitter_s)):
+        pace = BUSY_REQUESTS / (before - last) if last is not None and before > last else math.inf
+        for span, units, requests in self._log.spans(before, self.unit == "persons", max(pause, 4 * self.jitter_s)):
+            if requests > BUSY_REQUESTS and requests < BUSY_PACE * pace * span:
+                return
             yield span, units - sum(u for at, u in unanswered if at >= before - span), units
 
     def _drained(self, at: float) -> None:
@@ -314,17 +321,26 @@ class BurstFinder:
         """A 429 while mirroring a bucket. The mirror held a request's units at most: its climb went past
         the server's rate (the send log now bounds the rate closely: held from then on), or, once held,
         arrivals bunched past the margin (it doubles); the mirror empties. It held more: the server is no
-        such bucket; the mirror goes, and this 429 is read as a window's first. True: handled."""
+        such bucket; the mirror goes, and this 429 is read as a window's first. A held mirror's second
+        429 within a window is the bucket's rate lowered (by the server, or another process drawing on
+        it): the rate followed is lowered by `BUCKET_LOWER`, each time. True: handled."""
         bucket = self._bucket
         assert bucket is not None
         units = self.units(sent.cost)
         if bucket.level_at(sent.at) > units + bucket.floor * self.jitter_s:
             self._bucket, self.window_s, self._lo = None, None, 0.0
             return False
+        floor = bucket.floor
         if bucket.top is None:
             self.jitter_s = min(2 * self.jitter_s, JITTER_MAX_SHARE * self.limit / bucket.floor)
+            if sent.at < self._bucket_refused_at + self.limit / bucket.floor:
+                floor *= BUCKET_LOWER  # twice within a window: the bucket refills slower than it did
+        self._bucket_refused_at = sent.at
         found = bounds(self.limit, self._busy_spans(sent.at), units, now - sent.at, self.jitter_s)
-        bucket.hold(max(found[0] if found else 0.0, bucket.floor), sent.at)
+        if found is not None and (bucket.top is not None or found[0] < floor):
+            # Climbing: the log's bound, closer than the first; held: a 429 says the rate is at most it.
+            floor = found[0] if bucket.top is None else max(found[0], floor)
+        bucket.hold(floor, sent.at)
         self.window_s = self._lo = min(self.limit / bucket.floor, MAX_WINDOW_S)
         self._drained(sent.at)
         return True

@@ -83,18 +83,19 @@ class SendLog:
                 return entry.at
         return None
 
-    def spans(self, before: float, persons: bool, max_gap: float) -> Iterator[tuple[float, int]]:
+    def spans(self, before: float, persons: bool, max_gap: float) -> Iterator[tuple[float, int, int]]:
         """Newest first, for each entry booked before `before`, back to the first pause in sending longer
-        than `max_gap`: how long before `before` the entry's first send went, and the units booked
-        from that send up to it."""
-        total, after = 0, before
+        than `max_gap`: how long before `before` the entry's first send went, and the units and the
+        requests booked from that send up to it."""
+        total, requests, after = 0, 0, before
         for entry in reversed(self._log):
             if entry.at < before:
                 if after - entry.at > max_gap:
                     return
                 total += entry.persons if persons else entry.requests
+                requests += entry.requests
                 after = entry.first
-                yield before - entry.first, total
+                yield before - entry.first, total, requests
 
     def oldest_of_last(self, units: int, persons: bool) -> float | None:
         """The stamp of the oldest send among the newest ones that hold more than `units` units:

@@ -482,6 +482,29 @@ def test_a_narrowing_probe_that_gets_no_answer_ends_the_narrowing() -> None:
     assert finder.window_s == 10.5
 
 
+def test_a_trickle_at_a_sixth_of_the_burst_speed_is_not_read_as_a_refill() -> None:
+    """20 batches a sending slot every 0.3 s (no pause ten times the burst's gaps), then the burst, into a
+    1 s sliding window of 12: the span over the trickle shows units beyond the limit, but at a pace
+    well below the burst's: no bucket (it was followed at 2.9 a second)."""
+    server, limiter = SimServer(12, 1.0), BurstFinder(12, None)
+    simulate(server, limiter, records=7_000, concurrency=2, service_s=0.1, trickle=(20, 0.3))
+    assert limiter.refill is None
+
+
+def test_a_bucket_lowered_mid_run_is_followed_down() -> None:
+    """A bucket of 120 refilled over 10 s, followed by its rate, halves at 60 s: the held mirror's 429s
+    lower the rate followed, to the log's bound or by 10 % when two come within a window; a minute
+    later, 2 429s at most (it drew them steadily)."""
+    server, limiter = SimServer(120, 10.0, counting="bucket"), BurstFinder(120, None)
+
+    def lower() -> None:
+        server.limit = 60
+
+    result = simulate(server, limiter, records=200_000, at=(60.0, lower))
+    assert sum(limited for at, limited in result.sent if at > 120) <= 2
+    assert limiter.refill is not None and 0.85 * 6 <= limiter.refill <= 6
+
+
 def test_a_window_given_in_the_wrong_unit_is_corrected_at_the_first_429() -> None:
     """Configured 1 s, assumed requests, the server counts persons: one episode, then persons."""
     limiter = CeilingFinder(1200, 1.0)
