@@ -64,7 +64,10 @@ def check_base_url(base_url: str, *, allow_insecure_http: bool = False) -> httpx
 
 
 def parse_retry_after(value: str | None) -> float | None:
-    """Retry-After is either delta-seconds or an HTTP date (RFC 9110 10.2.3)."""
+    """Retry-After is either delta-seconds or an HTTP date (RFC 9110 10.2.3). A date is read as whole
+    seconds from now, rounded up: it is whole seconds of the server's clock, and the limiter takes a
+    fraction for an exact wait (a whole number for one rounded up by up to 1 s), so a date's fraction,
+    our clock's phase against the server's, would read as a wait jitter cannot explain."""
     if not value:
         return None
     value = value.strip()
@@ -80,7 +83,7 @@ def parse_retry_after(value: str | None) -> float | None:
         return None
     if when.tzinfo is None:  # "-0000" parses naive; HTTP dates are always UTC
         when = when.replace(tzinfo=datetime.UTC)
-    return max(when.timestamp() - time.time(), 0.0)
+    return float(max(math.ceil(when.timestamp() - time.time()), 0))
 
 
 @functools.cache

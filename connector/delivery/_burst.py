@@ -36,12 +36,13 @@ Learning, when no window is configured (`capture.rate_window_s` unset):
   the margin, another process using the same client, a window longer than learned, or a bucket the
   fill did not show (its first Retry-After says how soon one token comes back, not how long the
   window is: a 1 s bucket refills too little within its fill to tell, a daily one nothing). Nothing
-  goes until Retry-After has passed, then one request alone until one is let through. A Retry-After
-  seconds longer than jitter explains is a fixed window whose first 429 came shortly before its
-  reset: the window is learned again from the sends the server still counts (`_relearn`). Else the
-  jitter margin doubles (up to 5 % of the window), and once it can grow no more the window grows
-  by 2 % (to what Retry-After says at once if that is longer). Once per window at most (a configured window too: it is where the limiter starts, and the
-  server's answers overrule it). 429s of requests sent before that change are the same episode.
+  goes until Retry-After has passed, then one request alone until one is let through. The jitter
+  margin doubles (up to 5 % of the window), and once it can grow no more the window grows by 2 % (to
+  what Retry-After says at once if that is longer). Once per window at most (a configured window
+  too: it is where the limiter starts, and the server's answers overrule it). 429s of requests sent
+  before that change are the same episode. (The window is not learned again from the sends before
+  such a 429: pruned sends may be long gone, or another process's, and a limit lowered mid-run
+  looks the same; a longer window is reached by the 2 % steps instead.)
 """
 
 from __future__ import annotations
@@ -63,9 +64,10 @@ TRIAL_STEP = 0.01  # a probe tries a window this much shorter than the last one 
 SEARCH_GROWTH = 1.4  # without Retry-After: each probe waits this much longer (from the oldest send)
 PLAUSIBLE = 0.75  # requests are the unit if the 429 came after this share of rate_limit requests
 LENGTHEN = 1.02  # an unexplained 429 lengthens a learned window at least this much
-PROBE_LATE_S = 0.05  # a probe after a relearning goes at most this late, else at a later slot
-BUSY_REQUESTS, BUSY_GAPS = 8, 10  # a pause of 10 mean gaps of the last 8 sends ends a bucket's span
+BUSY_REQUESTS, BUSY_GAPS = 8, 10  # a pause of 10 mean gaps of the last 8 sends ends a bucket's span ...
+BUSY_PACE = 0.5  # ... and so does a slower spell: the span's requests a second below this share of theirs
 BUCKET_HISTORY = 4  # windows of sends kept while following a bucket: enough to bound its rate closely
+BUCKET_LOWER = 0.9  # a held bucket's second 429 within a window lowers the rate followed this much
 SOLO_POLL_S = 0.01  # while one request tests the room after such a 429, the others look this often
 
 
@@ -94,7 +96,6 @@ class BurstFinder:
         self._pending: deque[_Sent] = deque()  # sent, not yet answered
         self._lo = window_s or 0.0  # a learned window lies in (_lo, window_s]
         self._trial: float | None = None  # narrowing: the shorter window the next probe tries
-        self._probe_late_s = math.inf  # ... and how late it may go
         self._probe_at: float | None = None  # ... and the send of the probe in flight
         self._search_from: float | None = None  # searching the window: the oldest send it counts
         self._search_span = 0.0
@@ -103,6 +104,7 @@ class BurstFinder:
         self._solo_since: float | None = None  # one request at a time tests the room since then
         self._first_at: float | None = None
         self._bucket: BucketMirror | None = None  # the server refills (a token bucket): its mirror
+        self._bucket_refused_at = -math.inf  # ... and the send its last 429 refused
 
     @property
     def rate(self) -> float | None:
@@ -170,11 +172,10 @@ class BurstFinder:
             trial_at = frees + self.span(self._trial)
             if self._probe_at is not None:  # a probe in flight: if it holds, this one's turn may be now
                 return max(min(go_at, max(trial_at, now + SOLO_POLL_S)) - now, 1e-6)
-            if trial_at <= now <= trial_at + self._probe_late_s:
+            if trial_at <= now:
                 self._probe_at = now
                 return self._send(cost, now)
-            if now < trial_at:
-                go_at = min(go_at, trial_at)
+            go_at = min(go_at, trial_at)
         return max(go_at - now, 1e-6)  # never 0 unbooked: rounding may put go_at a hair before now
 
     def _width(self, now: float) -> float:
@@ -222,8 +223,12 @@ class BurstFinder:
     def on_unanswered(self, cost: int, now: float) -> None:
         """No answer came (a lost connection, a timeout): the server may have counted the request, so
         it stays in the send log, but it is awaited no more. Awaited still, a request that was testing
-        the room alone after a 429 would hold every request back for good (its retry included)."""
-        self._take(cost, now, refused=False)
+        the room alone after a 429 would hold every request back for good (its retry included), and a
+        narrowing probe would keep the others polling every SOLO_POLL_S until the longer bound: the
+        narrowing ends on the last window that held."""
+        sent = self._take(cost, now, refused=False)
+        if self._probe_at is not None and sent.at >= self._probe_at:
+            self._trial = self._probe_at = None
 
     def on_rate_limited(self, retry_after: float | None, cost: int, now: float) -> None:
         """A 429: the server did not count it. Learn what it says."""
@@ -278,8 +283,6 @@ class BurstFinder:
         if now < self._unexplained_at + self.window_s:
             return  # the last change has not had a window to show (a bucket drained below zero refills first)
         self._unexplained_at = now
-        if retry_after is not None and self._relearn(retry_after, self.units(cost), now):
-            return
         cap = JITTER_MAX_SHARE * self.window_s
         margin_grew = self.jitter_s < cap  # jitter first; the window grows once the margin is spent
         self.jitter_s = max(self.jitter_s, min(2 * self.jitter_s, cap))
@@ -287,43 +290,22 @@ class BurstFinder:
         bound = now + retry_after - oldest if retry_after is not None and oldest is not None else 0.0
         self.window_s = min(max(bound, self.window_s if margin_grew else self.window_s * LENGTHEN), MAX_WINDOW_S)
 
-    def _relearn(self, retry_after: float, units: int, now: float) -> bool:
-        """The log had room, and the server says to wait longer than jitter explains (Retry-After, less
-        the up to 1 s it was rounded up by): the window is longer than learned (a fixed window whose
-        first 429 came seconds before its reset, which bounded the window by the reset). Its sends
-        still count, those the log has let go of too: learn the window from them, as from a first 429.
-        True: learned."""
-        whole = retry_after == int(retry_after)
-        oldest = self._log.oldest_of_last(self.limit - units, self.unit == "persons", gone=True)
-        if retry_after - (1 if whole else 0) <= self.jitter_s or oldest is None or self.window_s is None:
-            return False
-        bound = max(now + retry_after - oldest, self.window_s * LENGTHEN)
-        # A fixed window: the sends it counts began up to a second after its reset, so the bound may
-        # fall short of it by that much. Servers are configured in whole seconds: the next one up, and
-        # a probe tries the one below (at a fixed window, a send that many seconds after the first
-        # one it counts is let through exactly when that is the window).
-        self.window_s = min(float(math.ceil(bound)), MAX_WINDOW_S)
-        self._lo = max(now - oldest, bound - 1 if whole else bound / 1.02)
-        self._probe_at = None
-        self._trial = self.window_s - 1 if self._lo < self.window_s - 1 else None
-        # The pause until Retry-After may hold the next slot's probe back past its time: it would test
-        # a longer window than it tries (and at a fixed window, land past the reset): a later slot's.
-        self._probe_late_s = PROBE_LATE_S
-        self._log.restore(now - self.span(self.window_s))
-        return True
-
     def _busy_spans(self, before: float) -> Iterator[tuple[float, int, int]]:
         """The spans of sending up to `before` that may show a bucket's rate: back to the first pause
         longer than `BUSY_GAPS` times the mean gap between the last `BUSY_REQUESTS` sends (at least
         four jitter margins). A bucket is drained by a burst that goes without pauses; over a slower
         spell before it, units beyond the limit may be sends that left a window long ago, and their
         rate says nothing of the server's (a sliding window after a trickle would be followed at the
-        trickle's pace). Each span: its length, the units answered in it, the units sent in it (those
+        trickle's pace). A trickle without such pauses ends the spans too: from where the span's requests
+        a second fall below `BUSY_PACE` of the last sends' pace. Each span: its length, the units answered in it, the units sent in it (those
         not answered yet may still draw a 429: one may come back after one to a later send)."""
         last = self._log.oldest_of_last(BUSY_REQUESTS, persons=False)
         pause = BUSY_GAPS * (before - last) / BUSY_REQUESTS if last is not None else 0.0
         unanswered = [(s.at, self.units(s.cost)) for s in self._pending if s.at < before]
-        for span, units in self._log.spans(before, self.unit == "persons", max(pause, 4 * self.jitter_s)):
+        pace = BUSY_REQUESTS / (before - last) if last is not None and before > last else math.inf
+        for span, units, requests in self._log.spans(before, self.unit == "persons", max(pause, 4 * self.jitter_s)):
+            if requests > BUSY_REQUESTS and requests < BUSY_PACE * pace * span:
+                return
             yield span, units - sum(u for at, u in unanswered if at >= before - span), units
 
     def _drained(self, at: float) -> None:
@@ -339,17 +321,26 @@ class BurstFinder:
         """A 429 while mirroring a bucket. The mirror held a request's units at most: its climb went past
         the server's rate (the send log now bounds the rate closely: held from then on), or, once held,
         arrivals bunched past the margin (it doubles); the mirror empties. It held more: the server is no
-        such bucket; the mirror goes, and this 429 is read as a window's first. True: handled."""
+        such bucket; the mirror goes, and this 429 is read as a window's first. A held mirror's second
+        429 within a window is the bucket's rate lowered (by the server, or another process drawing on
+        it): the rate followed is lowered by `BUCKET_LOWER`, each time. True: handled."""
         bucket = self._bucket
         assert bucket is not None
         units = self.units(sent.cost)
         if bucket.level_at(sent.at) > units + bucket.floor * self.jitter_s:
             self._bucket, self.window_s, self._lo = None, None, 0.0
             return False
+        floor = bucket.floor
         if bucket.top is None:
             self.jitter_s = min(2 * self.jitter_s, JITTER_MAX_SHARE * self.limit / bucket.floor)
+            if sent.at < self._bucket_refused_at + self.limit / bucket.floor:
+                floor *= BUCKET_LOWER  # twice within a window: the bucket refills slower than it did
+        self._bucket_refused_at = sent.at
         found = bounds(self.limit, self._busy_spans(sent.at), units, now - sent.at, self.jitter_s)
-        bucket.hold(max(found[0] if found else 0.0, bucket.floor), sent.at)
+        if found is not None and (bucket.top is not None or found[0] < floor):
+            # Climbing: the log's bound, closer than the first; held: a 429 says the rate is at most it.
+            floor = found[0] if bucket.top is None else max(found[0], floor)
+        bucket.hold(floor, sent.at)
         self.window_s = self._lo = min(self.limit / bucket.floor, MAX_WINDOW_S)
         self._drained(sent.at)
         return True
@@ -357,7 +348,6 @@ class BurstFinder:
     def _learn(self, window_s: float, lower: float) -> None:
         self.window_s = min(max(window_s, 1e-3), MAX_WINDOW_S)
         self._lo = min(max(lower, 0.0), self.window_s)
-        self._probe_late_s = math.inf
         # Servers are configured in whole seconds: the whole second inside the bounds is tried
         # first, and holding it ends the narrowing; else each probe tries 1 % shorter.
         whole = float(math.floor(self.window_s))

@@ -9,9 +9,9 @@ refills at some rate (a bucket; a sliding window too, on average) admits at most
 bounds its rate from below: `rate >= (admitted - limit) / span` (over spans of sending without
 pauses: after a slower spell, units beyond `limit` may be sends that left a window long ago).
 Enough units beyond `limit` make that a usable estimate (`EVIDENCE`), and a bucket's Retry-After
-(the time one request's units take to come back) must agree with it: a fixed window reset within the span also lets more than `limit`
-through, but then Retry-After says how far its next reset is, seconds away. If the reset is near,
-the fill also reads as a fixed window's: one that ends in Retry-After, full now, and held no more
+(the time one request's units take to come back) must agree with it: a fixed window reset within the
+span also lets more than `limit` through, but then Retry-After says how far its next reset is,
+seconds away. If the reset is near, the fill also reads as a fixed window's: one that ends in Retry-After, full now, and held no more
 than `limit` of what went, so no longer than `fixed_s` (Retry-After and the time since the send
 before the last `limit` ones). The rate followed is capped to what such a window allows, and when
 that cap is well below the rate (`FIXED_SHARE`: a short window reset within a fast fill), the 429
@@ -46,22 +46,22 @@ CLIMB_WINDOWS = 0.2  # ... and reaches it within this many windows (limit / rate
 
 def bounds(
     limit: int, spans: Iterable[tuple[float, int, int]], cost: int, late_s: float, jitter_s: float
-) -> tuple[float, float, float] | None:
+) -> tuple[float, float] | None:
     """The least rate (units per second) the server must refill at to have let through what it did,
     the most over `spans` ((seconds from a send to the refused one, units admitted in them, units
     sent in them), up to a full server) of the units admitted beyond `limit` per second; and the
     most it may refill at if it was full when that span began and took all the units sent (it then
     held less than `cost` units at its end). None when no span shows `EVIDENCE` requests' (`cost`)
-    worth beyond the limit. Third: the span that shows them. The server counts arrivals: the first
+    worth beyond the limit. The server counts arrivals: the first
     send of a span arrived after it went, and the refused one before its 429 came back, `late_s`
     after it went (on a loaded machine, far more than jitter)."""
-    best: tuple[float, float, float] | None = None
+    best: tuple[float, float] | None = None
     for span, admitted, sent in spans:
         if admitted - limit >= EVIDENCE * cost:
             low = (admitted - limit) / (span + late_s)
             if best is None or low > best[0]:
                 # (arrivals closer together than the sends were: by the jitter margin, each end)
-                best = low, (sent - limit + cost) / max(span - 2 * jitter_s, span / 2), span
+                best = low, (sent - limit + cost) / max(span - 2 * jitter_s, span / 2)
     return best
 
 
@@ -81,7 +81,7 @@ def refill_rate(
     # window's reset, not a refill.
     if found is None or retry_after is None or retry_after > math.ceil(cost / found[0]):
         return None
-    low, high, _ = found
+    low, high = found
     cap = (limit - cost) / fixed_s  # paced at most this, no such fixed window overfills
     return (min(low, cap), min(high, cap)) if cap >= FIXED_SHARE * low else None
 

@@ -3,14 +3,13 @@
 A sliding log holds one timestamp per request; at a daily budget of a million requests that is a
 million floats. Sends within `width` of an entry's first send share it, stamped with the latest of
 them (so they are taken to leave the window together, when the last of them does: never early, and
-never more than `width` late), and the log holds at most about window / width entries whatever the limit: the limiter asks for a
-width of window / BUCKETS. Each entry counts requests and persons apart, so the unit the server
+never more than `width` late), and the log holds at most about window / width entries whatever the
+limit: the limiter asks for a width of window / BUCKETS. Each entry counts requests and persons apart, so the unit the server
 counts in can be learned after the sends were booked.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,7 +30,6 @@ class SendLog:
 
     def __init__(self) -> None:
         self._log: deque[_Entry] = deque()
-        self._gone: deque[_Entry] = deque()  # the last BUCKETS entries pruned: a server may count them still
         self.requests = 0
         self.persons = 0
 
@@ -74,17 +72,6 @@ class SendLog:
             gone = log.popleft()
             self.requests -= gone.requests
             self.persons -= gone.persons
-            self._gone.append(gone)
-        while len(self._gone) > BUCKETS:
-            self._gone.popleft()
-
-    def restore(self, after: float) -> None:
-        """Take back the pruned sends after `after`: the window is longer than they were pruned for."""
-        while self._gone and self._gone[-1].at > after:
-            entry = self._gone.pop()
-            self._log.appendleft(entry)
-            self.requests += entry.requests
-            self.persons += entry.persons
 
     def frees(self, need: int, persons: bool) -> float | None:
         """When `need` units will have left, counting from the oldest: the stamp of the entry whose
@@ -96,25 +83,25 @@ class SendLog:
                 return entry.at
         return None
 
-    def spans(self, before: float, persons: bool, max_gap: float) -> Iterator[tuple[float, int]]:
+    def spans(self, before: float, persons: bool, max_gap: float) -> Iterator[tuple[float, int, int]]:
         """Newest first, for each entry booked before `before`, back to the first pause in sending longer
-        than `max_gap`: how long before `before` the entry's first send went, and the units booked
-        from that send up to it."""
-        total, after = 0, before
+        than `max_gap`: how long before `before` the entry's first send went, and the units and the
+        requests booked from that send up to it."""
+        total, requests, after = 0, 0, before
         for entry in reversed(self._log):
             if entry.at < before:
                 if after - entry.at > max_gap:
                     return
                 total += entry.persons if persons else entry.requests
+                requests += entry.requests
                 after = entry.first
-                yield before - entry.first, total
+                yield before - entry.first, total, requests
 
-    def oldest_of_last(self, units: int, persons: bool, *, gone: bool = False) -> float | None:
+    def oldest_of_last(self, units: int, persons: bool) -> float | None:
         """The stamp of the oldest send among the newest ones that hold more than `units` units:
-        in a full window, the send whose leaving frees the next slot. None: the log holds fewer.
-        `gone`: pruned sends too (the server refused while the log had room: it counts them still)."""
+        in a full window, the send whose leaving frees the next slot. None: the log holds fewer."""
         total = 0
-        for entry in itertools.chain(reversed(self._log), reversed(self._gone) if gone else ()):
+        for entry in reversed(self._log):
             total += entry.persons if persons else entry.requests
             if total > units:
                 return entry.at

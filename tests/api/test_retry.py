@@ -124,6 +124,7 @@ def test_parse_retry_after_seconds(header, expected) -> None:
 def test_parse_retry_after_http_date() -> None:
     future = email.utils.formatdate(time.time() + 90, usegmt=True)
     assert 80 <= parse_retry_after(future) <= 91
+    assert parse_retry_after(future) % 1 == 0  # whole seconds, rounded up: the limiter reads a fraction as exact
     past = email.utils.formatdate(time.time() - 90, usegmt=True)
     assert parse_retry_after(past) == 0.0
     assert 80 <= parse_retry_after(email.utils.formatdate(time.time() + 90)) <= 91  # "-0000" zone

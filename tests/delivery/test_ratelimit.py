@@ -17,6 +17,7 @@ second are >= 0.97 of the ceiling with the window configured (>= 0.95 unset), an
 from __future__ import annotations
 
 import json
+import math
 
 import httpx
 import pytest
@@ -185,21 +186,79 @@ def test_a_trickle_before_the_burst_is_not_read_as_a_refill(window_s, per_window
 
 
 @pytest.mark.parametrize("phase_s", [1.25 * k for k in range(8)])
-def test_a_fixed_window_reset_soon_after_the_first_429_is_learned_again(phase_s) -> None:
+def test_a_fixed_window_reset_soon_after_the_first_429_costs_a_few_429s(phase_s) -> None:
     """A 10 s fixed window on the server's own clock, first reset `10 - phase_s` after the start: the
-    first 429's Retry-After says when the reset comes, which bounds the window short. A window later
-    the server refuses while the log has room, and says to wait seconds more than jitter explains:
-    the window is learned again from the sends it still counts (the log kept those it let go of), to
-    the whole second. (A reset within a second of that 429 says nothing of the sort: Retry-After 1 is
-    jitter's too, and the margin grows.) 100,000 records: under 1 % answered 429 (the sends in flight
-    with a refused one are refused too; before: 8 to 11, the window growing 2 % a time), within 5 %
-    of the best schedule."""
+    first 429's Retry-After says when the reset comes, which bounds the window short. The window is
+    not learned again from the sends before a later 429 (pruned sends may be long gone or another
+    process's, and a lowered limit looks the same: the tests below); the margin, then the window's
+    2 % steps, take the 429s instead. 100,000 records: at most 1.2 % answered 429 (1 to 11 of some
+    1,010), within 5 % of the best schedule."""
     server = SimServer(120, 10.0, counting="fixed", phase_s=phase_s)
     limiter = BurstFinder(120, None)
     result = simulate(server, limiter, records=100_000)
     assert result.persons_between(0, result.finished_at + 1) == 100_000
-    assert sum(limited for _, limited in result.sent) < 0.01 * len(result.sent)
+    assert sum(limited for _, limited in result.sent) <= 0.012 * len(result.sent)
     assert result.finished_at <= 1.05 * best_finish(1001, 1, 120, 10.0, "fixed", concurrency=4, service_s=SERVICE_S)
+
+
+class _Later:
+    """The same limiter and server `offset_s` later (a daemon's next pass): the sim's clock starts at 0."""
+
+    def __init__(self, inner, offset_s: float) -> None:
+        self.inner, self.offset_s = inner, offset_s
+
+    def __getattr__(self, name: str):
+        method = getattr(self.inner, name)
+        if name == "on_rate_limited":
+            return lambda retry_after, cost, now: method(retry_after, cost, now + self.offset_s)
+        return lambda cost, now: method(cost, now + self.offset_s)
+
+
+def test_sends_an_hour_old_are_not_read_as_counted_after_another_process_fills_the_window() -> None:
+    """A daemon's pass an hour after the last, just after another process on the same client took the
+    whole window: the 429s that follow do not stretch the window to the hour between the passes (it
+    was learned as 3,608 s, and 200 requests took that long)."""
+    server, limiter = SimServer(120, 10.0), BurstFinder(120, None)
+    simulate(server, limiter, records=20_000)
+    assert limiter.window_s == 10.0
+    for i in range(120):
+        server.admit(1, 3600.0 - 0.5 + i * 0.001)
+    result = simulate(_Later(server, 3600.0), _Later(limiter, 3600.0), records=20_000)
+    assert limiter.window_s is not None and limiter.window_s <= 11.0
+    assert result.finished_at < 60
+
+
+def test_a_limit_lowered_mid_run_on_a_fixed_window_does_not_double_the_window() -> None:
+    """120 per fixed 10 s, lowered to 100 at 30 s, GET /info telling only at the next run: the window
+    grows by steps, not to twice its length for good (it was 19 s)."""
+    server, limiter = SimServer(120, 10.0, counting="fixed"), BurstFinder(120, None)
+
+    def lower() -> None:
+        server.limit = 100
+
+    simulate(server, limiter, records=200_000, at=(30.0, lower))
+    limiter.reseed(100, 300.0)
+    assert limiter.window_s is not None and limiter.window_s <= 11.0
+
+
+class _DateServer(SimServer):
+    """Retry-After as an HTTP date: whole seconds of the server's clock, read as `parse_retry_after`
+    reads one, whole seconds from now rounded up."""
+
+    def admit(self, cost: int, now: float) -> float | None:
+        retry_after = super().admit(cost, now)
+        if retry_after is None or math.isnan(retry_after):
+            return retry_after
+        wall = now + 1000.37  # the server's clock: its seconds do not tick with ours
+        return float(max(math.ceil(math.floor(wall + retry_after) - wall), 0))
+
+
+def test_an_http_date_retry_after_does_not_lengthen_a_1s_window() -> None:
+    """Arrivals jittered by 50 ms draw 429s the log does not explain; their Retry-After, given as a
+    date, is not read as a wait longer than jitter (the window was learned as 2 s)."""
+    server, limiter = _DateServer(12, 1.0), BurstFinder(12, None)
+    simulate(server, limiter, records=100_000, arrival_jitter_s=0.05)
+    assert limiter.window_s is not None and limiter.window_s <= 1.1
 
 
 @pytest.mark.parametrize("phase_s", [0.86, 0.88, 0.9, 0.92])
@@ -404,6 +463,46 @@ def test_a_request_testing_the_room_alone_that_gets_no_answer_holds_nothing_back
     assert finder.delay(1, 0.3) == 0  # the next one tests the room in its place
     finder.on_answered(1, 0.35)  # there is room: all may go again
     assert finder.delay(1, 0.4) > 0.5  # but the window is full: 8, the lost one and this one
+
+
+def test_a_narrowing_probe_that_gets_no_answer_ends_the_narrowing() -> None:
+    """The first 429 bounds a window of 10 per (9.5 s, 10.5 s]: a probe tries 10 s. Its connection is
+    lost: the others no longer look every 10 ms for its answer, but wait for the longer bound."""
+    finder = BurstFinder(10, None)
+    for i in range(10):
+        assert finder.delay(1, i * 0.01) == 0
+        finder.on_answered(1, i * 0.01 + 0.05)
+    assert finder.delay(1, 0.5) == 0
+    finder.on_rate_limited(10.0, 1, 0.5)  # full: the oldest send leaves the window by 10.5 s
+    assert finder.window_s == 10.5
+    assert finder.delay(1, 10.2) == 0  # the probe, trying 10 s
+    assert finder.delay(1, 10.21) == pytest.approx(0.01)  # the others look again for its answer
+    finder.on_unanswered(1, 10.3)
+    assert finder.delay(1, 10.31) > 0.2  # due by 10.5 s (and the margin) after the oldest send
+    assert finder.window_s == 10.5
+
+
+def test_a_trickle_at_a_sixth_of_the_burst_speed_is_not_read_as_a_refill() -> None:
+    """20 batches a sending slot every 0.3 s (no pause ten times the burst's gaps), then the burst, into a
+    1 s sliding window of 12: the span over the trickle shows units beyond the limit, but at a pace
+    well below the burst's: no bucket (it was followed at 2.9 a second)."""
+    server, limiter = SimServer(12, 1.0), BurstFinder(12, None)
+    simulate(server, limiter, records=7_000, concurrency=2, service_s=0.1, trickle=(20, 0.3))
+    assert limiter.refill is None
+
+
+def test_a_bucket_lowered_mid_run_is_followed_down() -> None:
+    """A bucket of 120 refilled over 10 s, followed by its rate, halves at 60 s: the held mirror's 429s
+    lower the rate followed, to the log's bound or by 10 % when two come within a window; a minute
+    later, 2 429s at most (it drew them steadily)."""
+    server, limiter = SimServer(120, 10.0, counting="bucket"), BurstFinder(120, None)
+
+    def lower() -> None:
+        server.limit = 60
+
+    result = simulate(server, limiter, records=200_000, at=(60.0, lower))
+    assert sum(limited for at, limited in result.sent if at > 120) <= 2
+    assert limiter.refill is not None and 0.85 * 6 <= limiter.refill <= 6
 
 
 def test_a_window_given_in_the_wrong_unit_is_corrected_at_the_first_429() -> None:
