@@ -8,7 +8,9 @@ import pytest
 from connector.logs import mask_pii, redact_pii
 
 
-@pytest.mark.parametrize("phone", ["+1 415 555 0104", "(415) 555-0104", "415.555.0104", "+44 20 7946 0958", "0612.345678"])
+@pytest.mark.parametrize(
+    "phone", ["+1 415 555 0104", "(415) 555-0104", "415.555.0104", "+44 20 7946 0958", "0612.345678"]
+)
 def test_phone_numbers_are_masked(phone: str) -> None:
     masked = mask_pii(f"refused {phone} today")
     assert "<phone>" in masked and not any(ch.isdigit() for ch in masked)
