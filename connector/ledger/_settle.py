@@ -106,9 +106,9 @@ def settle(db: Db, batch: BatchWork, outcomes: Sequence[Outcome], attempts: Sequ
             (o.entry_id, o.state, person, indexed, waiting, storable(o.error), 1 if o.entry_id in merges else None)
         )
     source, params = rows_of(db, _OUTCOME_COLUMNS, rows)
+    # a new person id: its tag in one column, the other cleared (a stale tag there would be moved over it)
     db.execute(
         "UPDATE entries SET state = o.state, person_id = coalesce(o.person_id, entries.person_id), "
-        # a new person id: its tag in one column, the other cleared (a stale tag there would be moved over it)
         "person_tag = CASE WHEN o.person_id IS NULL THEN entries.person_tag ELSE o.person_tag END, "
         "fresh_tag = CASE WHEN o.person_id IS NULL THEN entries.fresh_tag ELSE o.fresh_tag END, "
         f"last_error = o.error, merged = o.merged, batch_id = ?, updated_at = ?, {STAMP_SET} "
