@@ -62,6 +62,14 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
+# The page size of a new ledger file. SQLite writes each page a transaction dirtied as one WAL frame
+# (two `pwrite64` calls) and the checkpoint reads and writes it again: at 4096 bytes (SQLite's default)
+# a settle of 100 members dirtied some 20 pages of `entries` alone (rows of ~800 bytes, a few per page).
+# Bigger pages share those calls between more rows: docs/performance.md ("Ledger, eighth session").
+# SQLite sets it only on a file without tables, so an existing ledger keeps the size it was made with
+# (nothing to migrate: every statement works on either).
+PAGE_SIZE = 16384
+
 
 def connect(
     path: Path, *, synchronous: str, busy_timeout_s: float, factory: type[sqlite3.Connection] = sqlite3.Connection
@@ -83,6 +91,7 @@ def connect(
             path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_s, factory=factory
         )
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # a new file's only: before WAL, before any table
         if _journal_mode_wal(conn, busy_timeout_s).lower() != "wal":
             raise LedgerError(f"ledger {path}: cannot switch to WAL journal mode")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
