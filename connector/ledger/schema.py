@@ -65,10 +65,11 @@ SCHEMA_VERSION = len(MIGRATIONS)
 # The page size of a new ledger file. SQLite writes each page a transaction dirtied as one WAL frame
 # (two `pwrite64` calls) and the checkpoint reads and writes it again: at 4096 bytes (SQLite's default)
 # a settle of 100 members dirtied some 20 pages of `entries` alone (rows of ~800 bytes, a few per page).
-# Bigger pages share those calls between more rows: docs/performance.md ("Ledger, eighth session").
-# SQLite sets it only on a file without tables, so an existing ledger keeps the size it was made with
-# (nothing to migrate: every statement works on either).
-PAGE_SIZE = 16384
+# 8192 halves the frames; 16384 cut the calls further but cost more CPU than it saved (each random
+# leaf written whole): docs/performance.md ("Ledger, eighth session"). SQLite sets it only on a file
+# without tables, so an existing ledger keeps the size it was made with (nothing to migrate: every
+# statement works on either).
+PAGE_SIZE = 8192
 
 
 def connect(
