@@ -31,8 +31,8 @@ _PWRITE = re.compile(r'pwrite64\(\d+, "((?:\\x[0-9a-f]{2})*)"\.*, (\d+), \d+\)')
 FRAME_HEADER = 24
 
 
-def count(records: int, folder: Path) -> tuple[int, Counter[str]]:
-    """(pwrite64 calls, WAL frames by B-tree) of one sync of `records` contacts."""
+def count(records: int, folder: Path) -> tuple[int, Counter[str], int]:
+    """(pwrite64 calls, WAL frames by B-tree, the ledger's page size) of one sync of `records` contacts."""
     contacts, trace = folder / "contacts.csv", folder / "strace.txt"
     generate(contacts, records)
     with sandbox(folder / "sandbox") as api:
@@ -50,10 +50,11 @@ def count(records: int, folder: Path) -> tuple[int, Counter[str]]:
                     pages[int(match.group(1).replace("\\x", "")[:8], 16)] += 1
     with sqlite3.connect(next(folder.glob("*.sqlite3"))) as conn:
         owner = dict(conn.execute("SELECT pageno, name FROM dbstat").fetchall())
+        page_size: int = conn.execute("PRAGMA page_size").fetchone()[0]
     frames: Counter[str] = Counter()
     for page, n in pages.items():
         frames[owner.get(page, "(free)")] += n
-    return calls, frames
+    return calls, frames, page_size
 
 
 def main() -> None:
@@ -63,9 +64,11 @@ def main() -> None:
     if shutil.which("strace") is None:
         raise SystemExit("strace is not installed (apt-get install strace)")
     with tempfile.TemporaryDirectory(prefix="capture-sync-wal-") as tmp:
-        calls, frames = count(args.records, Path(tmp))
+        calls, frames, page_size = count(args.records, Path(tmp))
     total = sum(frames.values())
     print(f"{total / args.records:.2f} WAL frames per record, {calls / args.records:.2f} pwrite64 calls per record")
+    # a bigger page is fewer frames (and calls) for more bytes: the bytes are printed beside them
+    print(f"pages of {page_size} bytes: {total * page_size / args.records / 1024:.1f} KiB into the WAL per record")
     for name, n in frames.most_common():
         if n / args.records >= 0.005:
             print(f"  {name:<44} {n / args.records:.3f}")
