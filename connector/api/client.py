@@ -28,7 +28,7 @@ from pydantic import BaseModel, SecretStr
 
 from .. import logs, tracing
 from ..logs import register_secret
-from ._exchange import CredentialPair, Credentials, Exchange
+from ._exchange import CredentialPair, Credentials, Exchange, Reply
 from ._wire import check_base_url, check_idempotency_key, parse_response, parse_retry_after
 from .errors import CaptureError, OutcomeUnknown, RateLimited, Unauthorized
 from .models import (
@@ -330,7 +330,7 @@ class CaptureClient:
             self.send_gate()
         started = time.time()
         t0 = time.perf_counter()
-        response: httpx.Response | None = None
+        response: httpx.Response | Reply | None = None
         error: CaptureError | None = None
         try:
             try:
