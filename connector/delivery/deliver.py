@@ -343,7 +343,8 @@ class Delivery:
         tally: dict[str, int] = defaultdict(int)
         for outcome in outcomes:
             tally[outcome.state] += 1
-            self.report.add_outcome(outcome.state)
+        for state, count in tally.items():  # once per state, not per member
+            self.report.add_outcome(state, count)
         if merged:
             tally["merged"] = merged
             self.report.merged += merged
