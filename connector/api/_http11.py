@@ -48,6 +48,8 @@ def header_line(name: bytes, value: bytes) -> bytes:
 
 
 class Answer(NamedTuple):
+    """One answer, read whole: its content as sent (an encoded one is decoded by httpx's model)."""
+
     version: bytes  # b"1.1"
     status: int
     reason: bytes
@@ -56,7 +58,7 @@ class Answer(NamedTuple):
 
 
 class _Connection:
-    """One keep-alive connection and the bytes read past the last answer (none while it is idle)."""
+    """One keep-alive connection, and since when it waits idle (for the keep-alive expiry)."""
 
     __slots__ = ("idle_since", "stream")
 
