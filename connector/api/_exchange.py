@@ -37,7 +37,7 @@ from httpx._transports.default import map_httpcore_exceptions
 from pydantic import SecretStr
 
 from ..outbound import origin_of
-from ._http11 import Answer, Origin, header_line
+from ._http11 import Answer, Origin, Outgoing, header_line
 from ._streams import AsyncioBackend
 
 
@@ -219,7 +219,7 @@ class Exchange:
             raise RuntimeError("Cannot send a request, as the client has been closed.")
         if self._direct is not None and httpcore.AsyncConnectionPool.handle_async_request is _POOL_SEND:
             with map_httpcore_exceptions():
-                direct = await self._direct.request(self._message(method, path, body, key, credentials))
+                direct = await self._direct.request(self._outgoing(method, path, body, key, credentials))
             if any(name.lower() == b"content-encoding" for name, _ in direct.headers):
                 return self._response(direct, method, path)  # its content decoded as httpx decodes it
             return Reply(direct, self, method, path)
@@ -248,18 +248,24 @@ class Exchange:
             request=self._request_line(method, path, target.url),
         )
 
-    def _message(self, method: str, path: str, body: bytes | None, key: str | None, credentials: Credentials) -> bytes:
-        """The whole request as it goes on the wire: its head, with the same headers in the same order
-        as through httpcore, then the body."""
+    def _outgoing(
+        self, method: str, path: str, body: bytes | None, key: str | None, credentials: Credentials
+    ) -> Outgoing:
+        """The whole request as it goes on the wire (its head, with the same headers in the same order
+        as through httpcore, then the body), and what h11 needs told of it to read the answer."""
         parts = [self._head(method, path), credentials.lines()]
+        target = self._target(path)
+        framing = [target.head[0]]  # Host
         if body is not None:
-            parts.append(b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body))
+            length = b"%d" % len(body)
+            parts.append(b"Content-Type: application/json\r\nContent-Length: %s\r\n" % length)
+            framing.append((b"Content-Length", length))
         if key is not None:
             parts.append(header_line(b"Idempotency-Key", key.encode("ascii")))
         parts.append(b"\r\n")
         if body:
             parts.append(body)
-        return b"".join(parts)
+        return Outgoing(method.encode("ascii"), target.url.raw_path, framing, b"".join(parts), body)
 
     def _response(self, answer: Answer, method: str, path: str) -> httpx.Response:
         """`answer` as httpx's model: its content decoded as the headers say, as httpx's transport would."""

@@ -4,18 +4,23 @@ for each request, cut to what one origin needs.
 The client sends to one origin, one request per connection at a time, and reads every answer whole.
 httpcore's pool is built for any number of origins, HTTP/2 and streamed bodies: for each request it
 made a `Request` of validated bytes, a pool request and an event to hand it a connection, took a lock
-per connection and a cancellation shield per step, built a `Trace` per step, and ran h11's state
-machine, which validated every header of the request and the answer once more (some 15 % of a sync's
+per connection and a cancellation shield per step, and built a `Trace` per step (some 15 % of a sync's
 CPU for the whole exchange: docs/performance.md). Here a request is its head, whose fixed part is made
-once per path, the credentials' lines once per pair, and the body, written in one call; the answer is
-read into one buffer and framed as RFC 9112 says (Content-Length, chunked, or until the server closes).
+once per path, the credentials' lines once per pair, and the body, written in one call.
+
+The answer is read by h11, the parser httpcore itself uses, one `h11.Connection` per connection: how
+an answer is framed (Content-Length, chunked, or until the server closes) is where a hand-written
+parser lets a desync in, so it is not written here. h11 is told what went out (`Outgoing`: the
+request's method and target, and the headers that decide its framing and its connection's reuse),
+fed what the server sends, and a connection carries another request only when h11 says both sides
+are done and nothing came past the answer.
 
 What httpcore gave is kept: the connection limit with its pool timeout (`httpx.PoolTimeout`), the
 connect, read and write timeouts (httpcore's exceptions, which `map_httpcore_exceptions` turns into
 httpx's, so callers see the same errors), TLS with the client's verifying context (ALPN http/1.1),
 idle connections closed after the keep-alive expiry or once the server closed them or sent what nobody
 asked for, and a connection that any failure or cancellation interrupts is dropped, never reused. An
-answer the parser cannot read is a `RemoteProtocolError`: the request may have been acted on, so the
+answer h11 cannot read is a `RemoteProtocolError`: the request may have been acted on, so the
 caller's retry sends the same bytes under the same key. Proxies keep httpcore's pool (`_exchange.py`).
 """
 
@@ -26,17 +31,14 @@ import re
 import ssl
 from typing import NamedTuple
 
+import h11
 import httpcore
 
 from ._streams import AsyncioBackend, AsyncioStream
 
 _READ_SIZE = 64 * 1024  # as httpcore reads
 _MAX_HEAD = 100 * 1024  # the largest status line and headers read (httpcore's limit for h11's events)
-_BLANK_LINE = re.compile(rb"\n\r?\n")  # the end of the head: h11 accepts a bare LF too
-_STATUS_LINE = re.compile(rb"HTTP/(\d\.\d) (\d{3})(?: ([^\x00\r\n]*))?")
-_TOKEN = re.compile(rb"[-!#$%&'*+.^_`|~0-9a-zA-Z]+")
 _VALUE = re.compile(rb"(?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?")  # h11's field-value: nothing that ends a line
-_CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,20})[ \t]*(?:;[^\r\n]*)?")
 
 
 def header_line(name: bytes, value: bytes) -> bytes:
@@ -45,6 +47,17 @@ def header_line(name: bytes, value: bytes) -> bytes:
     if not _VALUE.fullmatch(value):
         raise httpcore.LocalProtocolError(f"the value of the {name.decode()} header holds characters HTTP forbids")
     return b"%s: %s\r\n" % (name, value)
+
+
+class Outgoing(NamedTuple):
+    """A request as it goes on the wire (`message`: head and body, written as built) and what h11 is
+    told of it: its method, target and the headers that frame it (Host, Content-Length)."""
+
+    method: bytes
+    target: bytes
+    headers: list[tuple[bytes, bytes]]
+    message: bytes
+    body: bytes | None
 
 
 class Answer(NamedTuple):
@@ -58,12 +71,13 @@ class Answer(NamedTuple):
 
 
 class _Connection:
-    """One keep-alive connection, and since when it waits idle (for the keep-alive expiry)."""
+    """One keep-alive connection, h11's state of it, and since when it waits idle (for the expiry)."""
 
-    __slots__ = ("idle_since", "stream")
+    __slots__ = ("h11", "idle_since", "stream")
 
     def __init__(self, stream: AsyncioStream) -> None:
         self.stream = stream
+        self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD)
         self.idle_since = 0.0
 
 
@@ -94,8 +108,8 @@ class Origin:
         self._backend = AsyncioBackend()
         self._closed = False
 
-    async def request(self, message: bytes) -> Answer:
-        """Send `message` (a whole request: head and body) and read its answer whole."""
+    async def request(self, outgoing: Outgoing) -> Answer:
+        """Send `outgoing` and read its answer whole."""
         if self._slots.locked():  # all connections busy: wait for one, as long as the pool timeout
             try:
                 async with asyncio.timeout(self._pool_s):
@@ -108,12 +122,14 @@ class Origin:
             connection = await self._connection()
             stream = connection.stream
             try:
-                await stream.write(message)
-                answer, reusable = await self._answer(stream)
+                _sent(connection.h11, outgoing)
+                await stream.write(outgoing.message)
+                answer = await self._answer(connection)
             except BaseException:
                 stream.abort()
                 raise
-            if reusable and not self._closed:
+            if _reusable(connection.h11) and not self._closed:
+                connection.h11.start_next_cycle()
                 connection.idle_since = asyncio.get_running_loop().time()
                 self._idle.append(connection)
             else:
@@ -140,95 +156,36 @@ class Origin:
         assert isinstance(opened, AsyncioStream)
         return _Connection(opened)
 
-    async def _answer(self, stream: AsyncioStream) -> tuple[Answer, bool]:
-        """The answer to the request just written, and whether the connection can carry another."""
-        buffer = bytearray()
-        while True:  # an informational answer (1xx) comes before the final one: skipped, as h11 does
-            end = await self._fill_to(stream, buffer, _BLANK_LINE, _MAX_HEAD, "the answer's headers")
-            head = bytes(buffer[: end.start()])
-            del buffer[: end.end()]
-            version, status, reason, headers = _parse_head(head)
-            if status >= 200:
-                break
-            if status == 101:
-                raise httpcore.RemoteProtocolError("the server switched protocols unasked")
-        framing = _framing(status, headers)
-        reusable = version == b"1.1" and not _says_close(headers)
-        if framing is None:
-            content = b""
-        elif framing == "chunked":
-            content = await self._chunked(stream, buffer)
-        elif framing == "close":
-            content = await self._to_close(stream, buffer)
-            reusable = False
-        else:
-            assert isinstance(framing, int)
-            while len(buffer) < framing:
-                data = await stream.read(_READ_SIZE, self._read_s)
-                if not data:
-                    raise httpcore.RemoteProtocolError(
-                        "peer closed connection without sending complete message body: "
-                        f"received {len(buffer)} bytes, expected {framing}"
-                    )
-                buffer += data
-            content = bytes(buffer[:framing])
-            del buffer[:framing]
-        if buffer:  # bytes past the answer: nothing was asked that they could answer
-            reusable = False
-        return Answer(version, status, reason, headers, content), reusable
-
-    async def _fill_to(
-        self, stream: AsyncioStream, buffer: bytearray, end: re.Pattern[bytes], limit: int, what: str
-    ) -> re.Match[bytes]:
-        """Read until `buffer` holds `end`; its match."""
-        start = 0
-        while (found := end.search(buffer, start)) is None:
-            if len(buffer) > limit:
-                raise httpcore.RemoteProtocolError(f"{what} exceed {limit} bytes")
-            start = max(len(buffer) - 3, 0)  # a match may begin in the last bytes read
-            data = await stream.read(_READ_SIZE, self._read_s)
-            if not data:
-                if buffer:
-                    raise httpcore.RemoteProtocolError(f"the server closed the connection inside {what}")
-                raise httpcore.RemoteProtocolError("Server disconnected without sending a response.")
-            buffer += data
-        return found
-
-    async def _chunked(self, stream: AsyncioStream, buffer: bytearray) -> bytes:
-        """A chunked body (RFC 9112 7.1), its trailers read and dropped."""
-        body = bytearray()
+    async def _answer(self, connection: _Connection) -> Answer:
+        """The answer to the request just written, as h11 reads it (an informational one is skipped)."""
+        parser, stream = connection.h11, connection.stream
+        response: h11.Response | None = None
+        content: list[bytes] = []
         while True:
-            line_end = await self._fill_to(stream, buffer, _LINE_END, 1024, "a chunk's size line")
-            size_line = _CHUNK_SIZE.fullmatch(bytes(buffer[: line_end.start()]).rstrip(b"\r"))
-            if size_line is None:
-                raise httpcore.RemoteProtocolError("a chunk's size line is malformed")
-            del buffer[: line_end.end()]
-            size = int(size_line.group(1), 16)
-            if size == 0:
-                break
-            while len(buffer) < size + 2:
+            try:
+                event = parser.next_event()
+            except h11.RemoteProtocolError as exc:
+                raise httpcore.RemoteProtocolError(exc) from exc
+            if event is h11.NEED_DATA:
                 data = await stream.read(_READ_SIZE, self._read_s)
-                if not data:
-                    raise httpcore.RemoteProtocolError("the server closed the connection inside a chunk")
-                buffer += data
-            if buffer[size : size + 2] != b"\r\n":
-                raise httpcore.RemoteProtocolError("a chunk does not end where its size says")
-            body += buffer[:size]
-            del buffer[: size + 2]
-        while True:  # trailer lines up to the empty one
-            line_end = await self._fill_to(stream, buffer, _LINE_END, _MAX_HEAD, "the trailers")
-            line = bytes(buffer[: line_end.start()]).rstrip(b"\r")
-            del buffer[: line_end.end()]
-            if not line:
-                return bytes(body)
-
-    async def _to_close(self, stream: AsyncioStream, buffer: bytearray) -> bytes:
-        """A body that ends where the connection does (no length given: RFC 9112 6.3, rule 8)."""
-        while data := await stream.read(_READ_SIZE, self._read_s):
-            buffer += data
-        content = bytes(buffer)
-        buffer.clear()
-        return content
+                if not data and parser.their_state is h11.SEND_RESPONSE:
+                    raise httpcore.RemoteProtocolError("Server disconnected without sending a response.")
+                parser.receive_data(data)
+            elif type(event) is h11.Data:
+                content.append(event.data)
+            elif type(event) is h11.Response:
+                response = event
+            elif type(event) is h11.EndOfMessage:
+                assert response is not None  # h11 ends no message it has not begun
+                return Answer(
+                    response.http_version,
+                    response.status_code,
+                    response.reason,
+                    response.headers.raw_items(),
+                    b"".join(content),
+                )
+            elif type(event) is not h11.InformationalResponse:  # a 1xx before the answer: skipped
+                raise httpcore.RemoteProtocolError(f"the server's answer ended unread ({type(event).__name__})")
 
     async def aclose(self) -> None:
         """Close the idle connections; those carrying a request close when their answer is in."""
@@ -238,62 +195,18 @@ class Origin:
             await connection.stream.aclose()
 
 
-_LINE_END = re.compile(rb"\n")
+def _sent(parser: h11.Connection, outgoing: Outgoing) -> None:
+    """Tell h11 the request went out (its own bytes of it are dropped: `outgoing.message` is written)."""
+    try:
+        parser.send(h11.Request(method=outgoing.method, target=outgoing.target, headers=outgoing.headers))
+        if outgoing.body:
+            parser.send(h11.Data(data=outgoing.body))
+        parser.send(h11.EndOfMessage())
+    except h11.LocalProtocolError as exc:
+        raise httpcore.LocalProtocolError(exc) from exc
 
 
-def _parse_head(head: bytes) -> tuple[bytes, int, bytes, list[tuple[bytes, bytes]]]:
-    """The status line and header fields of an answer (RFC 9112 4 and 5), as h11 reads them."""
-    lines = head.split(b"\n")
-    status_line = _STATUS_LINE.fullmatch(lines[0].rstrip(b"\r"))
-    if status_line is None:
-        raise httpcore.RemoteProtocolError("the answer's status line is malformed")
-    version, status, reason = status_line.groups(b"")
-    headers: list[tuple[bytes, bytes]] = []
-    for raw in lines[1:]:
-        line = raw.rstrip(b"\r")
-        if line[:1] in (b" ", b"\t"):  # obsolete line folding: part of the header above
-            if not headers:
-                raise httpcore.RemoteProtocolError("the answer's headers begin with a continuation line")
-            name, value = headers[-1]
-            headers[-1] = (name, b"%s %s" % (value, line.strip(b" \t")))
-            continue
-        name, colon, value = line.partition(b":")
-        if not colon or not _TOKEN.fullmatch(name):
-            raise httpcore.RemoteProtocolError("the answer has a malformed header line")
-        value = value.strip(b" \t")
-        if not _VALUE.fullmatch(value):
-            raise httpcore.RemoteProtocolError("the answer has a header value HTTP forbids")
-        headers.append((name, value))
-    return version, int(status), reason, headers
-
-
-def _values(headers: list[tuple[bytes, bytes]], name: bytes) -> list[bytes]:
-    """Every comma-separated value of the headers called `name`, lower-cased."""
-    return [
-        part.strip().lower()
-        for key, value in headers
-        if key.lower() == name
-        for part in value.split(b",")
-        if part.strip()
-    ]
-
-
-def _says_close(headers: list[tuple[bytes, bytes]]) -> bool:
-    return b"close" in _values(headers, b"connection")
-
-
-def _framing(status: int, headers: list[tuple[bytes, bytes]]) -> int | str | None:
-    """How the answer's body ends (RFC 9112 6.3): None (no body), its length, "chunked" or "close"."""
-    if status in (204, 304):
-        return None
-    codings = _values(headers, b"transfer-encoding")
-    if codings:
-        if codings != [b"chunked"]:
-            raise httpcore.RemoteProtocolError("only Transfer-Encoding: chunked is supported")
-        return "chunked"
-    lengths = {part.strip() for key, value in headers if key.lower() == b"content-length" for part in value.split(b",")}
-    if not lengths:
-        return "close"
-    if len(lengths) > 1 or not all(length.isdigit() for length in lengths) or any(len(n) > 20 for n in lengths):
-        raise httpcore.RemoteProtocolError("the answer's Content-Length is malformed")
-    return int(lengths.pop())
+def _reusable(parser: h11.Connection) -> bool:
+    """Whether the connection can carry another request: both sides done (neither asked to close, the
+    answer not framed by the connection's end) and nothing came past the answer."""
+    return parser.our_state is h11.DONE and parser.their_state is h11.DONE and not parser.trailing_data[0]
