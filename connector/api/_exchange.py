@@ -29,6 +29,7 @@ import functools
 import ssl
 from typing import NamedTuple, Protocol
 
+import h11
 import httpcore
 import httpx
 from httpcore._backends.auto import AutoBackend
@@ -37,7 +38,7 @@ from httpx._transports.default import map_httpcore_exceptions
 from pydantic import SecretStr
 
 from ..outbound import origin_of
-from ._http11 import Answer, Origin, Outgoing, header_line
+from ._http11 import Answer, Origin, Outgoing, announcement, header_line
 from ._streams import AsyncioBackend
 
 
@@ -184,7 +185,7 @@ class Exchange:
         self._fixed = [(key.encode(), value.encode()) for key, value in self.http.headers.multi_items()]
         self._targets: dict[str, _Target] = {}
         self._requests: dict[tuple[str, str], httpx.Request] = {}
-        self._heads: dict[tuple[str, str], bytes] = {}
+        self._heads: dict[tuple[str, str], tuple[bytes, h11.Request]] = {}
 
     def _target(self, path: str) -> _Target:
         """`path` under the base URL, joined as httpx joins it, once per path."""
@@ -200,13 +201,16 @@ class Exchange:
             target = self._targets[path] = _Target(url, core, head, lines)
         return target
 
-    def _head(self, method: str, path: str) -> bytes:
-        """The request line, Host and the fixed headers of `method` on `path`, once per pair."""
+    def _head(self, method: str, path: str) -> tuple[bytes, h11.Request]:
+        """The request line, Host and the fixed headers of `method` on `path`, and h11's announcement
+        of a request that begins with them (`_http11.announcement`), once per pair."""
         head = self._heads.get((method, path))
         if head is None:
             target = self._target(path)
-            line = b"%s %s HTTP/1.1\r\n" % (method.encode("ascii"), target.url.raw_path)
-            head = self._heads[(method, path)] = line + target.lines
+            raw_method = method.encode("ascii")
+            line = b"%s %s HTTP/1.1\r\n" % (raw_method, target.url.raw_path)
+            announced = announcement(raw_method, target.url.raw_path, target.head)
+            head = self._heads[(method, path)] = (line + target.lines, announced)
         return head
 
     async def send(
@@ -251,21 +255,18 @@ class Exchange:
     def _outgoing(
         self, method: str, path: str, body: bytes | None, key: str | None, credentials: Credentials
     ) -> Outgoing:
-        """The whole request as it goes on the wire (its head, with the same headers in the same order
-        as through httpcore, then the body), and what h11 needs told of it to read the answer."""
-        parts = [self._head(method, path), credentials.lines()]
-        target = self._target(path)
-        framing = [target.head[0]]  # Host
+        """The whole request as it goes on the wire: its head, with the same headers in the same order
+        as through httpcore, then the body; and what h11 is told of it, made once per method and path."""
+        head, announced = self._head(method, path)
+        parts = [head, credentials.lines()]
         if body is not None:
-            length = b"%d" % len(body)
-            parts.append(b"Content-Type: application/json\r\nContent-Length: %s\r\n" % length)
-            framing.append((b"Content-Length", length))
+            parts.append(b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body))
         if key is not None:
             parts.append(header_line(b"Idempotency-Key", key.encode("ascii")))
         parts.append(b"\r\n")
         if body:
             parts.append(body)
-        return Outgoing(method.encode("ascii"), target.url.raw_path, framing, b"".join(parts), body)
+        return Outgoing(announced, b"".join(parts))
 
     def _response(self, answer: Answer, method: str, path: str) -> httpx.Response:
         """`answer` as httpx's model: its content decoded as the headers say, as httpx's transport would."""

@@ -10,9 +10,8 @@ once per path, the credentials' lines once per pair, and the body, written in on
 
 The answer is read by h11, the parser httpcore itself uses, one `h11.Connection` per connection: how
 an answer is framed (Content-Length, chunked, or until the server closes) is where a hand-written
-parser lets a desync in, so it is not written here. h11 is told what went out (`Outgoing`: the
-request's method and target, and the headers that decide its framing and its connection's reuse),
-fed what the server sends, and a connection carries another request only when h11 says both sides
+parser lets a desync in, so it is not written here. h11 is told a request went out (its line and fixed
+headers, made once per path: `announcement`), fed what the server sends, and a connection carries another request only when h11 says both sides
 are done and nothing came past the answer.
 
 What httpcore gave is kept: the connection limit with its pool timeout (`httpx.PoolTimeout`), the
@@ -51,13 +50,22 @@ def header_line(name: bytes, value: bytes) -> bytes:
 
 class Outgoing(NamedTuple):
     """A request as it goes on the wire (`message`: head and body, written as built) and what h11 is
-    told of it: its method, target and the headers that frame it (Host, Content-Length)."""
+    told went out (`announced`, from `announcement`)."""
 
-    method: bytes
-    target: bytes
-    headers: list[tuple[bytes, bytes]]
+    announced: h11.Request
     message: bytes
-    body: bytes | None
+
+
+def announcement(method: bytes, target: bytes, headers: list[tuple[bytes, bytes]]) -> h11.Request:
+    """What h11 is told of every request with this request line and these fixed headers (Host first),
+    made and validated once per method and path. h11 reads an answer by the request's method (a HEAD
+    answer has no body) and its Connection header; the lines that vary per request (the credentials,
+    Content-Type and Content-Length, the key) decide neither, and the body is written here, not by h11,
+    so they are not told: each request is announced as this head and its end (`_sent`)."""
+    try:
+        return h11.Request(method=method, target=target, headers=headers)
+    except h11.LocalProtocolError as exc:
+        raise httpcore.LocalProtocolError(exc) from exc
 
 
 class Answer(NamedTuple):
@@ -161,31 +169,27 @@ class Origin:
         parser, stream = connection.h11, connection.stream
         response: h11.Response | None = None
         content: list[bytes] = []
-        while True:
-            try:
-                event = parser.next_event()
-            except h11.RemoteProtocolError as exc:
-                raise httpcore.RemoteProtocolError(exc) from exc
-            if event is h11.NEED_DATA:
-                data = await stream.read(_READ_SIZE, self._read_s)
-                if not data and parser.their_state is h11.SEND_RESPONSE:
-                    raise httpcore.RemoteProtocolError("Server disconnected without sending a response.")
-                parser.receive_data(data)
-            elif type(event) is h11.Data:
-                content.append(event.data)
-            elif type(event) is h11.Response:
-                response = event
-            elif type(event) is h11.EndOfMessage:
-                assert response is not None  # h11 ends no message it has not begun
-                return Answer(
-                    response.http_version,
-                    response.status_code,
-                    response.reason,
-                    response.headers.raw_items(),
-                    b"".join(content),
-                )
-            elif type(event) is not h11.InformationalResponse:  # a 1xx before the answer: skipped
-                raise httpcore.RemoteProtocolError(f"the server's answer ended unread ({type(event).__name__})")
+        while True:  # h11 holds nothing yet (a connection is reused only then): read before asking it
+            data = await stream.read(_READ_SIZE, self._read_s)
+            if not data and parser.their_state is h11.SEND_RESPONSE:
+                raise httpcore.RemoteProtocolError("Server disconnected without sending a response.")
+            parser.receive_data(data)
+            while (event := _next_event(parser)) is not h11.NEED_DATA:
+                if type(event) is h11.Data:
+                    content.append(event.data)
+                elif type(event) is h11.Response:
+                    response = event
+                elif type(event) is h11.EndOfMessage:
+                    assert response is not None  # h11 ends no message it has not begun
+                    return Answer(
+                        response.http_version,
+                        response.status_code,
+                        response.reason,
+                        response.headers.raw_items(),
+                        b"".join(content),
+                    )
+                elif type(event) is not h11.InformationalResponse:  # a 1xx before the answer: skipped
+                    raise httpcore.RemoteProtocolError(f"the server's answer ended unread ({type(event).__name__})")
 
     async def aclose(self) -> None:
         """Close the idle connections; those carrying a request close when their answer is in."""
@@ -195,15 +199,25 @@ class Origin:
             await connection.stream.aclose()
 
 
+_END = h11.EndOfMessage()
+
+
 def _sent(parser: h11.Connection, outgoing: Outgoing) -> None:
-    """Tell h11 the request went out (its own bytes of it are dropped: `outgoing.message` is written)."""
+    """Tell h11 the request went out, with the least work: its announcement and its end, whose bytes
+    h11 makes and this drops (`outgoing.message` is written instead)."""
     try:
-        parser.send(h11.Request(method=outgoing.method, target=outgoing.target, headers=outgoing.headers))
-        if outgoing.body:
-            parser.send(h11.Data(data=outgoing.body))
-        parser.send(h11.EndOfMessage())
-    except h11.LocalProtocolError as exc:
+        parser.send(outgoing.announced)
+        parser.send(_END)
+    except h11.LocalProtocolError as exc:  # a connection not ready for a request: never one from `_connection`
         raise httpcore.LocalProtocolError(exc) from exc
+
+
+def _next_event(parser: h11.Connection) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
+    """h11's next event of the answer; an answer it cannot read is httpcore's error, as httpcore maps it."""
+    try:
+        return parser.next_event()
+    except h11.RemoteProtocolError as exc:
+        raise httpcore.RemoteProtocolError(exc) from exc
 
 
 def _reusable(parser: h11.Connection) -> bool:
