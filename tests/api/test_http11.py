@@ -114,6 +114,26 @@ async def test_an_answer_that_cannot_be_read_is_an_unknown_outcome_and_the_next_
         assert (await client.info(retry=False)).client_name == INFO["client_name"]
 
 
+async def test_headers_that_never_end_are_refused_past_the_limit_while_the_server_still_holds_the_connection() -> None:
+    """An answer's head is read up to 100 KiB (httpcore's limit): a server that keeps sending one header
+    is an unreadable answer at once, not a read that goes on until the timeout."""
+    done = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nX-Endless: " + b"a" * (200 * 1024))
+        await writer.drain()
+        await done.wait()  # the connection stays open: only the limit can end the read
+        writer.close()
+
+    async with serving(handler) as base, client_for(base) as client:
+        try:
+            with pytest.raises(OutcomeUnknown, match="RemoteProtocolError"):
+                await client.info(retry=False)
+        finally:
+            done.set()
+
+
 async def test_a_secret_with_a_line_break_never_becomes_a_header_of_its_own() -> None:
     """A secret read from a file with its line end: refused before anything is sent, and not shown."""
     requests = 0
