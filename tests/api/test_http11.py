@@ -1,6 +1,7 @@
 """The client's own HTTP/1.1 connections to the API's origin (connector/api/_http11.py) over real
 sockets: every way RFC 9112 lets an answer's body end, when a connection is used again and when it is
-not, answers that cannot be read, the connection limit, and header values that would break the head."""
+not, answers that cannot be read (h11 reads them), the limit on an answer's head, the connection limit,
+and header values that would break the head."""
 
 from __future__ import annotations
 
@@ -93,7 +94,10 @@ async def test_a_gzip_answer_is_decoded_and_header_lines_folded_or_bare_lf_are_r
         pytest.param(b"HTTP/1.1 2xx OK\r\n\r\n", id="malformed-status-line"),
         pytest.param(b"HTTP/1.1 200 OK\r\nNo colon here\r\n\r\n", id="malformed-header-line"),
         pytest.param(b"HTTP/1.1 200 OK\r\nContent-Ty", id="closed-inside-the-headers"),
-        pytest.param(b"HTTP/1.1 101 Switching Protocols\r\n\r\n", id="switching-protocols"),
+        pytest.param(
+            b"HTTP/1.1 101 Switching Protocols\r\n\r\n" + head("200 OK", f"Content-Length: {len(BODY)}") + BODY,
+            id="switching-protocols-unasked",
+        ),
     ],
 )
 async def test_an_answer_that_cannot_be_read_is_an_unknown_outcome_and_the_next_request_goes_out(reply: bytes) -> None:
