@@ -188,11 +188,8 @@ class Origin:
                         response.headers.raw_items(),
                         b"".join(content),
                     )
-                elif type(event) is not h11.InformationalResponse:
+                elif type(event) is not h11.InformationalResponse:  # a 1xx before the answer: skipped
                     raise httpcore.RemoteProtocolError(f"the server's answer ended unread ({type(event).__name__})")
-                elif event.status_code == 101:  # h11 reads an unasked switch as any 1xx: what follows is no answer
-                    raise httpcore.RemoteProtocolError("the server switched protocols unasked")
-                # else a 1xx before the answer (100 Continue): skipped
 
     async def aclose(self) -> None:
         """Close the idle connections; those carrying a request close when their answer is in."""
