@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import select
 import socket
 import ssl
 from collections.abc import Iterable, Iterator
@@ -158,6 +159,25 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
             transport.close()
             await asyncio.sleep(0)
             transport.abort()
+
+    def stale(self) -> bool:
+        """Has the server closed this idle connection, or sent what nobody asked for? The protocol's
+        state says what the loop has read; what came since its last turn (a close just before a
+        request) is asked of the socket itself, with one poll(2) that does not wait."""
+        connection = self._connection
+        if connection.eof or connection.received:
+            return True
+        sock = self._transport.get_extra_info("socket")
+        if sock is None:
+            return False
+        poll = select.poll()
+        poll.register(sock.fileno(), select.POLLIN)
+        return bool(poll.poll(0))
+
+    def abort(self) -> None:
+        """Dropped at once, its unsent and unread bytes with it: after a failed or cancelled exchange."""
+        self._unsent.clear()
+        self._transport.abort()
 
     async def start_tls(
         self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None

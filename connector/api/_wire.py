@@ -10,7 +10,7 @@ import functools
 import json
 import math
 import time
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import httpx
 from pydantic import BaseModel, ValidationError
@@ -27,6 +27,9 @@ from .errors import (
     UnexpectedStatus,
 )
 from .models import MAX_KEY_LENGTH, ErrorBody, ErrorEnvelope, SuccessEnvelope
+
+if TYPE_CHECKING:
+    from ._exchange import Reply
 
 R = TypeVar("R", bound=BaseModel)
 
@@ -94,7 +97,7 @@ def _envelope(result_model: type[R]) -> type[SuccessEnvelope[R]]:
     return cast("type[SuccessEnvelope[R]]", SuccessEnvelope.__class_getitem__(result_model))
 
 
-def parse_response(response: httpx.Response, result_model: type[R], operation: str) -> R:
+def parse_response(response: httpx.Response | Reply, result_model: type[R], operation: str) -> R:
     status = response.status_code
     if 200 <= status < 300:
         try:
@@ -105,6 +108,8 @@ def parse_response(response: httpx.Response, result_model: type[R], operation: s
                 "a 2xx response without a valid success envelope", status_code=status, operation=operation
             ) from None
         return envelope.data
+    if not isinstance(response, httpx.Response):
+        response = response.response  # headers, reason and request: httpx's model, made for the rare answer
     err = _error_body(response.content)
     name: str | None
     code: str | None

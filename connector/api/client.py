@@ -17,6 +17,7 @@ refused pair would only be refused again, and each refusal is one more request t
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from pydantic import BaseModel, SecretStr
 
 from .. import logs, tracing
 from ..logs import register_secret
-from ._exchange import CredentialPair, Credentials, Exchange
+from ._exchange import CredentialPair, Credentials, Exchange, Reply
 from ._wire import check_base_url, check_idempotency_key, parse_response, parse_retry_after
 from .errors import CaptureError, OutcomeUnknown, RateLimited, Unauthorized
 from .models import (
@@ -54,6 +55,7 @@ __all__ = [
 ]
 
 log = logs.get_logger("capture_sync.api")
+_STDLIB_LOG = logging.getLogger("capture_sync.api")  # what decides whether `log` lets a level through
 
 R = TypeVar("R", bound=BaseModel)
 
@@ -328,7 +330,7 @@ class CaptureClient:
             self.send_gate()
         started = time.time()
         t0 = time.perf_counter()
-        response: httpx.Response | None = None
+        response: httpx.Response | Reply | None = None
         error: CaptureError | None = None
         try:
             try:
@@ -363,14 +365,15 @@ class CaptureClient:
                 number=number,
                 persons=cost,
             )
-            log.debug(
-                "capture_api.attempt",
-                operation=operation,
-                key_prefix=key[:12] if key else None,
-                status=report.status_code,
-                error=type(error).__name__ if error else None,
-                latency_ms=round(report.latency_s * 1000, 1),
-            )
+            if _STDLIB_LOG.isEnabledFor(logging.DEBUG):  # not built when dropped: see deliver.Delivery._settled
+                log.debug(
+                    "capture_api.attempt",
+                    operation=operation,
+                    key_prefix=key[:12] if key else None,
+                    status=report.status_code,
+                    error=type(error).__name__ if error else None,
+                    latency_ms=round(report.latency_s * 1000, 1),
+                )
             tracing.attempted(number, report.status_code)
             for observe in self.observers:
                 observe(report)

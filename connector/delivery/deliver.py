@@ -15,6 +15,7 @@ anyone's hands and a claim finds nothing.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections import defaultdict
@@ -44,6 +45,7 @@ from .report import RunReport
 from .settle import match_bulk, person_outcome
 
 log = logs.get_logger(LOGGER)
+_STDLIB_LOG = logging.getLogger(LOGGER)  # what decides whether `log` lets a level through
 
 OnInfo = Callable[[ClientInfo], None]
 BACKLOG_BATCHES = 4  # a streaming read pauses while this many batches per worker are pending
@@ -341,14 +343,20 @@ class Delivery:
         tally: dict[str, int] = defaultdict(int)
         for outcome in outcomes:
             tally[outcome.state] += 1
-            self.report.add_outcome(outcome.state)
+        for state, count in tally.items():  # once per state, not per member
+            self.report.add_outcome(state, count)
         if merged:
             tally["merged"] = merged
             self.report.merged += merged
         self.progress.advance("settled", size - tally.get("unknown", 0))
         # Per batch at debug when all went well (0.5 us of CPU per record at info: stages.py); at
-        # info when a member failed or is unknown, or the request took more than one attempt.
-        (log.info if len(attempts) > 1 or tally.keys() & _WENT_WRONG else log.debug)(
+        # info when a member failed or is unknown, or the request took more than one attempt. A debug
+        # line is not even built when the level drops it (structlog's logger, made for each call, would
+        # drop it in `filter_by_level`, which asks the same stdlib logger).
+        went_wrong = len(attempts) > 1 or bool(tally.keys() & _WENT_WRONG)
+        if not went_wrong and not _STDLIB_LOG.isEnabledFor(logging.DEBUG):
+            return
+        (log.info if went_wrong else log.debug)(
             "batch.settled",
             operation=work.operation,
             size=size,
