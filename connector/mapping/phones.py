@@ -40,6 +40,7 @@ NON_GEO = "001"
 _SPELLING = re.compile(r"[ (]*(\+?)([0-9 ().\-]*)")
 _SEPARATORS = b" ().-"  # deleted from the ASCII bytes: a third of str.translate's cost
 _BACK_REFERENCE = re.compile(r"\\[1-9]|\(\?P=")
+_NOTHING = "(?!)"  # a pattern that matches nothing
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,14 @@ class _Region:
         valid = self.valid.get(len(nsn))
         return valid is not None and valid.fullmatch(nsn) is not None
 
+    def any_valid(self) -> str:
+        """`is_valid` as one pattern for every length, to be matched at the start of the national
+        number and to its end (the lengths the fast path takes only: 2 to 17 digits, not all zeros)."""
+        by_length = [
+            rf"(?=\d{{{n}}}\Z)(?:{valid.pattern})\Z" for n, valid in self.valid.items() if MIN_NSN <= n <= MAX_NSN
+        ]
+        return r"(?!0*\Z)(?:" + "|".join(by_length) + ")" if by_length else _NOTHING
+
 
 class _Unsure(Exception):
     """A step the fast path does not model: ask phonenumbers."""
@@ -90,13 +99,13 @@ def _compile(pattern: str | None) -> re.Pattern[str] | None:
     return re.compile(pattern) if pattern else None
 
 
-def _valid(general: str | None, lengths: tuple[int, ...], descs: list[PhoneNumberDesc]) -> dict[int, re.Pattern[str]]:
+def _valid(general: str | None, lengths: tuple[int, ...], descs: list[PhoneNumberDesc]) -> dict[int, str]:
     """For each possible length, one pattern that matches a number of that length whole when the
     general pattern does and one of the types it can be matches it too (`_is_number_matching_desc`:
     a type without lengths of its own admits every length; a type without a pattern matches
     nothing). The general pattern is a lookahead first, so one match does both (a regular
     expression's call costs about as much as its matching here), and its groups keep their numbers."""
-    valid: dict[int, re.Pattern[str]] = {}
+    valid: dict[int, str] = {}
     if not general:
         return valid  # no general pattern: nothing is valid
     for length in lengths:
@@ -106,7 +115,7 @@ def _valid(general: str | None, lengths: tuple[int, ...], descs: list[PhoneNumbe
             if d.national_number_pattern and (not d.possible_length or length in d.possible_length)
         ]
         if patterns:
-            valid[length] = re.compile(rf"(?=(?:{general})\Z)(?:" + "|".join(f"(?:{p})" for p in patterns) + ")")
+            valid[length] = rf"(?=(?:{general})\Z)(?:" + "|".join(f"(?:{p})" for p in patterns) + ")"
     return valid
 
 
@@ -147,7 +156,10 @@ def _region(code: str) -> _Region | None:
         lengths=tuple(general.possible_length),
         local_lengths=frozenset(general.possible_length_local_only),
         leading_digits=_compile(meta.leading_digits),
-        valid=_valid(general.national_number_pattern, tuple(general.possible_length), present),
+        valid={
+            n: re.compile(pattern)
+            for n, pattern in _valid(general.national_number_pattern, tuple(general.possible_length), present).items()
+        },
     )
 
 
@@ -254,6 +266,101 @@ def _default(region: str | None) -> _Region | None:
     return _sure_region(region)
 
 
+def _valid_pattern(code: int, upto: str) -> str:
+    """`_valid_somewhere(code, nsn)` as one pattern, matched at the national number's start: the
+    same walk over the code's regions (a region's leading digits decide it, else its patterns or
+    the next region's), ending with no match where the walk would give up (`_Unsure`) and after
+    region `upto` (the default region: the walk goes on to the code's other regions, but compiling
+    all of +1's 25 would cost a tenth of a second of every sync's start)."""
+    branches: list[tuple[re.Pattern[str] | None, str]] = []
+    for code_region in COUNTRY_CODE_TO_REGION_CODE[code]:
+        region = _region(code_region)
+        if region is not None:
+            branches.append((region.leading_digits, region.any_valid()))
+        elif PhoneMetadata.metadata_for_region(code_region, None) is not None:
+            break
+        if code_region == upto:
+            break
+    walk = _NOTHING
+    for leading, valid in reversed(branches):
+        if leading is None:
+            walk = f"(?:{valid}|{walk})"
+        else:
+            walk = f"(?:(?={leading.pattern}){valid}|(?!{leading.pattern}){walk})"
+    return walk
+
+
+def _not(pattern: re.Pattern[str] | None) -> str:
+    """A lookahead that fails where `pattern.match` would succeed (nothing without a pattern)."""
+    return f"(?!{pattern.pattern})" if pattern is not None else ""
+
+
+# Anchors whose meaning changes inside a larger pattern: a region using one has no express path.
+_ANCHORED = re.compile(r"\^|\\A|\(\?<[=!]")
+
+
+@cache
+def _express(code: str) -> Callable[[str], str | None] | None:
+    """The common spellings of a valid number of the default region's country code in one step each:
+    the spelling's digits, then one precompiled pattern that holds `_fast`'s walk for them, so that a
+    match is `_fast`'s answer by construction (each condition below is one of its steps, made a
+    lookahead). Three shapes: national digits with no prefix of any kind; the country code written
+    without `+` before a number the general pattern fits (and the whole does not); `+` and the code.
+    None when a pattern cannot be embedded (a back reference, an anchor) or the code has a shorter
+    code as its prefix; anything the patterns refuse goes to `_fast`, so they only need to be sure."""
+    default = _region(code)
+    if default is None:
+        return None
+    cc = default.cc_text
+    main = _region(COUNTRY_CODE_TO_REGION_CODE[default.country_code][0])  # the metadata a code's number is parsed with
+    if (
+        main is None
+        or default.general is None
+        or any(int(cc[:k]) in COUNTRY_CODE_TO_REGION_CODE for k in range(1, len(cc)))
+    ):
+        return None
+    valid = _valid_pattern(default.country_code, default.code)
+    general = default.general.pattern
+    embedded = [p.pattern for p in (default.idd, default.national_prefix, main.national_prefix) if p] + [valid, general]
+    if any(_BACK_REFERENCE.search(text) or _ANCHORED.search(text) for text in embedded):
+        return None
+    # One pattern for the three shapes (the valid numbers' patterns, most of its size, compiled once),
+    # matched on the sign and the digits: `+` and the code, then a national number with no prefix to
+    # strip (`_international`); else no IDD (`_country_and_number`), and either no code and no national
+    # prefix (and `_fast`'s three digits at least), or the code then a number the general pattern fits
+    # where the whole does not, with no prefix to strip.
+    whole = re.compile(
+        rf"(?:\+{cc}{_not(main.national_prefix)}|{_not(default.idd)}(?:(?!{cc}){_not(default.national_prefix)}(?=\d{{3}})"
+        rf"|(?!(?:{general})\Z){cc}(?=(?:{general})\Z){_not(default.national_prefix)}{_not(main.national_prefix)})){valid}"
+    ).fullmatch
+    prefix, spelling = "+" + cc, _SPELLING.fullmatch
+
+    def express(value: str) -> str | None:
+        # `_fast`'s spelling on the value as given: strip() and `tel:` change nothing that matches
+        # (the spaces at either end are separators; `t` is not in the spelling's alphabet)
+        spelled = spelling(value) if len(value) <= MAX_INPUT else None
+        if spelled is None:
+            return None
+        sign, digits = spelled.groups()
+        if not digits.isdigit():
+            digits = digits.encode("ascii").translate(None, _SEPARATORS).decode("ascii")
+        if whole(sign + digits) is None:
+            return None
+        # the national shape has no code in front (its lookahead), the other two have it
+        return "+" + digits if sign or digits.startswith(cc) else prefix + digits
+
+    return express
+
+
+def express_e164_for(region: str | None) -> Callable[[str], str | None]:
+    """`fast_e164_for`'s first step alone (None where it does not answer), for the property tests."""
+    try:
+        default = _default(region)
+    except _Unsure:
+        return _none
+    return (_express(default.code) if default is not None else None) or _none
+
+
 def _fast(value: str, default: _Region | None) -> str | None:
     if len(value) > MAX_INPUT:
         return None
@@ -289,8 +396,12 @@ def fast_e164_for(region: str | None) -> Callable[[str], str | None]:
         default = _default(region)
     except _Unsure:
         return _none
+    express = (_express(default.code) if default is not None else None) or _none
 
     def fast(value: str) -> str | None:
+        answer = express(value)
+        if answer is not None:
+            return answer
         try:
             return _fast(value, default)
         except _Unsure:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import string
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal
 
 import phonenumbers
@@ -45,7 +46,10 @@ class FieldRule:
 
     def value(self, data: dict[str, Any]) -> Any:
         """The mapped value (None: absent); raises ValueProblem."""
-        value = self.get(data)
+        return self.finish(self.get(data))
+
+    def finish(self, value: Any) -> Any:
+        """`value` for the source value `value`: as_text of it and of each transform's result."""
         if self.transforms:
             # as_text on the value and on each transform's result, its first case (plain ASCII text,
             # nearly every value: a built-in transform of it gives it again) inline, without a call
@@ -65,11 +69,16 @@ class FieldRule:
             value = as_text(value)  # blank or invisible text is absent, so the default applies to it too
         return self.default if value is None else value
 
-    @property
+    @cached_property
     def reader(self) -> Callable[[dict[str, Any]], Any]:
-        """What the mapper calls per record: `value`, or `get` itself where `value` would return
-        just what `get` does (no transform, no default), which saves a call per field and record."""
-        return self.get if self.plain else self.value
+        """What the mapper calls per record, chosen once: `get` itself where `value` would return just
+        what `get` does (no transform, no default); for built-in transforms, `_built_in`'s function;
+        else `value`."""
+        if self.plain:
+            return self.get
+        if self.transforms and not any(tf.is_hooked(t) for t in self.transforms):
+            return _built_in(self)
+        return self.value
 
     @property
     def plain(self) -> bool:
@@ -81,6 +90,29 @@ class FieldRule:
         """The source field whose value is the mapped value as it is (a plain `field` rule), for a mapper
         that looks it up itself rather than call `get`; None for any other rule."""
         return self.field if self.plain else None
+
+
+def _built_in(rule: FieldRule) -> Callable[[dict[str, Any]], Any]:
+    """`rule.value` for a rule whose transforms are all built in. Each of them gives plain text
+    (printable ASCII, not blank) or None for plain text (tests/mapping/test_rule_values.py), so on
+    plain text `as_text` of every result would give it again: only the source value is checked, and
+    any other value takes `finish`'s steps. The source field is looked up here, without `get`'s call."""
+    field, get, finish, default = rule.field, rule.get, rule.finish, rule.default
+    transforms = rule.transforms
+
+    def read(data: dict[str, Any]) -> Any:
+        value = get(data) if field is None else data.get(field)
+        if type(value) is not str or not value.isascii() or not value.isprintable():
+            return finish(value)
+        if not value.strip():
+            return default
+        for transform in transforms:
+            value = transform(value)
+            if value is None:
+                return default
+        return value
+
+    return read
 
 
 def _template(text: str) -> tuple[Callable[[dict[str, Any]], Any], list[str], tuple[str, ...]]:

@@ -1,6 +1,7 @@
 """The e164 transform's fast path answers exactly as `phonenumbers` does, or not at all.
 
-The oracle is `phonenumbers` itself (parse, is_valid_number, E.164). The numbers are its own
+The oracle is `phonenumbers` itself (parse, is_valid_number, E.164), for the whole fast path and
+for its first step alone (`express_e164_for`: one pattern per region for the common spellings). The numbers are its own
 example numbers of every region and type, mutated (digits changed, dropped, added), written in
 every spelling (E.164, international, national, RFC 3966, with spaces, dashes, dots, parentheses,
 the `00`/IDD prefix, the country code without `+`, whitespace around, letters, extensions, tabs,
@@ -18,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from phonenumbers import PhoneNumber, PhoneNumberFormat, PhoneNumberType
 
-from connector.mapping.phones import fast_e164_for
+from connector.mapping.phones import express_e164_for, fast_e164_for
 from connector.mapping.transforms import e164
 from connector.mapping.values import ValueProblem
 
@@ -72,6 +73,9 @@ def assert_same(value: str, region: str | None) -> None:
     fast = fast_e164_for(region)(value)
     if fast is not None:
         assert fast == expected, f"{value!r} with region {region}: fast path {fast}, phonenumbers {expected!r}"
+    express = express_e164_for(region)(value)
+    if express is not None:
+        assert express == expected, f"{value!r} with region {region}: express path {express}, phonenumbers {expected!r}"
     transformed: str | Exception
     try:
         transformed = e164(region)(value)
@@ -214,6 +218,8 @@ COMMON = [
 @pytest.mark.parametrize("value", COMMON)
 def test_the_common_spellings_take_the_fast_path(value: str) -> None:
     assert fast_e164_for("US")(value) == "+14155550123"
+    if not value.startswith("tel:"):
+        assert express_e164_for("US")(value) == "+14155550123"
     assert e164("US")(value) == "+14155550123"
 
 

@@ -33,23 +33,43 @@ def _outcome(fn: Any) -> tuple[str, Any]:
         return "problem", str(exc)
 
 
-def _by_the_rules(value: Any, names: list[str]) -> Any:
-    """The rule's value as the module docstrings define it: as_text before and after each transform."""
+def _by_the_rules(value: Any, names: list[str], default: Any = None) -> Any:
+    """The rule's value as the module docstrings define it: as_text before and after each transform,
+    the default when that is absent."""
     value = as_text(value)
     for name in names:
         if value is None:
             break
         value = as_text((e164("US") if name == "e164" else plain(name))(value))
-    return value
+    return default if value is None else value
 
 
 @settings(max_examples=500, deadline=None)
-@given(values, st.lists(st.sampled_from(TRANSFORMS), min_size=1, max_size=3))
-def test_a_rule_with_transforms_gives_as_text_of_every_step(value: Any, names: list[str]) -> None:
+@given(values, st.lists(st.sampled_from(TRANSFORMS), min_size=1, max_size=3), st.sampled_from([None, "x", 5]))
+def test_a_rule_with_transforms_gives_as_text_of_every_step(value: Any, names: list[str], default: Any) -> None:
     spec: dict[str, Any] = {"field": "F", "transform": names} | ({"region": "US"} if "e164" in names else {})
+    spec |= {"default": default} if default is not None else {}
     rule, problems = compile_field("email", spec, "m", _no_hooks)
     assert rule is not None, problems
-    assert _outcome(lambda: rule.value({"F": value})) == _outcome(lambda: _by_the_rules(value, names))
+    expected = _outcome(lambda: _by_the_rules(value, names, default))
+    assert _outcome(lambda: rule.value({"F": value})) == expected
+    assert _outcome(lambda: rule.reader({"F": value})) == expected  # the function chosen at load
+
+
+plain_texts = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), min_size=1, max_size=30).filter(str.strip)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(plain_texts, st.sampled_from(["(415) 555-0134", "+44 20 7946 0958", "Lovelace, Ada", " , "])))
+def test_a_built_in_transform_of_plain_text_gives_plain_text(value: str) -> None:
+    """What lets a rule of built-in transforms check only its source value (`rules._built_in`):
+    printable ASCII that is not blank in, the same kind of text or None out (or a ValueProblem)."""
+    for name in TRANSFORMS:
+        try:
+            result = (e164("US") if name == "e164" else plain(name))(value)
+        except ValueProblem:
+            continue
+        assert result is None or (result.isascii() and result.isprintable() and result.strip()), (name, result)
 
 
 @settings(max_examples=300, deadline=None)
