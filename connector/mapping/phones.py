@@ -20,16 +20,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cache
 
 from phonenumbers import COUNTRY_CODE_TO_REGION_CODE, SUPPORTED_REGIONS, PhoneMetadata
-from phonenumbers.phonemetadata import PhoneNumberDesc
 
-# `phonenumbers`' limits (phonenumberutil: _MAX_INPUT_STRING_LENGTH, _MIN/_MAX_LENGTH_FOR_NSN,
-# _MAX_LENGTH_COUNTRY_CODE); the property test catches a release that changes them.
+from ._phone_regions import BACK_REFERENCE, MAX_NSN, MIN_NSN, NOTHING, Region, Unsure, compiled_region, sure_region
+
+# `phonenumbers`' limits (phonenumberutil: _MAX_INPUT_STRING_LENGTH, _MAX_LENGTH_COUNTRY_CODE; the NSN's
+# lengths are in `_phone_regions`); the property test catches a release that changes them.
 MAX_INPUT = 250
-MIN_NSN, MAX_NSN = 2, 17
 MAX_CC_DIGITS = 3
 NON_GEO = "001"
 
@@ -39,138 +38,9 @@ NON_GEO = "001"
 # non-ASCII digits and a second `+` are all left to phonenumbers.
 _SPELLING = re.compile(r"[ (]*(\+?)([0-9 ().\-]*)")
 _SEPARATORS = b" ().-"  # deleted from the ASCII bytes: a third of str.translate's cost
-_BACK_REFERENCE = re.compile(r"\\[1-9]|\(\?P=")
-_NOTHING = "(?!)"  # a pattern that matches nothing
 
 
-@dataclass(frozen=True, slots=True)
-class _Region:
-    """One region's metadata, compiled once."""
-
-    code: str
-    country_code: int
-    cc_text: str
-    idd: re.Pattern[str] | None
-    national_prefix: re.Pattern[str] | None
-    prefix_transform: str | None
-    general: re.Pattern[str] | None
-    lengths: tuple[int, ...]
-    local_lengths: frozenset[int]
-    leading_digits: re.Pattern[str] | None
-    valid: dict[int, re.Pattern[str]]
-
-    def general_match(self, digits: str) -> bool:
-        """`_match_national_number` on the general description: its pattern alone."""
-        return self.general is not None and self.general.fullmatch(digits) is not None
-
-    def length_verdict(self, digits: str) -> str:
-        """`_test_number_length` for an unknown type: possible, too_short, too_long, local, invalid."""
-        n = len(digits)
-        if n in self.local_lengths:
-            return "local"
-        if n == self.lengths[0]:
-            return "possible"
-        if n < self.lengths[0]:
-            return "too_short"
-        if n > self.lengths[-1]:
-            return "too_long"
-        return "possible" if n in self.lengths[1:] else "invalid"
-
-    def is_valid(self, nsn: str) -> bool:
-        """`_number_type_helper(nsn) != UNKNOWN`: the general description (a possible length, the
-        pattern), then any one type's: one pattern per length (`_valid`)."""
-        valid = self.valid.get(len(nsn))
-        return valid is not None and valid.fullmatch(nsn) is not None
-
-    def any_valid(self) -> str:
-        """`is_valid` as one pattern for every length, to be matched at the start of the national
-        number and to its end (the lengths the fast path takes only: 2 to 17 digits, not all zeros)."""
-        by_length = [
-            rf"(?=\d{{{n}}}\Z)(?:{valid.pattern})\Z" for n, valid in self.valid.items() if MIN_NSN <= n <= MAX_NSN
-        ]
-        return r"(?!0*\Z)(?:" + "|".join(by_length) + ")" if by_length else _NOTHING
-
-
-class _Unsure(Exception):
-    """A step the fast path does not model: ask phonenumbers."""
-
-
-def _compile(pattern: str | None) -> re.Pattern[str] | None:
-    return re.compile(pattern) if pattern else None
-
-
-def _valid(general: str | None, lengths: tuple[int, ...], descs: list[PhoneNumberDesc]) -> dict[int, str]:
-    """For each possible length, one pattern that matches a number of that length whole when the
-    general pattern does and one of the types it can be matches it too (`_is_number_matching_desc`:
-    a type without lengths of its own admits every length; a type without a pattern matches
-    nothing). The general pattern is a lookahead first, so one match does both (a regular
-    expression's call costs about as much as its matching here), and its groups keep their numbers."""
-    valid: dict[int, str] = {}
-    if not general:
-        return valid  # no general pattern: nothing is valid
-    for length in lengths:
-        patterns = [
-            d.national_number_pattern
-            for d in descs
-            if d.national_number_pattern and (not d.possible_length or length in d.possible_length)
-        ]
-        if patterns:
-            valid[length] = rf"(?=(?:{general})\Z)(?:" + "|".join(f"(?:{p})" for p in patterns) + ")"
-    return valid
-
-
-@cache
-def _region(code: str) -> _Region | None:
-    """The region's compiled metadata; None when phonenumbers has none or it is one the fast path
-    does not model (no possible lengths, or a type pattern with a back reference)."""
-    meta = PhoneMetadata.metadata_for_region(code, None)
-    if meta is None or meta.country_code is None or meta.general_desc is None or not meta.general_desc.possible_length:
-        return None
-    general = meta.general_desc
-    # The order of _number_type_helper; mobile counts only where its pattern differs from fixed
-    # line's (where it is the same, fixed line has already answered).
-    descs = [
-        meta.premium_rate,
-        meta.toll_free,
-        meta.shared_cost,
-        meta.voip,
-        meta.personal_number,
-        meta.pager,
-        meta.uan,
-        meta.voicemail,
-        meta.fixed_line,
-    ]
-    if not meta.same_mobile_and_fixed_line_pattern:
-        descs.append(meta.mobile)
-    present = [d for d in descs if d is not None]
-    if any(_BACK_REFERENCE.search(d.national_number_pattern or "") for d in present):
-        return None  # joined into one alternation, its group numbers would shift
-    return _Region(
-        code=code,
-        country_code=meta.country_code,
-        cc_text=str(meta.country_code),
-        idd=_compile(meta.international_prefix),
-        national_prefix=_compile(meta.national_prefix_for_parsing),
-        prefix_transform=meta.national_prefix_transform_rule or None,
-        general=_compile(general.national_number_pattern),
-        lengths=tuple(general.possible_length),
-        local_lengths=frozenset(general.possible_length_local_only),
-        leading_digits=_compile(meta.leading_digits),
-        valid={
-            n: re.compile(pattern)
-            for n, pattern in _valid(general.national_number_pattern, tuple(general.possible_length), present).items()
-        },
-    )
-
-
-def _sure_region(code: str) -> _Region:
-    region = _region(code)
-    if region is None:
-        raise _Unsure
-    return region
-
-
-def _strip_national_prefix(digits: str, region: _Region) -> str:
+def _strip_national_prefix(digits: str, region: Region) -> str:
     """`_maybe_strip_national_prefix_carrier_code`'s number: the prefix removed, or rewritten by
     the region's transform rule when its last group took part (Argentina's 15, Guernsey's short
     local numbers), unless that turns a number the general pattern fits into one it does not."""
@@ -181,7 +51,7 @@ def _strip_national_prefix(digits: str, region: _Region) -> str:
         return digits
     groups = match.groups()
     if region.prefix_transform is not None and not groups:
-        raise _Unsure  # phonenumbers would index a group that is not there
+        raise Unsure  # phonenumbers would index a group that is not there
     if region.prefix_transform is None or groups[-1] is None:
         stripped = digits[match.end() :]
     else:
@@ -206,19 +76,19 @@ def _international(digits: str) -> tuple[int, str]:
     """After `+` or an IDD: too short or no known country code is a parse error (or, after `+`,
     phonenumbers' retry without it): left to phonenumbers."""
     if len(digits) <= MIN_NSN:
-        raise _Unsure
+        raise Unsure
     code, rest = _split_country_code(digits)
     if code == 0:
-        raise _Unsure
+        raise Unsure
     return code, rest
 
 
-def _country_and_number(plus: bool, digits: str, default: _Region | None) -> tuple[int, str, _Region]:
+def _country_and_number(plus: bool, digits: str, default: Region | None) -> tuple[int, str, Region]:
     """`_maybe_extract_country_code` and the metadata parse goes on with."""
     if plus:
         code, rest = _international(digits)
     elif default is None:
-        raise _Unsure  # a national number with no region: phonenumbers says why
+        raise Unsure  # a national number with no region: phonenumbers says why
     else:
         code, rest = 0, digits
         if default.idd is not None and (idd := default.idd.match(digits)) and digits[idd.end() : idd.end() + 1] != "0":
@@ -233,8 +103,8 @@ def _country_and_number(plus: bool, digits: str, default: _Region | None) -> tup
             return default.country_code, digits, default
     regions = COUNTRY_CODE_TO_REGION_CODE[code]
     if NON_GEO in regions:
-        raise _Unsure
-    return code, rest, _sure_region(regions[0])
+        raise Unsure
+    return code, rest, sure_region(regions[0])
 
 
 def _valid_somewhere(code: int, nsn: str) -> bool:
@@ -242,12 +112,12 @@ def _valid_somewhere(code: int, nsn: str) -> bool:
     first whose leading digits or patterns fit), then that region's patterns."""
     regions = COUNTRY_CODE_TO_REGION_CODE[code]
     if len(regions) == 1:
-        return _sure_region(regions[0]).is_valid(nsn)
+        return sure_region(regions[0]).is_valid(nsn)
     for code_region in regions:
-        region = _region(code_region)
+        region = compiled_region(code_region)
         if region is None:
             if PhoneMetadata.metadata_for_region(code_region, None) is not None:
-                raise _Unsure  # one phonenumbers would consult, that the fast path does not model
+                raise Unsure  # one phonenumbers would consult, that the fast path does not model
             continue
         if region.leading_digits is not None:
             if region.leading_digits.match(nsn):
@@ -257,31 +127,31 @@ def _valid_somewhere(code: int, nsn: str) -> bool:
     return False
 
 
-def _default(region: str | None) -> _Region | None:
-    """The default region's metadata (None without one); _Unsure for one the fast path does not model."""
+def _default(region: str | None) -> Region | None:
+    """The default region's metadata (None without one); Unsure for one the fast path does not model."""
     if region is None:
         return None
     if region not in SUPPORTED_REGIONS:
-        raise _Unsure
-    return _sure_region(region)
+        raise Unsure
+    return sure_region(region)
 
 
 def _valid_pattern(code: int, upto: str) -> str:
     """`_valid_somewhere(code, nsn)` as one pattern, matched at the national number's start: the
     same walk over the code's regions (a region's leading digits decide it, else its patterns or
-    the next region's), ending with no match where the walk would give up (`_Unsure`) and after
+    the next region's), ending with no match where the walk would give up (`Unsure`) and after
     region `upto` (the default region: the walk goes on to the code's other regions, but compiling
     all of +1's 25 would cost a tenth of a second of every sync's start)."""
     branches: list[tuple[re.Pattern[str] | None, str]] = []
     for code_region in COUNTRY_CODE_TO_REGION_CODE[code]:
-        region = _region(code_region)
+        region = compiled_region(code_region)
         if region is not None:
             branches.append((region.leading_digits, region.any_valid()))
         elif PhoneMetadata.metadata_for_region(code_region, None) is not None:
             break
         if code_region == upto:
             break
-    walk = _NOTHING
+    walk = NOTHING
     for leading, valid in reversed(branches):
         if leading is None:
             walk = f"(?:{valid}|{walk})"
@@ -308,11 +178,13 @@ def _express(code: str) -> Callable[[str], str | None] | None:
     without `+` before a number the general pattern fits (and the whole does not); `+` and the code.
     None when a pattern cannot be embedded (a back reference, an anchor) or the code has a shorter
     code as its prefix; anything the patterns refuse goes to `_fast`, so they only need to be sure."""
-    default = _region(code)
+    default = compiled_region(code)
     if default is None:
         return None
     cc = default.cc_text
-    main = _region(COUNTRY_CODE_TO_REGION_CODE[default.country_code][0])  # the metadata a code's number is parsed with
+    main = compiled_region(
+        COUNTRY_CODE_TO_REGION_CODE[default.country_code][0]
+    )  # the metadata a code's number is parsed with
     if (
         main is None
         or default.general is None
@@ -322,7 +194,7 @@ def _express(code: str) -> Callable[[str], str | None] | None:
     valid = _valid_pattern(default.country_code, default.code)
     general = default.general.pattern
     embedded = [p.pattern for p in (default.idd, default.national_prefix, main.national_prefix) if p] + [valid, general]
-    if any(_BACK_REFERENCE.search(text) or _ANCHORED.search(text) for text in embedded):
+    if any(BACK_REFERENCE.search(text) or _ANCHORED.search(text) for text in embedded):
         return None
     # One pattern for the three shapes (the valid numbers' patterns, most of its size, compiled once),
     # matched on the sign and the digits: `+` and the code, then a national number with no prefix to
@@ -356,12 +228,12 @@ def express_e164_for(region: str | None) -> Callable[[str], str | None]:
     """`fast_e164_for`'s first step alone (None where it does not answer), for the property tests."""
     try:
         default = _default(region)
-    except _Unsure:
+    except Unsure:
         return _none
     return (_express(default.code) if default is not None else None) or _none
 
 
-def _fast(value: str, default: _Region | None) -> str | None:
+def _fast(value: str, default: Region | None) -> str | None:
     if len(value) > MAX_INPUT:
         return None
     text = value.strip()
@@ -394,7 +266,7 @@ def fast_e164_for(region: str | None) -> Callable[[str], str | None]:
     record, and the look-up was a tenth of a number's cost)."""
     try:
         default = _default(region)
-    except _Unsure:
+    except Unsure:
         return _none
     express = (_express(default.code) if default is not None else None) or _none
 
@@ -404,7 +276,7 @@ def fast_e164_for(region: str | None) -> Callable[[str], str | None]:
             return answer
         try:
             return _fast(value, default)
-        except _Unsure:
+        except Unsure:
             return None
 
     return fast
