@@ -59,7 +59,7 @@ from ._sendlog import BUCKETS, SendLog
 MAX_WINDOW_S = 86_400.0  # the longest window we would believe: a daily budget
 JITTER_S = 0.02  # each window is held this much longer: arrivals jitter (event loop, network) ...
 JITTER_SHARE = 0.002  # ... and clocks drift apart, more over a long window
-JITTER_MAX_SHARE = 0.05  # the margin never grows past this share of the window
+JITTER_MAX_SHARE = 0.1  # the margin never grows past this share of the window
 TRIAL_STEP = 0.01  # a probe tries a window this much shorter than the last one that held
 SEARCH_GROWTH = 1.4  # without Retry-After: each probe waits this much longer (from the oldest send)
 PLAUSIBLE = 0.75  # requests are the unit if the 429 came after this share of rate_limit requests
@@ -277,18 +277,28 @@ class BurstFinder:
                 self.paused_until = self._search_from + self._search_span * SEARCH_GROWTH
             return
         # The log had room, the server had none: nothing more goes until it says there is room.
+        paused = self.paused_until
         if retry_after is not None:
-            self.paused_until = max(self.paused_until, now + retry_after)
+            self.paused_until = max(paused, now + retry_after)
         self._solo_since = now
         if now < self._unexplained_at + self.window_s:
             return  # the last change has not had a window to show (a bucket drained below zero refills first)
         self._unexplained_at = now
+        was = self.span(self.window_s)
         cap = JITTER_MAX_SHARE * self.window_s
         margin_grew = self.jitter_s < cap  # jitter first; the window grows once the margin is spent
         self.jitter_s = max(self.jitter_s, min(2 * self.jitter_s, cap))
         self._trial = self._probe_at = None
         bound = now + retry_after - oldest if retry_after is not None and oldest is not None else 0.0
         self.window_s = min(max(bound, self.window_s if margin_grew else self.window_s * LENGTHEN), MAX_WINDOW_S)
+        if retry_after is not None:
+            # The refused send went when the log had room: had the wider margin (or window) been in
+            # force, it would have gone this much later. A whole-second Retry-After is rounded up by up
+            # to a second (at a 1 s window it is always 1): when that slot lies within its rounding,
+            # the server's answer allows it, and the wait is the log's, not a whole second of pause.
+            slot = sent.at + self.span(self.window_s) - was
+            if slot >= sent.at + retry_after - (1 if retry_after == int(retry_after) else 0):
+                self.paused_until = max(paused, min(slot, self.paused_until))
 
     def _busy_spans(self, before: float) -> Iterator[tuple[float, int, int]]:
         """The spans of sending up to `before` that may show a bucket's rate: back to the first pause
