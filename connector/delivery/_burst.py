@@ -110,6 +110,8 @@ class BurstFinder:
         self._first_at: float | None = None
         self._bucket: BucketMirror | None = None  # the server refills (a token bucket): its mirror
         self._bucket_refused_at = -math.inf  # ... and the send its last 429 refused
+        self._early = True  # a 429 the log does not explain may end at the log's slot (short windows)
+        self._early_until = -math.inf  # ... the Retry-After it last ended before
 
     @property
     def rate(self) -> float | None:
@@ -283,6 +285,8 @@ class BurstFinder:
             return
         # The log had room, the server had none: nothing more goes until it says there is room.
         paused = self.paused_until
+        if sent.at < self._early_until:
+            self._early = False  # sent before a Retry-After the log let it off, and refused: honour them all
         if retry_after is not None:
             self.paused_until = max(paused, now + retry_after)
         self._solo_since = now
@@ -296,13 +300,14 @@ class BurstFinder:
         self._trial = self._probe_at = None
         bound = now + retry_after - oldest if retry_after is not None and oldest is not None else 0.0
         self.window_s = min(max(bound, self.window_s if margin_grew else self.window_s * LENGTHEN), MAX_WINDOW_S)
-        if retry_after is not None and self.window_s <= EARLY_WINDOW_S:
+        if retry_after is not None and self._early and self.window_s <= EARLY_WINDOW_S:
             # The refused send went when the log had room: had the wider margin (or window) been in
             # force, it would have gone this much later. A whole-second Retry-After is rounded up by up
             # to a second (at a 1 s window it is always 1): when that slot lies within its rounding,
             # the server's answer allows it, and the wait is the log's, not a whole second of pause.
             slot = sent.at + self.span(self.window_s) - was
             if slot >= sent.at + retry_after - (1 if retry_after == int(retry_after) else 0):
+                self._early_until = self.paused_until
                 self.paused_until = max(paused, min(slot, self.paused_until))
 
     def _busy_spans(self, before: float) -> Iterator[tuple[float, int, int]]:
