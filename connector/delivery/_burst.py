@@ -36,13 +36,15 @@ Learning, when no window is configured (`capture.rate_window_s` unset):
   the margin, another process using the same client, a window longer than learned, or a bucket the
   fill did not show (its first Retry-After says how soon one token comes back, not how long the
   window is: a 1 s bucket refills too little within its fill to tell, a daily one nothing). The
-  jitter margin doubles (up to 5 % of the window or 100 ms), and once it can grow no more the window grows by
-  2 % (to what Retry-After says at once if that is longer). Nothing goes until Retry-After has passed,
-  then one request alone until one is let through; but at a window of 2 s or less (where a
-  whole-second Retry-After, rounded up by up to a second, says little, and its pause costs a whole
-  window) the wait ends at the refused send's slot under the wider margin (or window), when that
-  slot lies within Retry-After's rounding. Once per window at most (a configured window
-  too: it is where the limiter starts, and the server's answers overrule it). 429s of requests sent
+  jitter margin doubles (up to 5 % of the window or 100 ms), and once it can grow no more the window
+  grows by 2 % (to what Retry-After says at once if that is longer). Nothing goes until Retry-After
+  has passed, then one request alone until one is let through; but at a window of 2 s or less
+  (where a whole-second Retry-After, rounded up by up to a second, says little, and its pause costs
+  a whole window) the wait ends at the refused send's slot under the wider margin (or window), when
+  that slot lies within Retry-After's rounding, until a request sent before a Retry-After it was let
+  off is refused too: from then on Retry-After is waited out. The margin and the window grow once
+  per window at most (a configured window too: it is where the limiter starts, and the server's
+  answers overrule it). 429s of requests sent
   before that change are the same episode. (The window is not learned again from the sends before
   such a 429: pruned sends may be long gone, or another process's, and a limit lowered mid-run
   looks the same; a longer window is reached by the 2 % steps instead.)
