@@ -88,6 +88,7 @@ def simulate(
     late_s: float = 0.0,
     trickle: tuple[int, float] = (0, 0.0),
     arrival_jitter_s: float = 0.0,
+    arrival_delay: Callable[[random.Random], float] | None = None,
 ) -> SimResult:
     """Deliver `records` in batches of `batch` with `concurrency` workers; returns what happened.
     `at` = (time, action) runs the action once at that simulated time (a limit raised mid-run).
@@ -95,7 +96,8 @@ def simulate(
     holding the GIL), uniformly at random. `trickle` = (n, every_s): the first n batches come one
     per `every_s` (a source slower than the ceiling), the rest all at once after them.
     `arrival_jitter_s`: each request takes up to this much longer to reach the server, uniformly
-    at random (a loaded machine): the server counts arrivals, the limiter knows sends."""
+    at random (a loaded machine): the server counts arrivals, the limiter knows sends.
+    `arrival_delay`, given, draws each request's extra time to the server instead (a heavier tail)."""
     rng = random.Random(seed)
     queue: list[tuple[float, int, Callable[[float], None]]] = []
     seq = itertools.count()
@@ -111,7 +113,8 @@ def simulate(
             if wait > 0:
                 schedule(now + wait + rng.uniform(0, late_s), go)
                 return
-            verdict = server.admit(cost, now + one_way_s + rng.uniform(0, arrival_jitter_s))
+            late = arrival_delay(rng) if arrival_delay is not None else rng.uniform(0, arrival_jitter_s)
+            verdict = server.admit(cost, now + one_way_s + late)
             if verdict is None:
                 result.sent.append((now, False))
                 # Answers take the service time give or take a fifth, so the workers drift apart
