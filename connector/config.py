@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from . import env_overrides, logs
 from .alerts import Alert, parse_alerts
 from .api.client import check_base_url
 from .api.errors import InsecureURLError
 from .api.retry import RetryPolicy
+from .config_credentials import ENV_API_KEY, ENV_API_SECRET, Credentials, read_credentials
 from .config_file import (
     IntegrationSettings,
     LedgerLocation,
@@ -42,8 +43,6 @@ from .schedule import schedule_trigger
 from .secret_files import read_secret_file
 
 ENV_BASE_URL = "CAPTURE_BASE_URL"
-ENV_API_KEY = "CAPTURE_API_KEY"
-ENV_API_SECRET = "CAPTURE_API_SECRET"
 DEFAULT_SCHEDULE = "every 5m"
 _SOURCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -118,20 +117,6 @@ class DaemonSettings(Section):
         if value is not None:
             parse_address(value, public=bool(info.data.get("http_public")))
         return value
-
-
-@dataclass(frozen=True)
-class Credentials:
-    """The pair, and where each half was read from ("env CAPTURE_API_KEY" or "file /path"): what a
-    person needs to fix a wrong pair, and never the value itself."""
-
-    api_key: str
-    api_secret: SecretStr
-    key_from: str = "(given)"
-    secret_from: str = "(given)"
-
-    def origins(self) -> str:
-        return f"key from {self.key_from}, secret from {self.secret_from}"
 
 
 @dataclass(frozen=True)
@@ -228,7 +213,9 @@ class Config(LedgerLocation):
         """The pair where it came from, read again now (the files may hold a rotated secret); None
         when it cannot be read or is incomplete, with the reason logged."""
         problems: list[str] = []
-        credentials = _credentials(self.capture, self.path.parent, problems)
+        credentials = read_credentials(
+            self.capture.api_key_file, self.capture.api_secret_file, self.path.parent, problems
+        )
         if problems:
             log.warning("credentials.unreadable", problems=problems)
         return credentials
@@ -306,7 +293,7 @@ def load_config(path: str | Path) -> Config:
         except InsecureURLError as exc:
             where = f"env {ENV_BASE_URL}" if os.environ.get(ENV_BASE_URL) else "capture.base_url"
             problems.append(f"{where}: {exc}")
-    credentials = _credentials(capture, folder, problems) if capture else None
+    credentials = read_credentials(capture.api_key_file, capture.api_secret_file, folder, problems) if capture else None
     sources = _sources(doc.get("sources", []), folder, problems)
     alerts = parse_alerts(doc.get("alerts"), folder, problems)
     if problems:
@@ -337,32 +324,6 @@ def _check_schedule(text: Any, where: str, problems: list[str]) -> None:
         schedule_trigger(text)
     except ValueError as exc:
         problems.append(f"{where}: {exc}")
-
-
-def _credential(env: str, file: Path | None, folder: Path, key: str, problems: list[str]) -> tuple[str | None, str]:
-    """The value and where it came from; env takes precedence over the file."""
-    if os.environ.get(env):
-        return os.environ[env].strip(), f"env {env}"
-    if file is None:
-        return None, "nowhere"
-    path = beside(folder, file)
-    return read_secret_file(path, f"capture.{key}", problems), f"file {path}"
-
-
-def _credentials(capture: CaptureSettings, folder: Path, problems: list[str]) -> Credentials | None:
-    api_key, key_from = _credential(ENV_API_KEY, capture.api_key_file, folder, "api_key_file", problems)
-    secret, secret_from = _credential(ENV_API_SECRET, capture.api_secret_file, folder, "api_secret_file", problems)
-    logs.register_secret(secret)
-    if api_key and secret:
-        return Credentials(api_key, SecretStr(secret), key_from, secret_from)
-    if api_key or secret:
-        missing = (
-            f"env {ENV_API_SECRET} or capture.api_secret_file"
-            if api_key
-            else f"env {ENV_API_KEY} or capture.api_key_file"
-        )
-        problems.append(f"credentials: the {'secret' if api_key else 'key'} is missing ({missing})")
-    return None
 
 
 def _sources(raw: Any, folder: Path, problems: list[str]) -> list[SourceConfig]:

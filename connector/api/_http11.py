@@ -147,22 +147,29 @@ class Origin:
             self._slots.release()
 
     async def _connection(self) -> _Connection:
-        """An idle connection still fit to carry a request, else a new one."""
-        idle = self._idle
-        while idle:
-            connection = idle.pop()
-            stream = connection.stream
-            expired = (
-                self._expiry is not None and asyncio.get_running_loop().time() - connection.idle_since > self._expiry
-            )
-            if not expired and not stream.stale():
+        """An idle connection still fit to carry a request, else a new one. Every idle connection the
+        server has closed (or sent to) or that has outlived the keep-alive expiry is closed first, as
+        httpcore's pool did on each request: a daemon's client lives for days, and a connection taken
+        last-in first would otherwise leave the older ones in CLOSE_WAIT."""
+        now = asyncio.get_running_loop().time()
+        spent = [c for c in self._idle if c.stream.peer_spoke() or self._expired(c, now)]
+        if spent:
+            self._idle = [c for c in self._idle if c not in spent]
+            for connection in spent:
+                await connection.stream.aclose()
+        while self._idle:
+            connection = self._idle.pop()
+            if not connection.stream.stale():  # what came since the loop's last turn, asked of the socket
                 return connection
-            await stream.aclose()  # closed by the server, sent what nobody asked for, or too old
+            await connection.stream.aclose()
         opened = await self._backend.connect_tcp(self._host, self._port, timeout=self._connect_s)
         if self._tls is not None:
             opened = await opened.start_tls(self._tls, server_hostname=self._host, timeout=self._connect_s)
         assert isinstance(opened, AsyncioStream)
         return _Connection(opened)
+
+    def _expired(self, connection: _Connection, now: float) -> bool:
+        return self._expiry is not None and now - connection.idle_since > self._expiry
 
     async def _answer(self, connection: _Connection) -> Answer:
         """The answer to the request just written, as h11 reads it (an informational one is skipped)."""

@@ -160,12 +160,14 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
             await asyncio.sleep(0)
             transport.abort()
 
+    def peer_spoke(self) -> bool:
+        """Has the loop read, on this idle connection, the server's close or what nobody asked for?"""
+        return self._connection.eof or bool(self._connection.received)
+
     def stale(self) -> bool:
-        """Has the server closed this idle connection, or sent what nobody asked for? The protocol's
-        state says what the loop has read; what came since its last turn (a close just before a
-        request) is asked of the socket itself, with one poll(2) that does not wait."""
-        connection = self._connection
-        if connection.eof or connection.received:
+        """`peer_spoke`, or has it since the loop's last turn (a close just before a request)? That is
+        asked of the socket itself, with one poll(2) that does not wait."""
+        if self.peer_spoke():
             return True
         sock = self._transport.get_extra_info("socket")
         if sock is None:

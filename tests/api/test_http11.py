@@ -269,3 +269,46 @@ async def test_the_request_on_the_wire_is_the_same_head_and_body_as_through_http
         "Idempotency-Key: bulk-key-1",
     ]
     assert json.loads(body) == {"persons": []}
+
+
+async def test_idle_connections_the_server_closed_are_closed_too_not_only_the_one_taken() -> None:
+    """Connections are taken newest first; the older idle ones the server has closed are closed at the
+    next request as httpcore's pool closed them, not held in CLOSE_WAIT for a daemon's life."""
+    closed_by_server = 0
+    three_closed = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal closed_by_server
+        await read_request(reader)
+        if closed_by_server < 3:  # the first three answered, then closed without saying so
+            closed_by_server += 1
+            writer.write(head("200 OK", f"Content-Length: {len(BODY)}") + BODY)
+            await writer.drain()
+            writer.close()
+            await writer.wait_closed()
+            if closed_by_server == 3:
+                three_closed.set()
+            return
+        await three_closed.wait()  # the fourth answers last, so it is the newest idle connection
+        try:
+            while True:
+                writer.write(head("200 OK", f"Content-Length: {len(BODY)}") + BODY)
+                await writer.drain()
+                await read_request(reader)
+        except asyncio.IncompleteReadError:
+            writer.close()
+
+    async with serving(handler) as base:
+        async with CaptureClient(
+            base, API_KEY, API_SECRET, allow_insecure_http=True, retry_policy=NO_RETRY, max_connections=4
+        ) as client:
+            await asyncio.gather(*(client.info() for _ in range(4)))
+            origin = client._exchange._direct
+            idle = list(origin._idle)
+            assert len(idle) == 4
+            async with asyncio.timeout(10):  # the loop reads the three closes
+                while sum(c.stream.peer_spoke() for c in idle) < 3:
+                    await asyncio.sleep(0)
+            await client.info()
+            assert [c for c in origin._idle if c.stream.peer_spoke()] == []
+            assert len(origin._idle) == 1

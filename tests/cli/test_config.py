@@ -116,6 +116,21 @@ def test_a_secret_in_the_file_is_refused_and_never_echoed(folder: Path) -> None:
     assert "toml-secret-value" not in "\n".join(found)
 
 
+@pytest.mark.parametrize(
+    "secret", ["file-se\ncret-value\n", "file-se\rcret-value", "fïle-secret-value", "file\x00secret"]
+)
+def test_a_secret_an_http_header_cannot_carry_is_a_config_problem_that_never_shows_it(
+    folder: Path, secret: str
+) -> None:
+    (folder / "secrets" / "secret").write_text(secret)
+    path = write(folder, GOOD)
+    [found] = [p for p in problems(path) if "credentials:" in p]
+    assert (
+        f"the secret from file {folder / 'secrets' / 'secret'} holds a character an HTTP header cannot carry" in found
+    )
+    assert "se" + "cret-value" not in found and "fïle" not in found
+
+
 def test_plain_http_to_a_remote_host_is_refused_unless_allowed(folder: Path) -> None:
     remote = GOOD.replace("http://127.0.0.1:8765", "http://crm.example.com")
     path = write(folder, remote)
