@@ -73,71 +73,21 @@ def raw_digests(mapping_version: str, items: Sequence[Record | BadRecord]) -> li
     plain values sources give (a value whose repr differs from pass to pass, a set, only ever takes
     the full path). None for fields that have no repr (an int beyond the interpreter's digit limit):
     the full path too. A chunk at a time, the version's text made once: the digests are fixed for
-    good (tests/delivery/test_raw_digest.py holds them to the first spelling's).
-
-    The common record, text fields under the same text names as the record before it (a csv row), has
-    its repr's bytes made without `repr` (`_Skeleton`), a quarter less per digest."""
+    good (tests/delivery/test_raw_digest.py holds them to the first spelling's)."""
     head = f"{mapping_version}\x1f"
-    unordered = f"{head}None\x1f".encode("utf-8", "surrogatepass")
     blake2b = hashlib.blake2b
-    skeleton = _Skeleton(())
     digests: list[str | None] = []
     for item in items:
         if not isinstance(item, Record):
             digests.append(None)
             continue
-        data = item.data
-        if type(data) is dict and data:
-            if skeleton.names != tuple(data):
-                skeleton = _Skeleton(tuple(data))
-            raw = skeleton.bytes_of(data)
-            if raw is not None:
-                order = item.order
-                prefix = unordered if order is None else f"{head}{order!r}\x1f".encode("utf-8", "surrogatepass")
-                digests.append(blake2b(prefix + raw, digest_size=16).hexdigest())
-                continue
         try:
-            text = f"{head}{item.order!r}\x1f{data!r}"
+            text = f"{head}{item.order!r}\x1f{item.data!r}"
         except ValueError:
             digests.append(None)
             continue
         digests.append(blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest())
     return digests
-
-
-# The bytes `repr` of a str keeps as they are, in single quotes: printable ASCII but the quote and the backslash.
-_PLAIN = bytes(c for c in range(0x20, 0x7F) if c not in b"'\\")
-
-
-class _Skeleton:
-    """`repr` of a dict with these text names, its values left as gaps: `{'id': '', 'Name': ''}`. For
-    values that are plain text (exact str of `_PLAIN` characters, which `repr` puts in single quotes
-    unchanged) the gaps filled are the dict's repr, byte for byte. Whether they are is told from the
-    filled bytes: with every plain byte deleted, a plain value leaves nothing, so what is left is the
-    skeleton's own rest exactly when every value is plain."""
-
-    __slots__ = ("names", "parts", "rest", "types")
-
-    def __init__(self, names: tuple[Any, ...]) -> None:
-        self.names = names
-        self.types = (str,) * len(names)
-        self.rest: bytes | None = None  # None: names the skeleton cannot stand for (not exact str)
-        self.parts: list[str] = []
-        if names and all(type(name) is str for name in names):
-            for i, name in enumerate(names):
-                opening = "{" if i == 0 else "', "
-                self.parts += [f"{opening}{name!r}: '", ""]
-            self.parts.append("'}")
-            self.rest = "".join(self.parts).encode("utf-8", "surrogatepass").translate(None, _PLAIN)
-
-    def bytes_of(self, data: dict[str, Any]) -> bytes | None:
-        """`repr(data)` in UTF-8 (surrogatepass), when every value is plain text; None otherwise."""
-        types = self.types  # exact str only, names and values: a subclass's repr (or equality) may differ
-        if self.rest is None or tuple(map(type, data.values())) != types or tuple(map(type, data)) != types:
-            return None
-        self.parts[1::2] = data.values()
-        raw = "".join(self.parts).encode("utf-8", "surrogatepass")
-        return raw if raw.translate(None, _PLAIN) == self.rest else None
 
 
 def _shown_record(data: dict[str, Any]) -> dict[str, str]:
