@@ -298,17 +298,19 @@ async def test_idle_connections_the_server_closed_are_closed_too_not_only_the_on
         except asyncio.IncompleteReadError:
             writer.close()
 
-    async with serving(handler) as base:
-        async with CaptureClient(
+    async with (
+        serving(handler) as base,
+        CaptureClient(
             base, API_KEY, API_SECRET, allow_insecure_http=True, retry_policy=NO_RETRY, max_connections=4
-        ) as client:
-            await asyncio.gather(*(client.info() for _ in range(4)))
-            origin = client._exchange._direct
-            idle = list(origin._idle)
-            assert len(idle) == 4
-            async with asyncio.timeout(10):  # the loop reads the three closes
-                while sum(c.stream.peer_spoke() for c in idle) < 3:
-                    await asyncio.sleep(0)
-            await client.info()
-            assert [c for c in origin._idle if c.stream.peer_spoke()] == []
-            assert len(origin._idle) == 1
+        ) as client,
+    ):
+        await asyncio.gather(*(client.info() for _ in range(4)))
+        origin = client._exchange._direct
+        idle = list(origin._idle)
+        assert len(idle) == 4
+        async with asyncio.timeout(10):  # the loop reads the three closes
+            while sum(c.stream.peer_spoke() for c in idle) < 3:
+                await asyncio.sleep(0)
+        await client.info()
+        assert [c for c in origin._idle if c.stream.peer_spoke()] == []
+        assert len(origin._idle) == 1
