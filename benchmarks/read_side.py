@@ -71,7 +71,7 @@ def measure(csv_path: Path, jsonl_path: Path, records: int, once: str | None = N
         return lambda: sum(1 for _ in sources[kind].read(None))
 
     # as a sync checks them: the states walked unless the source spells its own (a checkout before 2026-11-27 walks them)
-    walked = not getattr(sources["csv"], "spells_its_states", lambda: False)()
+    walked = not getattr(sources["csv"], "_spells_its_states", lambda: False)()
 
     def check() -> None:
         checker = Checker(states=walked)

@@ -155,7 +155,7 @@ def run(records: int = 30_000, postgres_url: str | None = None) -> dict[str, Any
         source = build_source("bench", "csv", {"path": str(csv_path), "primary_key": "id"})
         mapping = Mapping.from_config(MAPPING, where="sources.bench.mapping")
         read = per_record("read the CSV (csv source, cursor per record)", lambda: list(source.read(None)))
-        checker = Checker(states=not source.spells_its_states())  # as a sync checks them
+        checker = Checker(states=not source._spells_its_states())  # as a sync checks them
         per_record("check what the source yields (the plugin boundary)", lambda: [checker.check(r) for r in read])
         persons = per_record("map (Mapping.map, all rules + validation)", lambda: [mapping.map(r.data) for r in read])
         assert all(isinstance(p, PersonInput) for p in persons), "the generated records are all valid"

@@ -35,16 +35,11 @@ Learning, when no window is configured (`capture.rate_window_s` unset):
 - **A 429 the log does not explain** (the window had room by our count): arrivals bunched beyond
   the margin, another process using the same client, a window longer than learned, or a bucket the
   fill did not show (its first Retry-After says how soon one token comes back, not how long the
-  window is: a 1 s bucket refills too little within its fill to tell, a daily one nothing). The
-  jitter margin doubles (up to 5 % of the window or 100 ms), and once it can grow no more the window
-  grows by 2 % (to what Retry-After says at once if that is longer). Nothing goes until Retry-After
-  has passed, then one request alone until one is let through; but at a window of 2 s or less
-  (where a whole-second Retry-After, rounded up by up to a second, says little, and its pause costs
-  a whole window) the wait ends at the refused send's slot under the wider margin (or window), when
-  that slot lies within Retry-After's rounding, until a request sent before a Retry-After it was let
-  off is refused too: from then on Retry-After is waited out. The margin and the window grow once
-  per window at most (a configured window too: it is where the limiter starts, and the server's
-  answers overrule it). 429s of requests sent
+  window is: a 1 s bucket refills too little within its fill to tell, a daily one nothing). Nothing
+  goes until Retry-After has passed, then one request alone until one is let through. The jitter
+  margin doubles (up to 5 % of the window or 100 ms), and once it can grow no more the window grows
+  by 2 % (to what Retry-After says at once if that is longer). Once per window at most (a configured
+  window too: it is where the limiter starts, and the server's answers overrule it). 429s of requests sent
   before that change are the same episode. (The window is not learned again from the sends before
   such a 429: pruned sends may be long gone, or another process's, and a limit lowered mid-run
   looks the same; a longer window is reached by the 2 % steps instead.)
@@ -74,7 +69,6 @@ BUSY_REQUESTS, BUSY_GAPS = 8, 10  # a pause of 10 mean gaps of the last 8 sends 
 BUSY_PACE = 0.5  # ... and so does a slower spell: the span's requests a second below this share of theirs
 BUCKET_HISTORY = 4  # windows of sends kept while following a bucket: enough to bound its rate closely
 BUCKET_LOWER = 0.9  # a held bucket's second 429 within a window lowers the rate followed this much
-EARLY_WINDOW_S = 2.0  # up to this window, Retry-After's whole second is half of one or more
 SOLO_POLL_S = 0.01  # while one request tests the room after such a 429, the others look this often
 
 
@@ -112,8 +106,6 @@ class BurstFinder:
         self._first_at: float | None = None
         self._bucket: BucketMirror | None = None  # the server refills (a token bucket): its mirror
         self._bucket_refused_at = -math.inf  # ... and the send its last 429 refused
-        self._early = True  # a 429 the log does not explain may end at the log's slot (short windows)
-        self._early_until = -math.inf  # ... the Retry-After it last ended before
 
     @property
     def rate(self) -> float | None:
@@ -286,31 +278,18 @@ class BurstFinder:
                 self.paused_until = self._search_from + self._search_span * SEARCH_GROWTH
             return
         # The log had room, the server had none: nothing more goes until it says there is room.
-        paused = self.paused_until
-        if sent.at < self._early_until:
-            self._early = False  # sent before a Retry-After the log let it off, and refused: honour them all
         if retry_after is not None:
-            self.paused_until = max(paused, now + retry_after)
+            self.paused_until = max(self.paused_until, now + retry_after)
         self._solo_since = now
         if now < self._unexplained_at + self.window_s:
             return  # the last change has not had a window to show (a bucket drained below zero refills first)
         self._unexplained_at = now
-        was = self.span(self.window_s)
         cap = max(JITTER_MAX_SHARE * self.window_s, JITTER_MAX_S)
         margin_grew = self.jitter_s < cap  # jitter first; the window grows once the margin is spent
         self.jitter_s = max(self.jitter_s, min(2 * self.jitter_s, cap))
         self._trial = self._probe_at = None
         bound = now + retry_after - oldest if retry_after is not None and oldest is not None else 0.0
         self.window_s = min(max(bound, self.window_s if margin_grew else self.window_s * LENGTHEN), MAX_WINDOW_S)
-        if retry_after is not None and self._early and self.window_s <= EARLY_WINDOW_S:
-            # The refused send went when the log had room: had the wider margin (or window) been in
-            # force, it would have gone this much later. A whole-second Retry-After is rounded up by up
-            # to a second (at a 1 s window it is always 1): when that slot lies within its rounding,
-            # the server's answer allows it, and the wait is the log's, not a whole second of pause.
-            slot = sent.at + self.span(self.window_s) - was
-            if slot >= sent.at + retry_after - (1 if retry_after == int(retry_after) else 0):
-                self._early_until = self.paused_until
-                self.paused_until = max(paused, min(slot, self.paused_until))
 
     def _busy_spans(self, before: float) -> Iterator[tuple[float, int, int]]:
         """The spans of sending up to `before` that may show a bucket's rate: back to the first pause

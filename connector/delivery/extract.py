@@ -133,7 +133,7 @@ def read_source(ledger: Ledger, job: SourceJob, report: RunReport) -> Iterator[I
     must not cost the records it already gave)."""
     count = items = 0
     # a snapshot read never resumes from a state and stores none; a source that spells its own states needs no walk
-    checker = Checker(states=not job.snapshot and not job.source.spells_its_states())
+    checker = Checker(states=not job.snapshot and not job.source._spells_its_states())
     try:
         for item in job.source.read(None if job.from_start or job.snapshot else ledger.source_state(job.name)):
             items += 1

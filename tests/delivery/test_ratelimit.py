@@ -298,55 +298,30 @@ def _loaded(rng) -> float:
     return rng.uniform(0.001, 0.008) if rng.random() < 0.8 else rng.uniform(0.008, 0.095)
 
 
-def test_on_a_loaded_machine_a_429_at_1s_costs_the_log_s_wait_not_a_whole_second() -> None:
-    """Arrivals late by up to 95 ms draw 429s the log does not explain. Each one used to hold every
-    worker for its whole-second Retry-After, a whole 1 s window (1.13 times the best schedule and 7
-    answers of 429 at 100,000 records); now only until the log, with the margin widened, would let
-    the refused send go, and the margin may grow to 100 ms (it stopped at 5 %, 50 ms, then the
-    window grew 2 % a 429): fewer 429s, and nearer the best schedule."""
+def test_on_a_loaded_machine_few_429s_and_nothing_lost_at_1s() -> None:
+    """Arrivals late by up to 95 ms draw 429s the log does not explain; each widens the margin, which
+    holds the rest (simulated, 100,000 records at 12 per 1 s: 1.12-1.13 times the best schedule,
+    4 to 6 answers of 429 over seeds)."""
     server = SimServer(12, 1.0)
     result = simulate(server, BurstFinder(12, None), records=100_000, arrival_delay=_loaded, late_s=0.01)
     best = best_finish(1001, 1, 12, 1.0, "sliding", concurrency=4, service_s=SERVICE_S + 0.02)
     assert result.persons_between(0, result.finished_at + 1) == 100_000
     assert sum(limited for _, limited in result.sent) < 0.007 * len(result.sent)
-    assert result.finished_at <= 1.12 * best
+    assert result.finished_at <= 1.14 * best
 
 
-def _refused_at_1_045(retry_after: float) -> BurstFinder:
-    """A configured 1 s window of 12: 3 requests, then 9 half a second later; the 13th goes at 1.04
-    s, when the first 3 have left the log, and is refused (they reached the server late)."""
+def test_at_1s_the_margin_grows_to_100ms_before_the_window_grows() -> None:
+    """Arrivals up to 95 ms late need more than 5 % of a 1 s window (50 ms, where the window used to
+    start growing 2 % a 429, for good): the margin doubles up to 100 ms first."""
     finder = BurstFinder(12, 1.0)
-    for i in range(12):
-        assert finder.delay(1, i * 0.001 + (0.5 if i >= 3 else 0.0)) == 0
-    for _ in range(12):
-        finder.on_answered(1, 0.56)
-    assert finder.delay(1, 1.04) == 0
-    finder.on_rate_limited(retry_after, 1, 1.045)
-    assert finder.jitter_s == pytest.approx(0.04)
-    return finder
-
-
-def test_an_unexplained_429_waits_for_the_log_within_the_retry_after_s_rounding() -> None:
-    """Retry-After 1 (whole seconds, rounded up) allows the slot the log gives with the margin
-    doubled, 20 ms after the refused send: the others wait for it, not a whole second. A Retry-After
-    of 3 says the server frees no slot for 2 s at least: it is honoured."""
-    finder = _refused_at_1_045(1.0)
-    assert finder.delay(1, 1.045) == pytest.approx(0.015)
-    assert finder.delay(1, 1.06) == 0  # the request that tests the room
-    assert _refused_at_1_045(3.0).delay(1, 1.045) == pytest.approx(3.0)
-
-
-def test_once_a_request_let_off_retry_after_is_refused_retry_after_is_honoured() -> None:
-    """The request that tests the room at the log's slot is refused too: the server's Retry-After is
-    waited out, then and after the next 429 the log does not explain (a window later)."""
-    finder = _refused_at_1_045(1.0)
-    assert finder.delay(1, 1.06) == 0
-    finder.on_rate_limited(1.0, 1, 1.065)
-    assert finder.delay(1, 1.065) == pytest.approx(1.0)
-    finder.on_answered(1, 2.2)  # the next request alone was let through
-    assert finder.delay(1, 3.0) == 0
-    finder.on_rate_limited(1.0, 1, 3.005)
-    assert finder.delay(1, 3.005) == pytest.approx(1.0)
+    seen = []
+    for episode in range(6):  # one 429 the log does not explain every 2 s, each request alone
+        at = 2.0 * episode
+        assert finder.delay(1, at) == 0
+        finder.on_rate_limited(1.0, 1, at + 0.005)
+        seen.append((round(finder.jitter_s, 4), round(finder.window_s, 4)))
+        finder.on_answered(1, at + 1.2)
+    assert seen == [(0.02, 1.0), (0.04, 1.0), (0.08, 1.0), (0.1, 1.0), (0.1, 1.02), (0.1, 1.0404)]
 
 
 def test_a_daily_budget_far_from_spent_is_sent_at_once() -> None:

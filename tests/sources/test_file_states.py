@@ -1,9 +1,10 @@
-"""A file source without a cursor vouches for its states (`Source.spells_its_states`), so the plugin
+"""A file source without a cursor vouches for its states (`Source._spells_its_states`), so the plugin
 boundary does not walk them: every state it yields, from any folder of files, in either order,
 resumed or not, good rows and bad, must then be one the boundary's walk would pass."""
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -46,7 +47,7 @@ def test_every_state_a_file_source_spells_passes_the_boundarys_walk(
         if key:
             options["primary_key"] = key
         source = build_source("s", "csv", options)
-        assert source.spells_its_states()
+        assert source._spells_its_states()
         checker = Checker()
         items = list(source.read(None))
         resumed = list(source.read(items[resume_at].state)) if resume_at < len(items) else []
@@ -58,5 +59,33 @@ def test_every_state_a_file_source_spells_passes_the_boundarys_walk(
 def test_with_a_cursor_the_states_hold_data_and_are_walked(tmp_path: Path) -> None:
     (tmp_path / "a.csv").write_text("id,at\n1,5\n")
     options = {"path": str(tmp_path / "*.csv"), "primary_key": "id", "cursor": "at", "cursor_type": "number"}
-    assert not build_source("s", "csv", options).spells_its_states()
-    assert build_source("s", "jsonl", {"path": str(tmp_path / "*.jsonl")}).spells_its_states()
+    assert not build_source("s", "csv", options)._spells_its_states()
+    assert build_source("s", "jsonl", {"path": str(tmp_path / "*.jsonl")})._spells_its_states()
+
+
+def test_files_named_in_bytes_utf_8_cannot_decode_spell_states_that_pass_the_walk_and_resume_from_json(
+    tmp_path: Path,
+) -> None:
+    """A file name comes from the filesystem as any bytes (surrogate-escaped into str): its states
+    still pass the walk, and the state as the ledger keeps it (JSON) resumes where it left off."""
+    for raw in (b"\xff\xfe", b"a\xed\xa0\x80b", b"ok-\x1b[31m"):
+        (tmp_path / os.fsdecode(raw + b".csv")).write_text("id,name\n1,Ann\n2,Bo\n")
+    source = build_source("s", "csv", {"path": str(tmp_path / "*.csv"), "primary_key": "id", "settle_s": 0})
+    assert source._spells_its_states()
+    checker = Checker()
+    items = list(source.read(None))
+    assert len(items) == 6
+    for at, item in enumerate(items):
+        assert checker._state_problem(item.state, ()) is None, item.state
+        kept = json.loads(json.dumps(item.state))
+        assert [i.id for i in source.read(kept)] == [i.id for i in items[at + 1 :]]
+
+
+def test_a_subclass_that_reads_in_its_own_way_has_its_states_walked(tmp_path: Path) -> None:
+    source = build_source("s", "csv", {"path": str(tmp_path / "*.csv")})
+
+    class Own(type(source)):  # type: ignore[misc]
+        def read(self, state: Any | None) -> Any:
+            return super().read(state)
+
+    assert not Own("s", source.options)._spells_its_states()
