@@ -268,17 +268,21 @@ class FileSource(Source[FileOptions]):
             # dict is half the cost of building one from its keys
             template = {"file": rel, "offset": 0, "line": 0, "tail": (0, 0), **order, "done": sorted(done)}
             cursor_name, key_name = opts.cursor, opts.primary_key
+            # A name from the filesystem may hold bytes UTF-8 cannot decode (surrogate-escaped) or control
+            # characters, which no record id may: such a name is spelled escaped in the ids (a name that
+            # can be an id is spelled as it is, so no existing entry's id changes).
+            named = rel if rel.isprintable() else ascii(rel)[1:-1]
             # Each row made here, not in a method per row (with the template: 9 % of a csv row's instructions).
             for first_line, data in self.records(fh, lines):
                 position = template.copy()
                 position["offset"], position["line"], position["tail"] = lines.offset, lines.line, lines.tail
                 where = f"{rel} line {first_line}"
                 if isinstance(data, Unreadable):
-                    yield make(f"{rel}:{first_line}", data.raw or {}, position, None, where, data.reason)
+                    yield make(f"{named}:{first_line}", data.raw or {}, position, None, where, data.reason)
                     continue
                 cursor = data.get(cursor_name) if cursor_name else None
                 if key_name is None:
-                    yield make(f"{rel}:{first_line}", data, position, cursor, where, None)
+                    yield make(f"{named}:{first_line}", data, position, cursor, where, None)
                     continue
                 value = data.get(key_name)
                 if type(value) is str and value.strip():  # nearly every key is text: told without a call
@@ -286,7 +290,7 @@ class FileSource(Source[FileOptions]):
                     continue
                 # the line names only a record without a usable key
                 problem = _key_problem(value, key_name)
-                yield make(f"{rel}:{first_line}" if problem else str(value), data, position, cursor, where, problem)
+                yield make(f"{named}:{first_line}" if problem else str(value), data, position, cursor, where, problem)
         return lines.held_back
 
 

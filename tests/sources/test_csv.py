@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from connector.delivery._boundary import id_problem
 from connector.plugins import build_source
 from connector.source import BadRecord, Passed, Record
 from connector.testing import SourceContract
@@ -395,3 +396,15 @@ def test_a_one_megabyte_field_and_nul_characters_are_read(tmp_path: Path) -> Non
     (tmp_path / "big.csv").write_text(f"id,notes,name\n1,{notes},a\x00b\n", encoding="utf-8")
     [record] = read({"path": str(tmp_path / "big.csv"), "primary_key": "id"})
     assert record.data == {"id": "1", "notes": notes, "name": "a\x00b"}
+
+
+def test_rows_of_a_file_named_in_bytes_no_id_may_hold_get_ids_that_name_it_escaped(tmp_path: Path) -> None:
+    """Without a primary key a row's id is its file and line; a name the filesystem gives as bytes
+    UTF-8 cannot decode, or with a control character, is spelled escaped there, so its rows are
+    delivered, not each rejected for its id (a name that can be an id is spelled as it is)."""
+    for raw in (b"\xff\xfe", b"ok-\x1b[31m", "café".encode()):
+        (tmp_path / os.fsdecode(raw + b".csv")).write_text("name\nAnn\n")
+    source = build_source("s", "csv", {"path": str(tmp_path / "*.csv"), "settle_s": 0})
+    ids = sorted(item.id for item in source.read(None) if isinstance(item, Record))
+    assert ids == sorted(["\\udcff\\udcfe.csv:2", "ok-\\x1b[31m.csv:2", "café.csv:2"])
+    assert [id_problem(i, "id") for i in ids] == [None, None, None]
