@@ -189,11 +189,17 @@ def _dropped(*_args: Any, **_kw: Any) -> None:
 
 
 class _LazyLogger:
-    __slots__ = ("_logger", "_name")
+    __slots__ = ("_logger", "_name", "_stdlib")
 
     def __init__(self, name: str) -> None:
         self._name = name
         self._logger: Any = None
+        self._stdlib = logging.getLogger(name)  # what `filter_by_level` asks
+
+    def isEnabledFor(self, level: int) -> bool:
+        """Whether an event at `level` would pass, without importing structlog: a caller skips building
+        a dropped event's fields on a hot path."""
+        return self._stdlib.isEnabledFor(level)
 
     def __getattr__(self, attr: str) -> Any:
         if self._logger is None:
@@ -201,7 +207,7 @@ class _LazyLogger:
             if (
                 level is not None
                 and _pending_structlog  # `configure` ran, structlog not imported yet
-                and not logging.getLogger(self._name).isEnabledFor(level)
+                and not self._stdlib.isEnabledFor(level)
             ):
                 return _dropped
             import structlog

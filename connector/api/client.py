@@ -55,7 +55,6 @@ __all__ = [
 ]
 
 log = logs.get_logger("capture_sync.api")
-_STDLIB_LOG = logging.getLogger("capture_sync.api")  # what decides whether `log` lets a level through
 
 R = TypeVar("R", bound=BaseModel)
 
@@ -365,7 +364,7 @@ class CaptureClient:
                 number=number,
                 persons=cost,
             )
-            if _STDLIB_LOG.isEnabledFor(logging.DEBUG):  # not built when dropped: see deliver.Delivery._settled
+            if log.isEnabledFor(logging.DEBUG):  # not built when dropped: see deliver.Delivery._settled
                 log.debug(
                     "capture_api.attempt",
                     operation=operation,

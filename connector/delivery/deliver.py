@@ -45,7 +45,6 @@ from .report import RunReport
 from .settle import match_bulk, person_outcome
 
 log = logs.get_logger(LOGGER)
-_STDLIB_LOG = logging.getLogger(LOGGER)  # what decides whether `log` lets a level through
 
 OnInfo = Callable[[ClientInfo], None]
 BACKLOG_BATCHES = 4  # a streaming read pauses while this many batches per worker are pending
@@ -354,7 +353,7 @@ class Delivery:
         # line is not even built when the level drops it (structlog's logger, made for each call, would
         # drop it in `filter_by_level`, which asks the same stdlib logger).
         went_wrong = len(attempts) > 1 or bool(tally.keys() & _WENT_WRONG)
-        if not went_wrong and not _STDLIB_LOG.isEnabledFor(logging.DEBUG):
+        if not went_wrong and not log.isEnabledFor(logging.DEBUG):
             return
         (log.info if went_wrong else log.debug)(
             "batch.settled",

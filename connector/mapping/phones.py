@@ -182,9 +182,8 @@ def _express(code: str) -> Callable[[str], str | None] | None:
     if default is None:
         return None
     cc = default.cc_text
-    main = compiled_region(
-        COUNTRY_CODE_TO_REGION_CODE[default.country_code][0]
-    )  # the metadata a code's number is parsed with
+    # the metadata a code's number is parsed with
+    main = compiled_region(COUNTRY_CODE_TO_REGION_CODE[default.country_code][0])
     if (
         main is None
         or default.general is None

@@ -23,33 +23,42 @@ def head(status: str = "200 OK", *lines: str) -> bytes:
     return ("\r\n".join([f"HTTP/1.1 {status}", "Content-Type: application/json", *lines]) + "\r\n\r\n").encode()
 
 
+OK = head("200 OK", f"Content-Length: {len(BODY)}") + BODY
+
+
 def chunked(body: bytes, size: int) -> bytes:
     parts = [b"%x;ext=1\r\n%s\r\n" % (len(body[i : i + size]), body[i : i + size]) for i in range(0, len(body), size)]
     return b"".join(parts) + b"0\r\nX-Trailer: yes\r\n\r\n"
 
 
-async def answered_twice(reply: bytes, *, close_after: bool = False) -> int:
-    """Two GET /info in turn against a server that sends `reply` to each request; the connections made."""
-    connections = 0
+class Replier:
+    """A server's handler that sends `reply` to each request on a connection (then closes it, with
+    `close_after`, after the first); counts the connections it was given."""
 
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal connections
-        connections += 1
+    def __init__(self, reply: bytes, *, close_after: bool = False) -> None:
+        self.reply, self.close_after, self.connections = reply, close_after, 0
+
+    async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
         try:
             while True:
                 await read_request(reader)
-                writer.write(reply)
+                writer.write(self.reply)
                 await writer.drain()
-                if close_after:
+                if self.close_after:
                     break
         except asyncio.IncompleteReadError:
             pass
         writer.close()
 
-    async with serving(handler) as base, client_for(base) as client:
+
+async def answered_twice(reply: bytes, *, close_after: bool = False) -> int:
+    """Two GET /info in turn against a server that sends `reply` to each request; the connections made."""
+    replier = Replier(reply, close_after=close_after)
+    async with serving(replier) as base, client_for(base) as client:
         assert (await client.info()).client_name == INFO["client_name"]
         assert (await client.info()).client_name == INFO["client_name"]
-    return connections
+    return replier.connections
 
 
 async def test_a_chunked_answer_with_extensions_and_trailers_is_read_whole_and_the_connection_kept() -> None:
@@ -67,11 +76,11 @@ async def test_connection_close_and_http_1_0_answers_are_not_used_again() -> Non
 
 
 async def test_bytes_past_the_answer_keep_the_connection_from_being_used_again() -> None:
-    assert await answered_twice(head("200 OK", f"Content-Length: {len(BODY)}") + BODY + b"HTTP/1.1 200 OK\r\n") == 2
+    assert await answered_twice(OK + b"HTTP/1.1 200 OK\r\n") == 2
 
 
 async def test_an_informational_answer_before_the_final_one_is_skipped() -> None:
-    reply = b"HTTP/1.1 100 Continue\r\n\r\n" + head("200 OK", f"Content-Length: {len(BODY)}") + BODY
+    reply = b"HTTP/1.1 100 Continue\r\n\r\n" + OK
     assert await answered_twice(reply) == 1
 
 
@@ -95,7 +104,7 @@ async def test_a_gzip_answer_is_decoded_and_header_lines_folded_or_bare_lf_are_r
         pytest.param(b"HTTP/1.1 200 OK\r\nNo colon here\r\n\r\n", id="malformed-header-line"),
         pytest.param(b"HTTP/1.1 200 OK\r\nContent-Ty", id="closed-inside-the-headers"),
         pytest.param(
-            b"HTTP/1.1 101 Switching Protocols\r\n\r\n" + head("200 OK", f"Content-Length: {len(BODY)}") + BODY,
+            b"HTTP/1.1 101 Switching Protocols\r\n\r\n" + OK,
             id="switching-protocols-unasked",
         ),
     ],
@@ -108,7 +117,7 @@ async def test_an_answer_that_cannot_be_read_is_an_unknown_outcome_and_the_next_
         nonlocal served
         await read_request(reader)
         served += 1
-        writer.write(reply if served == 1 else head("200 OK", f"Content-Length: {len(BODY)}") + BODY)
+        writer.write(reply if served == 1 else OK)
         await writer.drain()
         writer.close()
 
@@ -178,7 +187,7 @@ async def test_requests_beyond_the_connection_limit_wait_for_a_connection_then_t
         try:
             while True:
                 await read_request(reader)
-                reply = head("200 OK", f"Content-Length: {len(BODY)}") + BODY
+                reply = OK
                 if not trickle.is_set():
                     writer.write(reply)
                     await writer.drain()
@@ -219,26 +228,14 @@ async def test_requests_beyond_the_connection_limit_wait_for_a_connection_then_t
 async def test_an_idle_connection_older_than_the_keep_alive_expiry_is_closed_and_a_new_one_carries_the_request() -> (
     None
 ):
-    connections = 0
-
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal connections
-        connections += 1
-        try:
-            while True:
-                await read_request(reader)
-                writer.write(head("200 OK", f"Content-Length: {len(BODY)}") + BODY)
-                await writer.drain()
-        except asyncio.IncompleteReadError:
-            writer.close()
-
-    async with serving(handler) as base, client_for(base) as client:
+    replier = Replier(OK)
+    async with serving(replier) as base, client_for(base) as client:
         await client.info()
         await client.info()
-        assert connections == 1
+        assert replier.connections == 1
         client._exchange._direct._expiry = 0.0  # every idle connection has outlived it
         await client.info()
-    assert connections == 2
+    assert replier.connections == 2
 
 
 async def test_the_request_on_the_wire_is_the_same_head_and_body_as_through_httpcore() -> None:
@@ -282,7 +279,7 @@ async def test_idle_connections_the_server_closed_are_closed_too_not_only_the_on
         await read_request(reader)
         if closed_by_server < 3:  # the first three answered, then closed without saying so
             closed_by_server += 1
-            writer.write(head("200 OK", f"Content-Length: {len(BODY)}") + BODY)
+            writer.write(OK)
             await writer.drain()
             writer.close()
             await writer.wait_closed()
@@ -292,7 +289,7 @@ async def test_idle_connections_the_server_closed_are_closed_too_not_only_the_on
         await three_closed.wait()  # the fourth answers last, so it is the newest idle connection
         try:
             while True:
-                writer.write(head("200 OK", f"Content-Length: {len(BODY)}") + BODY)
+                writer.write(OK)
                 await writer.drain()
                 await read_request(reader)
         except asyncio.IncompleteReadError:
