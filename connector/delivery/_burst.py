@@ -39,10 +39,10 @@ Learning, when no window is configured (`capture.rate_window_s` unset):
   goes until Retry-After has passed, then one request alone until one is let through. The jitter
   margin doubles (up to 5 % of the window or 100 ms), and once it can grow no more the window grows
   by 2 % (to what Retry-After says at once if that is longer). Once per window at most (a configured
-  window too: it is where the limiter starts, and the server's answers overrule it). 429s of requests sent
-  before that change are the same episode. (The window is not learned again from the sends before
-  such a 429: pruned sends may be long gone, or another process's, and a limit lowered mid-run
-  looks the same; a longer window is reached by the 2 % steps instead.)
+  window too: it is where the limiter starts, and the server's answers overrule it). 429s of
+  requests sent before that change are the same episode. (The window is not learned again from the
+  sends before such a 429: pruned sends may be long gone, or another process's, and a limit lowered
+  mid-run looks the same; a longer window is reached by the 2 % steps instead.)
 """
 
 from __future__ import annotations
@@ -298,8 +298,9 @@ class BurstFinder:
         spell before it, units beyond the limit may be sends that left a window long ago, and their
         rate says nothing of the server's (a sliding window after a trickle would be followed at the
         trickle's pace). A trickle without such pauses ends the spans too: from where the span's requests
-        a second fall below `BUSY_PACE` of the last sends' pace. Each span: its length, the units answered in it, the units sent in it (those
-        not answered yet may still draw a 429: one may come back after one to a later send)."""
+        a second fall below `BUSY_PACE` of the last sends' pace. Each span: its length, the units
+        answered in it, the units sent in it (those not answered yet may still draw a 429: one may come
+        back after one to a later send)."""
         last = self._log.oldest_of_last(BUSY_REQUESTS, persons=False)
         pause = BUSY_GAPS * (before - last) / BUSY_REQUESTS if last is not None else 0.0
         unanswered = [(s.at, self.units(s.cost)) for s in self._pending if s.at < before]

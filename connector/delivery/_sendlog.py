@@ -4,8 +4,8 @@ A sliding log holds one timestamp per request; at a daily budget of a million re
 million floats. Sends within `width` of an entry's first send share it, stamped with the latest of
 them (so they are taken to leave the window together, when the last of them does: never early, and
 never more than `width` late), and the log holds at most about window / width entries whatever the
-limit: the limiter asks for a width of window / BUCKETS. Each entry counts requests and persons apart, so the unit the server
-counts in can be learned after the sends were booked.
+limit: the limiter asks for a width of window / BUCKETS. Each entry counts requests and persons
+apart, so the unit the server counts in can be learned after the sends were booked.
 """
 
 from __future__ import annotations
