@@ -5,6 +5,7 @@ to capture-sync (`capture.rate_window_s` unset) unless --configured.
 
     .venv/bin/python benchmarks/rate_limited.py [--records 100000] [--only 1,10,60]
         [--counting sliding,fixed,bucket] [--configured] [--shape burst|smooth] [--ledger-url URL]
+        [--keep DIR]
 
 Per scenario: the whole run's wall time (the `capture-sync sync` process from start to exit:
 start-up, reading the CSV, delivery), the best possible schedule beside it (the earliest the
@@ -143,12 +144,15 @@ def run(
     configured: bool = False,
     shape: str = "burst",
     ledger_url: str | None = None,
+    keep: Path | None = None,
 ) -> dict[str, Any]:
     """Each window under each counting, on one CSV of `records` rows; the ledgers in SQLite files,
-    or (`ledger_url`, an empty database) in PostgreSQL, a schema per scenario."""
+    or (`ledger_url`, an empty database) in PostgreSQL, a schema per scenario. `keep`: a new folder
+    the scenarios' ledgers and logs are left in (for the attempts table and the limiter's events)."""
     scenarios = []
     with tempfile.TemporaryDirectory(prefix="capture-sync-bench-") as tmp:
-        folder = Path(tmp)
+        folder = Path(tmp) if keep is None else keep
+        folder.mkdir(parents=True, exist_ok=True)
         csv_path = folder / f"contacts-{records}.csv"
         generate(csv_path, records, messy=False)
         for window_s in windows:
@@ -185,9 +189,11 @@ def main() -> None:
     parser.add_argument("--configured", action="store_true", help="tell capture-sync the window (rate_window_s)")
     parser.add_argument("--shape", default="burst", choices=("burst", "smooth"))
     parser.add_argument("--ledger-url", help="an empty PostgreSQL database for the ledgers (default: SQLite files)")
+    parser.add_argument("--keep", type=Path, help="a new folder to leave each scenario's ledger and logs in")
     args = parser.parse_args()
     windows = tuple(float(w) for w in args.only.split(","))
-    r = run(args.records, windows, tuple(args.counting.split(",")), args.configured, args.shape, args.ledger_url)
+    countings = tuple(args.counting.split(","))
+    r = run(args.records, windows, countings, args.configured, args.shape, args.ledger_url, args.keep)
     told = "configured" if args.configured else "unknown to capture-sync"
     print(
         f"rate-limited sync, ledger on {r['engine']}, ceiling {CEILING:,.0f} persons/s, {LATENCY_MS} ms per answer, "
