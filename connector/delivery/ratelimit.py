@@ -137,21 +137,29 @@ class AdaptiveRateLimiter:
     def on_unanswered(self, cost: int = 1) -> None:
         self.core.on_unanswered(cost, self._now())
 
+    @property
+    def margin_s(self) -> float | None:
+        """How much longer than the window the burst shape holds each send (jitter); None: smooth."""
+        return self.core.jitter_s if isinstance(self.core, BurstFinder) else None
+
     def on_rate_limited(self, retry_after: float | None, cost: int = 1) -> None:
-        before = self.core.unit, self.core.window_s
+        before = self.core.unit, self.core.window_s, self.margin_s
         self.core.on_rate_limited(retry_after, cost, self._now())
-        if (self.core.unit, self.core.window_s) != before:
+        if (self.core.unit, self.core.window_s, self.margin_s) != before:
             self._learned("a 429")
 
     def _learned(self, why: str) -> None:
-        """What the operator sees of the limiter: one event each time what it holds changes."""
+        """What the operator sees of the limiter: one event each time what it holds changes (the
+        margin too: on a loaded machine it is what a run's 429s mostly change, and what they cost)."""
         window = self.core.window_s
         refill = self.core.refill if isinstance(self.core, BurstFinder) else None
         bucket = f" (a token bucket, refilled at {refill:.4g} per s)" if refill is not None else ""
+        margin = self.margin_s
         log.info(
             "ratelimit.learned",
             unit=self.core.unit,
             window_s=round(window, 3) if window is not None else None,
+            margin_s=round(margin, 4) if margin is not None else None,
             rate_limit=self.core.limit,
             shape=self.shape,
             configured=self.core.hint is not None,

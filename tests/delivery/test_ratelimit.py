@@ -683,6 +683,17 @@ async def test_against_a_sandbox_bucket_its_rate_is_learned_and_followed(sandbox
     assert statuses.count(429) <= 5, f"{statuses.count(429)} of {len(statuses)} requests were answered 429"
 
 
+async def test_a_wider_margin_is_shown_to_the_operator() -> None:
+    """A 429 the log does not explain widens the margin and leaves the window: the operator still sees
+    what changed (on a loaded machine the margin is what most 429s change, and what they cost)."""
+    gate = AdaptiveRateLimiter(1, 1.0)
+    with structlog.testing.capture_logs() as logs:
+        await gate.acquire()
+        gate.on_rate_limited(1.0)
+    (event,) = [e for e in logs if e["event"] == "ratelimit.learned"]
+    assert (event["window_s"], event["margin_s"], event["unit"]) == (1.0, 0.04, "requests")
+
+
 async def test_a_client_keeps_what_its_limiter_learned_from_run_to_run(sandbox_factory, tmp_path) -> None:
     """The daemon's passes share one client: the second run holds from its first request the unit
     and window the first one learned, instead of a slow start that fills the window and draws a
