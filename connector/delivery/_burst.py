@@ -37,10 +37,10 @@ Learning, when no window is configured (`capture.rate_window_s` unset):
   fill did not show (its first Retry-After says how soon one token comes back, not how long the
   window is: a 1 s bucket refills too little within its fill to tell, a daily one nothing). Nothing
   goes until Retry-After has passed, then one request alone until one is let through. The jitter
-  margin doubles, to 1 % of the window at least (up to 5 % of it or 100 ms), and once it can grow no more the window grows
-  by 2 % (to what Retry-After says at once if that is longer). Once per window at most (a configured
-  window too: it is where the limiter starts, and the server's answers overrule it). 429s of
-  requests sent before that change are the same episode. (The window is not learned again from the
+  margin doubles, to 1 % of the window at least (up to 5 % of it or 100 ms), and once it can grow
+  no more the window grows by 2 % (to what Retry-After says at once if that is longer). Once per
+  window at most (a configured window too: it is where the limiter starts, and the server's answers
+  overrule it). 429s of requests sent before that change are the same episode. (The window is not learned again from the
   sends before such a 429: pruned sends may be long gone, or another process's, and a limit lowered
   mid-run looks the same; a longer window is reached by the 2 % steps instead.)
 """
