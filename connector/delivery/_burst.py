@@ -95,7 +95,6 @@ class BurstFinder:
         self.paused_until = -math.inf
         self.jitter_s = JITTER_S
         self._log = SendLog()
-        self._requests = 0  # requests the server counted since the start, pruned from the log or not
         self._pending: deque[_Sent] = deque()  # sent, not yet answered
         self._lo = window_s or 0.0  # a learned window lies in (_lo, window_s]
         self._trial: float | None = None  # narrowing: the shorter window the next probe tries
@@ -137,7 +136,6 @@ class BurstFinder:
     def counted(self, cost: int, at: float) -> None:
         """A request the server counted without asking (the run's GET /info)."""
         self._log.book(at, cost, self._width(at))
-        self._requests += 1
         if self._bucket is not None:
             self._bucket.take(self.units(cost), at)
 
@@ -189,7 +187,6 @@ class BurstFinder:
 
     def _send(self, cost: int, now: float) -> float:
         self._log.book(now, cost, self._width(now))
-        self._requests += 1
         self._pending.append(_Sent(now, cost))
         return 0.0
 
@@ -240,7 +237,6 @@ class BurstFinder:
         self.rate_limited += 1
         sent = self._take(cost, now, refused=True)
         self._log.unbook(sent.at, cost)
-        self._requests -= 1
         if self._probe_at is not None and sent.at >= self._probe_at:  # too short: narrowing ends
             self._lo, self._trial, self._probe_at = self._trial or self._lo, None, None
             return
@@ -373,8 +369,5 @@ class BurstFinder:
 
     def _plausible_unit(self) -> Unit:
         """Requests, if we have sent nearly enough of them for that count to be full (the server
-        may count a request or two we did not book); else persons. All the requests counted since the
-        start, not the log's: a configured window shorter than the server's prunes sends the server
-        still counts, and the log then looked too short of `rate_limit` requests to be full (review
-        R11: persons guessed, a request per window let go, 94 s where 11 s would do)."""
-        return "requests" if self._requests + 1 >= PLAUSIBLE * self.limit else "persons"
+        may count a request or two we did not book); else persons."""
+        return "requests" if self._log.requests + 1 >= PLAUSIBLE * self.limit else "persons"

@@ -575,18 +575,6 @@ def test_a_window_given_in_the_wrong_unit_is_corrected_at_the_first_429() -> Non
     assert sum(limited for _, limited in result.sent) <= 4
 
 
-@pytest.mark.parametrize("counting", ["sliding", "fixed"])
-def test_a_configured_window_shorter_than_the_servers_keeps_counting_requests(counting) -> None:
-    """Configured 1 s against 120 requests per 10 s: the first 429 comes after 120 requests, most of
-    them older than the configured window. They were counted all the same: the unit stays requests
-    (read from the pruned log, it was persons, one request a window: 94 s where 11 s would do)."""
-    server = SimServer(120, 10.0, counting=counting)  # type: ignore[arg-type]
-    limiter = BurstFinder(120, 1.0)
-    result = simulate(server, limiter, records=20_000)
-    assert limiter.unit == "requests"
-    assert result.finished_at <= 1.1 * best_finish(201, 1, 120, 10.0, counting, concurrency=4, service_s=SERVICE_S)
-
-
 def test_reseed_follows_a_changed_rate_limit() -> None:
     limiter = CeilingFinder(12, 1.0)
     before = limiter.rate
