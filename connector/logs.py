@@ -53,7 +53,7 @@ def _scrub(value: Any, fn: Callable[[str], str]) -> Any:
         return value
     if isinstance(value, dict):
         return {k: _scrub(v, fn) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+    if type(value) in (list, tuple):  # a named tuple (a ledger Member) takes the repr path below
         return type(value)(_scrub(v, fn) for v in value)
     if isinstance(value, BaseException):
         return fn(str(value))
@@ -151,7 +151,7 @@ def _redact_keys(mapping: Mapping[str, Any]) -> dict[str, Any]:
 def _redact_nested(value: Any) -> Any:
     if isinstance(value, dict):
         return _redact_keys(value)
-    if isinstance(value, (list, tuple)):
+    if type(value) in (list, tuple):  # not a named tuple: its constructor takes its fields one by one
         return type(value)(_redact_nested(v) for v in value)
     return value
 

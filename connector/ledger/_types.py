@@ -1,5 +1,6 @@
 """The values that cross the ledger's boundary: what goes in (Mapped), what comes out (BatchWork) and
-what is recorded of a response (Outcome). Plain frozen dataclasses: the ledger is on the hot path."""
+what is recorded of a response (Outcome). Frozen dataclasses, and named tuples for the two made per
+member (Member, Outcome): the ledger is on the hot path."""
 
 from __future__ import annotations
 

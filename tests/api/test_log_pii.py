@@ -3,8 +3,13 @@ listens on, a date) stays readable."""
 
 from __future__ import annotations
 
+import io
+import logging
+
 import pytest
 
+from connector import logs
+from connector.ledger import Member, Outcome
 from connector.logs import mask_pii, redact_pii
 
 
@@ -51,3 +56,23 @@ def test_names_are_masked_by_their_key_at_any_depth_below_debug() -> None:
         "source": "signups",
     }
     assert redact_pii(None, "debug", dict(event)) == event
+
+
+def test_a_ledger_member_in_a_log_field_is_logged_masked_not_raised() -> None:
+    """`Member` and `Outcome` are named tuples, whose constructor takes fields one by one: rebuilt as a
+    plain tuple is, a log call holding one raised (review R12). They are rendered by their repr, masked."""
+    root = logging.getLogger()
+    saved_level, saved_handlers = root.level, list(root.handlers)  # structlog: put back by a fixture of conftest
+    buf = io.StringIO()
+    try:
+        logs.configure("DEBUG", json=True, stream=buf)
+        log = logs.get_logger("connector.tests.members")
+        log.debug("probe", member=Member(1, "k", '{"email":"ann@example.org"}'))
+        log.info("probe", outcomes=[Outcome(1, "failed", error="ann@example.org is invalid")])
+    finally:
+        for handler in root.handlers[:]:
+            if handler not in saved_handlers:
+                root.removeHandler(handler)
+        root.setLevel(saved_level)
+    last = buf.getvalue().splitlines()[-1]
+    assert "Outcome(" in last and "ann@example.org" not in last
