@@ -73,21 +73,62 @@ def raw_digests(mapping_version: str, items: Sequence[Record | BadRecord]) -> li
     plain values sources give (a value whose repr differs from pass to pass, a set, only ever takes
     the full path). None for fields that have no repr (an int beyond the interpreter's digit limit):
     the full path too. A chunk at a time, the version's text made once: the digests are fixed for
-    good (tests/delivery/test_raw_digest.py holds them to the first spelling's)."""
-    head = f"{mapping_version}\x1f"
-    blake2b = hashlib.blake2b
+    good (tests/delivery/test_raw_digest.py holds them to the first spelling's).
+
+    The records of a chunk nearly always share their field names, in one order (a file's header): the
+    text is then one `%` of a template made once for those names (`_Spelling`), the values' reprs
+    only, where a dict's repr spells every key again (a sixth of a digest's instructions). The hash
+    starts from a copy of one made with its digest size, which spares parsing that keyword per record."""
+    spelling = _Spelling(mapping_version)
+    start = hashlib.blake2b(digest_size=16)
     digests: list[str | None] = []
     for item in items:
-        if not isinstance(item, Record):
+        if type(item) is not Record and not isinstance(item, Record):
             digests.append(None)
             continue
         try:
-            text = f"{head}{item.order!r}\x1f{item.data!r}"
+            text = spelling.text(item.order, item.data)
         except ValueError:
             digests.append(None)
             continue
-        digests.append(blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest())
+        hasher = start.copy()
+        hasher.update(text.encode("utf-8", "surrogatepass"))
+        digests.append(hasher.hexdigest())
     return digests
+
+
+class _Spelling:
+    """A raw digest's text, `f"{version}\x1f{order!r}\x1f{data!r}"`, for the records of one chunk.
+    A plain dict whose keys are the template's, as text and in its order, is spelled by the template
+    (`repr` of each value, as the dict's repr writes it); any other takes the f-string. Text keys only:
+    an equal key of another type (1 and True) would have another repr. A record with other keys makes
+    the template anew (a file with another header), unless most of the chunk's records did (keys that
+    vary from record to record): the chunk's other records then take the f-string without a test."""
+
+    __slots__ = ("head", "keys", "misses", "template")
+
+    def __init__(self, mapping_version: str) -> None:
+        self.head = f"{mapping_version}\x1f"
+        self.keys: tuple[str, ...] | None = None
+        self.template = ""
+        self.misses = 0  # records whose keys were not the template's, less those whose were
+
+    def text(self, order: Any, data: Any) -> str:
+        if type(data) is dict and self.misses < _MISSES:
+            keys = tuple(data)
+            if keys == self.keys:
+                self.misses -= self.misses > 0
+                return self.template % (order, *data.values())
+            self.misses += 1
+            if all(type(key) is str for key in keys):
+                self.keys = keys
+                fields = ", ".join(repr(key).replace("%", "%%") + ": %r" for key in keys)
+                self.template = self.head.replace("%", "%%") + "%r\x1f{" + fields + "}"
+                return self.template % (order, *data.values())
+        return f"{self.head}{order!r}\x1f{data!r}"
+
+
+_MISSES = 16  # records of a chunk whose keys were not the last one's (net) before it stops trying
 
 
 def _shown_record(data: dict[str, Any]) -> dict[str, str]:

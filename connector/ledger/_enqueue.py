@@ -19,7 +19,9 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from json.encoder import encode_basestring_ascii
+from operator import attrgetter
 from typing import Any
 
 from ..keys import content_hash, person_key
@@ -53,6 +55,9 @@ class _Known:
 
     def may_be_received(self) -> bool:
         return self.state in RECEIVED or (self.state == "pending" and self.batched)
+
+
+_record_id = attrgetter("record_id")
 
 
 def stored_text(item: Mapped) -> str:
@@ -114,12 +119,13 @@ class _Pointers:
         (source, record id) so that `now` (the pointers this chunk moved) reads as stored."""
         upserts: list[tuple[Any, ...]] = []
         deletes: list[tuple[str, str]] = []
-        for rid in now.keys() | self.top.keys():
-            pointer = now.get(rid) or self.stored[rid]
-            if pointer == self.top[rid]:
-                if rid in self.overridden:
+        top, stored, overridden = self.top, self.stored, self.overridden
+        unmoved = ((rid, stored[rid]) for rid in top.keys() - now.keys())
+        for rid, pointer in chain(now.items(), unmoved):
+            if pointer == top[rid]:
+                if rid in overridden:
                     deletes.append((source, rid))
-            elif rid not in self.overridden or pointer != self.stored[rid]:
+            elif rid not in overridden or pointer != stored[rid]:
                 upserts.append((source, rid, *pointer))
         return upserts, deletes
 
@@ -248,9 +254,9 @@ def enqueue_chunk(
     encoded once, for the entry and the `records` pointer alike."""
     if not items:
         return
-    bodies = [stored_text(item) for item in items]
+    bodies = [item.payload if item.payload is not None else stored_text(item) for item in items]
     digests = [content_hash(body.encode("utf-8")) for body in bodies]
-    record_ids = list(dict.fromkeys(str(item.record_id) for item in items))
+    record_ids = list(dict.fromkeys(map(str, map(_record_id, items))))
     known, seen, stored = _load(
         db, source, record_ids, ((item.record_id, digest) for item, digest in zip(items, digests, strict=True))
     )
@@ -265,10 +271,11 @@ def enqueue_chunk(
 
     def add(
         item: Mapped, digest: str, body: str, state: str, last_error: str | None, notes: str | None, place: str | None
-    ) -> int:
+    ) -> Pointer:
+        """The row of a new entry; returns its pointer (the record's, as this chunk leaves it)."""
         nonlocal next_id
         content = (item.record_id, digest)
-        revision = seen[content]
+        revision = seen.get(content, 0)  # not `seen[content]`: a Counter's __missing__ is a Python call
         seen[content] = revision + 1
         next_id += 1
         rows.append(
@@ -290,21 +297,21 @@ def enqueue_chunk(
                 now,
             )
         )
-        stored.top[item.record_id] = (next_id, place, item.raw_digest)
+        pointer = stored.top[item.record_id] = (next_id, place, item.raw_digest)
         if state != "pending":
             settled.append(state)
-        return next_id
+        return pointer
 
     for item, body, digest in zip(items, bodies, digests, strict=True):
         rid = item.record_id
-        place = _encode(item.order)
+        place = None if item.order is None else _encode(item.order)  # no order, no call: a read without a cursor
         k = known.get(rid)
         if k is None:
             order: Order | None = item.order
         else:
             if is_older(item.order, k.order):
                 counts.older += 1
-                if not seen[(rid, digest)]:  # kept once, for audit: the same older row read again adds nothing
+                if not seen.get((rid, digest)):  # kept once, for audit: the same older row read again adds nothing
                     add(item, digest, body, "superseded", OLDER, None, place)
                 continue
             order = _highest(item.order, k.order)
@@ -332,14 +339,16 @@ def enqueue_chunk(
         if item.payload is not None:
             counts.enqueued += 1
             state = "pending"
-            eid = add(item, digest, body, state, None, "; ".join(item.reasons) or None, place)
+            notes = ("; ".join(item.reasons) or None) if item.reasons else None
+            pointer = add(item, digest, body, state, None, notes, place)
         else:
             counts.rejected += 1
             state = "rejected"
-            eid = add(item, digest, body, state, "; ".join(item.reasons), None, place)
+            pointer = add(item, digest, body, state, "; ".join(item.reasons), None, place)
         if again:
-            known[rid] = _Known(eid, state, digest, False, order, None if k is None else k.received, item.raw_digest)
-        pointers[rid] = (eid, place, item.raw_digest)
+            received = None if k is None else k.received
+            known[rid] = _Known(pointer[0], state, digest, False, order, received, item.raw_digest)
+        pointers[rid] = pointer
     if rows:
         db.executemany(
             "INSERT INTO entries (id, key, source, record_id, state, payload, content_hash, mapping_version, "
