@@ -1,7 +1,7 @@
 """What a sync does per record before the ledger, each step alone, for one checkout or two compared
 in alternating runs: the source's read (csv, or the same contacts as jsonl), the plugin boundary's
 check, the raw digest, the mapping (`payload_noting`) and the mapping with the payload's encoding
-(`to_mapped`) and the ledger's enqueue of the mapped records (on SQLite, `synchronous = OFF`: its
+(`to_mapped`) and the ledger's enqueue of the mapped records (on SQLite, `synchronous = NORMAL`: its
 CPU, not the disk's), on the peers' contacts and the harness's mapping.
 
     .venv/bin/python benchmarks/read_side.py --records 20000 --rounds 3
@@ -84,7 +84,7 @@ def measure(csv_path: Path, jsonl_path: Path, records: int, once: str | None = N
 
         with (
             tempfile.TemporaryDirectory(prefix="capture-sync-read-side-") as tmp,
-            Ledger(Path(tmp) / "ledger.sqlite3", synchronous="OFF") as ledger,
+            Ledger(Path(tmp) / "ledger.sqlite3", synchronous="NORMAL") as ledger,
         ):
             for start in range(0, len(mapped), CHUNK):
                 ledger.enqueue("bench", mapping.version, mapped[start : start + CHUNK], {"n": start})
