@@ -159,11 +159,15 @@ def entry(mapping: Mapping, item: Record | BadRecord, report: RunReport, raw: st
         shown = None if item.raw is None else _shown_record(item.raw)
         return Mapped(record_id(item), raw=shown, reasons=(shown_text(f"{item.where}: {item.reason}"),))
     mapped = to_mapped(mapping, item, raw)
-    if mapped.payload is None:
-        report.rejection_reasons.update(mapped.reasons)
-        if item.where:
-            where = shown_text(item.where)
-            return replace(mapped, reasons=tuple(f"{where}: {reason}" for reason in mapped.reasons))
+    return mapped if mapped.payload is not None else _rejection(item, mapped, report)
+
+
+def _rejection(record: Record, mapped: Mapped, report: RunReport) -> Mapped:
+    """A record the mapping rejected, its reasons counted and each prefixed with where it is."""
+    report.rejection_reasons.update(mapped.reasons)
+    if record.where:
+        where = shown_text(record.where)
+        return replace(mapped, reasons=tuple(f"{where}: {reason}" for reason in mapped.reasons))
     return mapped
 
 
@@ -347,8 +351,8 @@ def _changed(
     """The chunk's items mapped, except the records read again as they were last mapped (by their
     raw digest): those are counted, never mapped. A record that already came earlier in the chunk
     always takes the full path, as the ledger's newest version of it is then that earlier one."""
-    version = job.mapping.version
-    raws = raw_digests(version, chunk)
+    mapping = job.mapping
+    raws = raw_digests(mapping.version, chunk)
     ids = [item.id if type(item) is Record else record_id(item) for item in chunk]  # a call per record saved
     wanted = list(dict.fromkeys(rid for rid, raw in zip(ids, raws, strict=True) if raw is not None))
     known = ledger.raw_digests(job.name, wanted) if wanted else {}
@@ -358,5 +362,9 @@ def _changed(
         if raw is not None and rid not in touched and known.get(rid) == raw:
             continue
         touched.add(rid)
-        mapped.append(entry(job.mapping, item, report, raw))
+        if type(item) is Record:  # `entry`'s path for a record, without its call: nearly every item
+            one = to_mapped(mapping, item, raw)
+            mapped.append(one if one.payload is not None else _rejection(item, one, report))
+        else:
+            mapped.append(entry(mapping, item, report, raw))
     return mapped, len(chunk) - len(mapped)
