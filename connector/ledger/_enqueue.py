@@ -268,52 +268,19 @@ def enqueue_chunk(
     superseded: list[int] = []
     # record id -> (newest entry, highest order as stored, raw digest), where this chunk moved it
     pointers: dict[str, Pointer] = {}
-
-    def add(
-        item: Mapped, digest: str, body: str, state: str, last_error: str | None, notes: str | None, place: str | None
-    ) -> Pointer:
-        """The row of a new entry; returns its pointer (the record's, as this chunk leaves it)."""
-        nonlocal next_id
-        content = (item.record_id, digest)
-        revision = seen.get(content, 0)  # not `seen[content]`: a Counter's __missing__ is a Python call
-        seen[content] = revision + 1
-        next_id += 1
-        rows.append(
-            (
-                next_id,
-                person_key(source, item.record_id, digest, revision),
-                source,
-                item.record_id,
-                state,
-                body,
-                digest,
-                mapping_version,
-                revision,
-                last_error,
-                notes,
-                place,
-                item.raw_digest,
-                now,
-                now,
-            )
-        )
-        pointer = stored.top[item.record_id] = (next_id, place, item.raw_digest)
-        if state != "pending":
-            settled.append(state)
-        return pointer
-
     for item, body, digest in zip(items, bodies, digests, strict=True):
         rid = item.record_id
         place = None if item.order is None else _encode(item.order)  # no order, no call: a read without a cursor
+        state = "pending" if item.payload is not None else "rejected"
         k = known.get(rid)
         if k is None:
             order: Order | None = item.order
-        else:
-            if is_older(item.order, k.order):
-                counts.older += 1
-                if not seen.get((rid, digest)):  # kept once, for audit: the same older row read again adds nothing
-                    add(item, digest, body, "superseded", OLDER, None, place)
+        elif is_older(item.order, k.order):
+            counts.older += 1
+            if seen.get((rid, digest)):  # kept once, for audit: the same older row read again adds nothing
                 continue
+            state = "superseded"
+        else:
             order = _highest(item.order, k.order)
             if order is not item.order:
                 place = _encode(order)
@@ -332,23 +299,49 @@ def enqueue_chunk(
             if k.received is not None and k.received[2] == digest:
                 # What the CRM holds already (a revert past a rejected or superseded version): no new key.
                 counts.unchanged += 1
-                eid, state, _ = k.received
-                known[rid] = _Known(eid, state, digest, True, order, k.received, item.raw_digest)
+                eid, held, _ = k.received
+                known[rid] = _Known(eid, held, digest, True, order, k.received, item.raw_digest)
                 pointers[rid] = (eid, place, item.raw_digest)
                 continue
-        if item.payload is not None:
-            counts.enqueued += 1
-            state = "pending"
-            notes = ("; ".join(item.reasons) or None) if item.reasons else None
-            pointer = add(item, digest, body, state, None, notes, place)
+        # A new entry: its row written here rather than by a function per record (a call with 7 arguments).
+        if state == "pending":
+            last_error, notes = None, ("; ".join(item.reasons) or None) if item.reasons else None
         else:
-            counts.rejected += 1
-            state = "rejected"
-            pointer = add(item, digest, body, state, "; ".join(item.reasons), None, place)
+            last_error, notes = ("; ".join(item.reasons), None) if state == "rejected" else (OLDER, None)
+            settled.append(state)
+        content = (rid, digest)
+        revision = seen.get(content, 0)  # not `seen[content]`: a Counter's __missing__ is a Python call
+        seen[content] = revision + 1
+        next_id += 1
+        key = person_key(source, rid, digest, revision)
+        rows.append(
+            (
+                next_id,
+                key,
+                source,
+                rid,
+                state,
+                body,
+                digest,
+                mapping_version,
+                revision,
+                last_error,
+                notes,
+                place,
+                item.raw_digest,
+                now,
+                now,
+            )
+        )
+        pointer = stored.top[rid] = (next_id, place, item.raw_digest)
+        if state == "superseded":  # an older version: written settled, never the record's pointer
+            continue
         if again:
             received = None if k is None else k.received
-            known[rid] = _Known(pointer[0], state, digest, False, order, received, item.raw_digest)
+            known[rid] = _Known(next_id, state, digest, False, order, received, item.raw_digest)
         pointers[rid] = pointer
+    counts.rejected += settled.count("rejected")
+    counts.enqueued += len(rows) - len(settled)  # the rows not written settled are pending
     if rows:
         db.executemany(
             "INSERT INTO entries (id, key, source, record_id, state, payload, content_hash, mapping_version, "
