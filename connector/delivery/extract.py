@@ -77,7 +77,7 @@ def raw_digests(mapping_version: str, items: Sequence[Record | BadRecord]) -> li
 
     The records of a chunk nearly always share their field names, in one order (a file's header): the
     text is then one `%` of a template made once for those names (`_Spelling`), the values' reprs
-    only, where a dict's repr spells every key again (a sixth of a digest's instructions). The hash
+    only, where a dict's repr spells every key again and guards against recursion. The hash
     starts from a copy of one made with its digest size, which spares parsing that keyword per record."""
     spelling = _Spelling(mapping_version)
     start = hashlib.blake2b(digest_size=16)
@@ -86,8 +86,12 @@ def raw_digests(mapping_version: str, items: Sequence[Record | BadRecord]) -> li
         if type(item) is not Record and not isinstance(item, Record):
             digests.append(None)
             continue
+        data = item.data
         try:
-            text = spelling.text(item.order, item.data)
+            if type(data) is dict and spelling.keys is not None and tuple(data) == spelling.keys:  # without a call
+                text = spelling.template % (item.order, *data.values())
+            else:
+                text = spelling.text(item.order, data)
         except ValueError:
             digests.append(None)
             continue
@@ -100,27 +104,28 @@ def raw_digests(mapping_version: str, items: Sequence[Record | BadRecord]) -> li
 class _Spelling:
     """A raw digest's text, `f"{version}\x1f{order!r}\x1f{data!r}"`, for the records of one chunk.
     A plain dict whose keys are the template's, as text and in its order, is spelled by the template
-    (`repr` of each value, as the dict's repr writes it); any other takes the f-string. Text keys only:
+    (`repr` of each value, as the dict's repr writes it; a dict that holds itself, which no source
+    reads, spells its inner self once more, and is mapped again once); any other takes the f-string. Text keys only:
     an equal key of another type (1 and True) would have another repr. A record with other keys makes
-    the template anew (a file with another header), unless most of the chunk's records did (keys that
-    vary from record to record): the chunk's other records then take the f-string without a test."""
+    the template anew (a file with another header), until `_MISSES` records of the chunk did (keys
+    that vary from record to record): its other records then take the f-string without a test."""
 
     __slots__ = ("head", "keys", "misses", "template")
 
     def __init__(self, mapping_version: str) -> None:
         self.head = f"{mapping_version}\x1f"
-        self.keys: tuple[str, ...] | None = None
+        self.keys: tuple[str, ...] | None = None  # the template's; None without one
         self.template = ""
-        self.misses = 0  # records whose keys were not the template's, less those whose were
+        self.misses = 0  # records whose keys were not the template's
 
     def text(self, order: Any, data: Any) -> str:
+        """The text of a record that is not the template's (`raw_digests` spells those itself): a dict
+        with text keys makes the template anew, from its keys."""
+        self.keys = None
         if type(data) is dict and self.misses < _MISSES:
-            keys = tuple(data)
-            if keys == self.keys:
-                self.misses -= self.misses > 0
-                return self.template % (order, *data.values())
             self.misses += 1
-            if all(type(key) is str for key in keys):
+            keys = tuple(data)
+            if self.misses < _MISSES and all(type(key) is str for key in keys):
                 self.keys = keys
                 fields = ", ".join(repr(key).replace("%", "%%") + ": %r" for key in keys)
                 self.template = self.head.replace("%", "%%") + "%r\x1f{" + fields + "}"
@@ -128,7 +133,7 @@ class _Spelling:
         return f"{self.head}{order!r}\x1f{data!r}"
 
 
-_MISSES = 16  # records of a chunk whose keys were not the last one's (net) before it stops trying
+_MISSES = 16  # records of a chunk whose keys were not the template's before it stops trying
 
 
 def _shown_record(data: dict[str, Any]) -> dict[str, str]:
