@@ -1,8 +1,9 @@
 """What a sync does per record before the ledger, each step alone, for one checkout or two compared
 in alternating runs: the source's read (csv, or the same contacts as jsonl), the plugin boundary's
-check, the raw digest, the mapping (`payload_noting`) and the mapping with the payload's encoding
-(`to_mapped`) and the ledger's enqueue of the mapped records (on SQLite, `synchronous = NORMAL`: its
-CPU, not the disk's), on the peers' contacts and the harness's mapping.
+check, the raw digest, the mapping (`payload_noting`), the mapping with the payload's encoding
+(`to_mapped`), the ledger's enqueue of the mapped records (on SQLite, `synchronous = NORMAL`: its
+CPU, not the disk's) and all of `extract()` on the csv source; on the peers' contacts and the
+harness's mapping.
 
     .venv/bin/python benchmarks/read_side.py --records 20000 --rounds 3
     .venv/bin/python benchmarks/read_side.py --base ../base-checkout     # base and this tree, alternated
@@ -89,6 +90,21 @@ def measure(csv_path: Path, jsonl_path: Path, records: int, once: str | None = N
             for start in range(0, len(mapped), CHUNK):
                 ledger.enqueue("bench", mapping.version, mapped[start : start + CHUNK], {"n": start})
 
+    def whole() -> None:
+        """`extract()` itself on the csv source, as a sync runs it: read, check, digests, mapping and
+        enqueue, a chunk at a time, into a new ledger."""
+        from connector.delivery.job import SourceJob
+        from connector.delivery.report import RunReport
+        from connector.ledger import Ledger
+
+        with (
+            tempfile.TemporaryDirectory(prefix="capture-sync-read-side-") as tmp,
+            Ledger(Path(tmp) / "ledger.sqlite3", synchronous="NORMAL") as ledger,
+        ):
+            extract.extract(
+                ledger, SourceJob("bench", sources["csv"], mapping), CHUNK, RunReport(), extract.NoProgress()
+            )
+
     def check() -> None:
         checker = Checker(states=walked)
         for item in items:
@@ -106,6 +122,7 @@ def measure(csv_path: Path, jsonl_path: Path, records: int, once: str | None = N
         "map (payload_noting)": lambda: [mapping.payload_noting(item.data) for item in items],
         "map and encode (to_mapped)": lambda: [to_mapped(mapping, item) for item in items],
         "enqueue": enqueue,
+        "extract (all of it)": whole,
     }
     if once is not None:
         if once in steps:
@@ -122,6 +139,7 @@ STEPS = (
     "map (payload_noting)",
     "map and encode (to_mapped)",
     "enqueue",
+    "extract (all of it)",
 )
 CHUNK = 1_000  # records per enqueue transaction: a sync's chunk once grown (`DeliverySettings.chunk_size`)
 SMALL, LARGE = 1_000, 4_000
