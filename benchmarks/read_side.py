@@ -1,7 +1,9 @@
 """What a sync does per record before the ledger, each step alone, for one checkout or two compared
 in alternating runs: the source's read (csv, or the same contacts as jsonl), the plugin boundary's
-check, the raw digest, the mapping (`payload_noting`) and the mapping with the payload's encoding
-(`to_mapped`), on the peers' contacts and the harness's mapping.
+check, the raw digest, the mapping (`payload_noting`), the mapping with the payload's encoding
+(`to_mapped`), the ledger's enqueue of the mapped records (on SQLite, `synchronous = NORMAL`: its
+CPU, not the disk's) and all of `extract()` on the csv source; on the peers' contacts and the
+harness's mapping.
 
     .venv/bin/python benchmarks/read_side.py --records 20000 --rounds 3
     .venv/bin/python benchmarks/read_side.py --base ../base-checkout     # base and this tree, alternated
@@ -73,6 +75,36 @@ def measure(csv_path: Path, jsonl_path: Path, records: int, once: str | None = N
     # as a sync checks them: the states walked unless the source spells its own (a checkout before 2026-11-27 walks them)
     walked = not getattr(sources["csv"], "_spells_its_states", lambda: False)()
 
+    digests = extract.raw_digests(mapping.version, items) if hasattr(extract, "raw_digests") else [None] * len(items)
+    mapped = [to_mapped(mapping, item, raw) for item, raw in zip(items, digests, strict=True)]
+
+    def enqueue() -> None:
+        """The mapped records into a new ledger, a chunk at a time as extract does (the ledger's own
+        set-up is the same at every size, so the difference of two sizes leaves it out)."""
+        from connector.ledger import Ledger
+
+        with (
+            tempfile.TemporaryDirectory(prefix="capture-sync-read-side-") as tmp,
+            Ledger(Path(tmp) / "ledger.sqlite3", synchronous="NORMAL") as ledger,
+        ):
+            for start in range(0, len(mapped), CHUNK):
+                ledger.enqueue("bench", mapping.version, mapped[start : start + CHUNK], {"n": start})
+
+    def whole() -> None:
+        """`extract()` itself on the csv source, as a sync runs it: read, check, digests, mapping and
+        enqueue, a chunk at a time, into a new ledger."""
+        from connector.delivery.job import SourceJob
+        from connector.delivery.report import RunReport
+        from connector.ledger import Ledger
+
+        with (
+            tempfile.TemporaryDirectory(prefix="capture-sync-read-side-") as tmp,
+            Ledger(Path(tmp) / "ledger.sqlite3", synchronous="NORMAL") as ledger,
+        ):
+            extract.extract(
+                ledger, SourceJob("bench", sources["csv"], mapping), CHUNK, RunReport(), extract.NoProgress()
+            )
+
     def check() -> None:
         checker = Checker(states=walked)
         for item in items:
@@ -89,6 +121,8 @@ def measure(csv_path: Path, jsonl_path: Path, records: int, once: str | None = N
         ),
         "map (payload_noting)": lambda: [mapping.payload_noting(item.data) for item in items],
         "map and encode (to_mapped)": lambda: [to_mapped(mapping, item) for item in items],
+        "enqueue": enqueue,
+        "extract (all of it)": whole,
     }
     if once is not None:
         if once in steps:
@@ -104,7 +138,10 @@ STEPS = (
     "raw digest",
     "map (payload_noting)",
     "map and encode (to_mapped)",
+    "enqueue",
+    "extract (all of it)",
 )
+CHUNK = 1_000  # records per enqueue transaction: a sync's chunk once grown (`DeliverySettings.chunk_size`)
 SMALL, LARGE = 1_000, 4_000
 
 

@@ -272,6 +272,9 @@ class FileSource(Source[FileOptions]):
             # characters, which no record id may: such a name is spelled escaped in the ids (a name that
             # can be an id is spelled as it is, so no existing entry's id changes).
             named = rel if rel.isprintable() else ascii(rel)[1:-1]
+            # A read without a cursor makes its records itself: `new_record` without `_item`'s call between.
+            direct = make is _item
+            record = cast(Callable[[str, dict[str, Any], Any, str, None], Made], new_record)
             # Each row made here, not in a method per row (with the template: 9 % of a csv row's instructions).
             for first_line, data in self.records(fh, lines):
                 position = template.copy()
@@ -282,11 +285,20 @@ class FileSource(Source[FileOptions]):
                     continue
                 cursor = data.get(cursor_name) if cursor_name else None
                 if key_name is None:
-                    yield make(f"{named}:{first_line}", data, position, cursor, where, None)
+                    rid = f"{named}:{first_line}"
+                    yield (
+                        record(rid, data, position, where, None)
+                        if direct
+                        else make(rid, data, position, cursor, where, None)
+                    )
                     continue
                 value = data.get(key_name)
                 if type(value) is str and value.strip():  # nearly every key is text: told without a call
-                    yield make(value, data, position, cursor, where, None)
+                    yield (
+                        record(value, data, position, where, None)
+                        if direct
+                        else make(value, data, position, cursor, where, None)
+                    )
                     continue
                 # the line names only a record without a usable key
                 problem = _key_problem(value, key_name)

@@ -73,21 +73,67 @@ def raw_digests(mapping_version: str, items: Sequence[Record | BadRecord]) -> li
     plain values sources give (a value whose repr differs from pass to pass, a set, only ever takes
     the full path). None for fields that have no repr (an int beyond the interpreter's digit limit):
     the full path too. A chunk at a time, the version's text made once: the digests are fixed for
-    good (tests/delivery/test_raw_digest.py holds them to the first spelling's)."""
-    head = f"{mapping_version}\x1f"
-    blake2b = hashlib.blake2b
+    good (tests/delivery/test_raw_digest.py holds them to the first spelling's).
+
+    The records of a chunk nearly always share their field names, in one order (a file's header): the
+    text is then one `%` of a template made once for those names (`_Spelling`), the values' reprs
+    only, where a dict's repr spells every key again and guards against recursion. The hash
+    starts from a copy of one made with its digest size, which spares parsing that keyword per record."""
+    spelling = _Spelling(mapping_version)
+    start = hashlib.blake2b(digest_size=16)
     digests: list[str | None] = []
     for item in items:
-        if not isinstance(item, Record):
+        if type(item) is not Record and not isinstance(item, Record):
             digests.append(None)
             continue
+        data = item.data
         try:
-            text = f"{head}{item.order!r}\x1f{item.data!r}"
+            if type(data) is dict and spelling.keys is not None and tuple(data) == spelling.keys:  # without a call
+                text = spelling.template % (item.order, *data.values())
+            else:
+                text = spelling.text(item.order, data)
         except ValueError:
             digests.append(None)
             continue
-        digests.append(blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest())
+        hasher = start.copy()
+        hasher.update(text.encode("utf-8", "surrogatepass"))
+        digests.append(hasher.hexdigest())
     return digests
+
+
+class _Spelling:
+    """A raw digest's text, `f"{version}\x1f{order!r}\x1f{data!r}"`, for the records of one chunk.
+    A plain dict whose keys are the template's, as text and in its order, is spelled by the template
+    (`repr` of each value, as the dict's repr writes it; a dict that holds itself, which no source
+    reads, spells its inner self once more, and is mapped again once); any other takes the f-string. Text keys only:
+    an equal key of another type (1 and True) would have another repr. A record with other keys makes
+    the template anew (a file with another header), until `_MISSES` records of the chunk did (keys
+    that vary from record to record): its other records then take the f-string without a test."""
+
+    __slots__ = ("head", "keys", "misses", "template")
+
+    def __init__(self, mapping_version: str) -> None:
+        self.head = f"{mapping_version}\x1f"
+        self.keys: tuple[str, ...] | None = None  # the template's; None without one
+        self.template = ""
+        self.misses = 0  # records whose keys were not the template's
+
+    def text(self, order: Any, data: Any) -> str:
+        """The text of a record that is not the template's (`raw_digests` spells those itself): a dict
+        with text keys makes the template anew, from its keys."""
+        self.keys = None
+        if type(data) is dict and self.misses < _MISSES:
+            self.misses += 1
+            keys = tuple(data)
+            if self.misses < _MISSES and all(type(key) is str for key in keys):
+                self.keys = keys
+                fields = ", ".join(repr(key).replace("%", "%%") + ": %r" for key in keys)
+                self.template = self.head.replace("%", "%%") + "%r\x1f{" + fields + "}"
+                return self.template % (order, *data.values())
+        return f"{self.head}{order!r}\x1f{data!r}"
+
+
+_MISSES = 16  # records of a chunk whose keys were not the template's before it stops trying
 
 
 def _shown_record(data: dict[str, Any]) -> dict[str, str]:
@@ -118,11 +164,15 @@ def entry(mapping: Mapping, item: Record | BadRecord, report: RunReport, raw: st
         shown = None if item.raw is None else _shown_record(item.raw)
         return Mapped(record_id(item), raw=shown, reasons=(shown_text(f"{item.where}: {item.reason}"),))
     mapped = to_mapped(mapping, item, raw)
-    if mapped.payload is None:
-        report.rejection_reasons.update(mapped.reasons)
-        if item.where:
-            where = shown_text(item.where)
-            return replace(mapped, reasons=tuple(f"{where}: {reason}" for reason in mapped.reasons))
+    return mapped if mapped.payload is not None else _rejection(item, mapped, report)
+
+
+def _rejection(record: Record, mapped: Mapped, report: RunReport) -> Mapped:
+    """A record the mapping rejected, its reasons counted and each prefixed with where it is."""
+    report.rejection_reasons.update(mapped.reasons)
+    if record.where:
+        where = shown_text(record.where)
+        return replace(mapped, reasons=tuple(f"{where}: {reason}" for reason in mapped.reasons))
     return mapped
 
 
@@ -306,8 +356,8 @@ def _changed(
     """The chunk's items mapped, except the records read again as they were last mapped (by their
     raw digest): those are counted, never mapped. A record that already came earlier in the chunk
     always takes the full path, as the ledger's newest version of it is then that earlier one."""
-    version = job.mapping.version
-    raws = raw_digests(version, chunk)
+    mapping = job.mapping
+    raws = raw_digests(mapping.version, chunk)
     ids = [item.id if type(item) is Record else record_id(item) for item in chunk]  # a call per record saved
     wanted = list(dict.fromkeys(rid for rid, raw in zip(ids, raws, strict=True) if raw is not None))
     known = ledger.raw_digests(job.name, wanted) if wanted else {}
@@ -317,5 +367,9 @@ def _changed(
         if raw is not None and rid not in touched and known.get(rid) == raw:
             continue
         touched.add(rid)
-        mapped.append(entry(job.mapping, item, report, raw))
+        if type(item) is Record:  # `entry`'s path for a record, without its call: nearly every item
+            one = to_mapped(mapping, item, raw)
+            mapped.append(one if one.payload is not None else _rejection(item, one, report))
+        else:
+            mapped.append(entry(mapping, item, report, raw))
     return mapped, len(chunk) - len(mapped)

@@ -19,7 +19,9 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from json.encoder import encode_basestring_ascii
+from operator import attrgetter
 from typing import Any
 
 from ..keys import content_hash, person_key
@@ -53,6 +55,9 @@ class _Known:
 
     def may_be_received(self) -> bool:
         return self.state in RECEIVED or (self.state == "pending" and self.batched)
+
+
+_record_id = attrgetter("record_id")
 
 
 def stored_text(item: Mapped) -> str:
@@ -114,12 +119,13 @@ class _Pointers:
         (source, record id) so that `now` (the pointers this chunk moved) reads as stored."""
         upserts: list[tuple[Any, ...]] = []
         deletes: list[tuple[str, str]] = []
-        for rid in now.keys() | self.top.keys():
-            pointer = now.get(rid) or self.stored[rid]
-            if pointer == self.top[rid]:
-                if rid in self.overridden:
+        top, stored, overridden = self.top, self.stored, self.overridden
+        unmoved = ((rid, stored[rid]) for rid in top.keys() - now.keys())
+        for rid, pointer in chain(now.items(), unmoved):
+            if pointer == top[rid]:
+                if rid in overridden:
                     deletes.append((source, rid))
-            elif rid not in self.overridden or pointer != self.stored[rid]:
+            elif rid not in overridden or pointer != stored[rid]:
                 upserts.append((source, rid, *pointer))
         return upserts, deletes
 
@@ -248,9 +254,9 @@ def enqueue_chunk(
     encoded once, for the entry and the `records` pointer alike."""
     if not items:
         return
-    bodies = [stored_text(item) for item in items]
+    bodies = [item.payload if item.payload is not None else stored_text(item) for item in items]
     digests = [content_hash(body.encode("utf-8")) for body in bodies]
-    record_ids = list(dict.fromkeys(str(item.record_id) for item in items))
+    record_ids = list(dict.fromkeys(map(str, map(_record_id, items))))
     known, seen, stored = _load(
         db, source, record_ids, ((item.record_id, digest) for item, digest in zip(items, digests, strict=True))
     )
@@ -262,51 +268,19 @@ def enqueue_chunk(
     superseded: list[int] = []
     # record id -> (newest entry, highest order as stored, raw digest), where this chunk moved it
     pointers: dict[str, Pointer] = {}
-
-    def add(
-        item: Mapped, digest: str, body: str, state: str, last_error: str | None, notes: str | None, place: str | None
-    ) -> int:
-        nonlocal next_id
-        content = (item.record_id, digest)
-        revision = seen[content]
-        seen[content] = revision + 1
-        next_id += 1
-        rows.append(
-            (
-                next_id,
-                person_key(source, item.record_id, digest, revision),
-                source,
-                item.record_id,
-                state,
-                body,
-                digest,
-                mapping_version,
-                revision,
-                last_error,
-                notes,
-                place,
-                item.raw_digest,
-                now,
-                now,
-            )
-        )
-        stored.top[item.record_id] = (next_id, place, item.raw_digest)
-        if state != "pending":
-            settled.append(state)
-        return next_id
-
     for item, body, digest in zip(items, bodies, digests, strict=True):
         rid = item.record_id
-        place = _encode(item.order)
+        place = None if item.order is None else _encode(item.order)  # no order, no call: a read without a cursor
+        state = "pending" if item.payload is not None else "rejected"
         k = known.get(rid)
         if k is None:
             order: Order | None = item.order
-        else:
-            if is_older(item.order, k.order):
-                counts.older += 1
-                if not seen[(rid, digest)]:  # kept once, for audit: the same older row read again adds nothing
-                    add(item, digest, body, "superseded", OLDER, None, place)
+        elif is_older(item.order, k.order):
+            counts.older += 1
+            if seen.get((rid, digest)):  # kept once, for audit: the same older row read again adds nothing
                 continue
+            state = "superseded"
+        else:
             order = _highest(item.order, k.order)
             if order is not item.order:
                 place = _encode(order)
@@ -325,21 +299,49 @@ def enqueue_chunk(
             if k.received is not None and k.received[2] == digest:
                 # What the CRM holds already (a revert past a rejected or superseded version): no new key.
                 counts.unchanged += 1
-                eid, state, _ = k.received
-                known[rid] = _Known(eid, state, digest, True, order, k.received, item.raw_digest)
+                eid, held, _ = k.received
+                known[rid] = _Known(eid, held, digest, True, order, k.received, item.raw_digest)
                 pointers[rid] = (eid, place, item.raw_digest)
                 continue
-        if item.payload is not None:
-            counts.enqueued += 1
-            state = "pending"
-            eid = add(item, digest, body, state, None, "; ".join(item.reasons) or None, place)
+        # A new entry: its row written here rather than by a function per record (a call with 7 arguments).
+        if state == "pending":
+            last_error, notes = None, ("; ".join(item.reasons) or None) if item.reasons else None
         else:
-            counts.rejected += 1
-            state = "rejected"
-            eid = add(item, digest, body, state, "; ".join(item.reasons), None, place)
+            last_error, notes = ("; ".join(item.reasons), None) if state == "rejected" else (OLDER, None)
+            settled.append(state)
+        content = (rid, digest)
+        revision = seen.get(content, 0)  # not `seen[content]`: a Counter's __missing__ is a Python call
+        seen[content] = revision + 1
+        next_id += 1
+        key = person_key(source, rid, digest, revision)
+        rows.append(
+            (
+                next_id,
+                key,
+                source,
+                rid,
+                state,
+                body,
+                digest,
+                mapping_version,
+                revision,
+                last_error,
+                notes,
+                place,
+                item.raw_digest,
+                now,
+                now,
+            )
+        )
+        pointer = stored.top[rid] = (next_id, place, item.raw_digest)
+        if state == "superseded":  # an older version: written settled, never the record's pointer
+            continue
         if again:
-            known[rid] = _Known(eid, state, digest, False, order, None if k is None else k.received, item.raw_digest)
-        pointers[rid] = (eid, place, item.raw_digest)
+            received = None if k is None else k.received
+            known[rid] = _Known(next_id, state, digest, False, order, received, item.raw_digest)
+        pointers[rid] = pointer
+    counts.rejected += settled.count("rejected")
+    counts.enqueued += len(rows) - len(settled)  # the rows not written settled are pending
     if rows:
         db.executemany(
             "INSERT INTO entries (id, key, source, record_id, state, payload, content_hash, mapping_version, "

@@ -7,6 +7,7 @@ skipping anything). `raw_digests` must give, for every record, the very digest t
 from __future__ import annotations
 
 import hashlib
+from types import MappingProxyType
 from typing import Any
 
 from hypothesis import example, given, settings
@@ -48,3 +49,48 @@ bad_records = st.builds(BadRecord, where=st.just("f line 1"), reason=st.just("un
 def test_the_digests_are_the_first_spellings(version: str, items: list[Any]) -> None:
     expected = [first_raw_digest(version, item) if isinstance(item, Record) else None for item in items]
     assert raw_digests(version, items) == expected
+
+
+names = st.lists(st.text(max_size=4) | st.sampled_from(["%", "%r", "'", '"', "a%%b", "\\"]), max_size=5, unique=True)
+
+
+@st.composite
+def chunks(draw: st.DrawFn) -> list[Any]:
+    """A chunk as sources give them: records that mostly share their field names in one order (a
+    file's header), some with fewer or more fields, some in another order, another header mid-chunk,
+    a key that is no text, a mapping other than a dict."""
+    headers = draw(st.lists(names, min_size=1, max_size=3))
+    items: list[Any] = []
+    for _ in range(draw(st.integers(0, 40))):
+        header = list(draw(st.sampled_from(headers)))
+        kind = draw(st.sampled_from(["same"] * 6 + ["short", "long", "shuffled", "other key", "mapping", "bad"]))
+        if kind == "bad":
+            items.append(BadRecord("f line 1", "unreadable", None))
+            continue
+        if kind == "short":
+            header = header[:-1]
+        elif kind == "shuffled":
+            header = header[::-1]
+        data: Any = {name: draw(values) for name in header}
+        if kind == "long":
+            data["_extra"] = draw(st.lists(st.text(), max_size=2))
+        elif kind == "other key":
+            data[draw(st.sampled_from([1, True, 1.0, None]))] = "x"
+        elif kind == "mapping":
+            data = MappingProxyType(data)
+        items.append(Record("1", data, None, None, draw(st.none() | st.floats() | st.text())))
+    return items
+
+
+@settings(max_examples=300)
+@given(st.text() | st.sampled_from(["v%s", "%", "%%r"]), chunks())
+def test_records_that_share_their_fields_have_the_first_spellings_digests(version: str, items: list[Any]) -> None:
+    expected = [first_raw_digest(version, item) if isinstance(item, Record) else None for item in items]
+    assert raw_digests(version, items) == expected
+
+
+def test_a_chunk_whose_records_vary_their_fields_has_the_first_spellings_digests() -> None:
+    """Past the point where the chunk stops spelling by a template, and a header that then comes back."""
+    items = [Record(str(i), {f"f{i}": i, "Email": "a@b.c"}, None, None, float(i)) for i in range(100)]
+    items += [Record(str(i), {"id": str(i), "Name": "Zoë"}, None, None, None) for i in range(30)]
+    assert raw_digests("v1", items) == [first_raw_digest("v1", item) for item in items]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import csv
 import os
 import time
 from pathlib import Path
@@ -408,3 +409,23 @@ def test_rows_of_a_file_named_in_bytes_no_id_may_hold_get_ids_that_name_it_escap
     ids = sorted(item.id for item in source.read(None) if isinstance(item, Record))
     assert ids == sorted(["\\udcff\\udcfe.csv:2", "ok-\\x1b[31m.csv:2", "café.csv:2"])
     assert [id_problem(i, "id") for i in ids] == [None, None, None]
+
+
+def test_any_header_spells_its_rows_fields_as_written_however_odd_its_names(tmp_path: Path) -> None:
+    """Each row's fields as `dict(zip(header, row))` gives them, whatever the header's names: quotes,
+    braces, a backslash, `%`, names of Python's own (`row`, `_k0`), one repeated (its first place,
+    its last value); a short row lacks the missing fields and a long one keeps the rest under `_extra`."""
+    header = ["id", "row", "_k0", "{x}", "it's", '"q"', "a\\b", "%r", "Zoë", "id", ""]
+    rows = [
+        ["1", "r", "k", "x", "i", "q", "b", "p", "z", "1", "e"],
+        ["2", "short"],
+        ["3", "r", "k", "x", "i", "q", "b", "p", "z", "3", "e", "more", "most"],
+    ]
+    path = tmp_path / "odd.csv"
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows([header, *rows])
+    got = [r.data for r in read({"path": str(path)})]
+    expected = [dict(zip(header, row)) for row in rows]  # noqa: B905 - a short row is short
+    expected[2]["_extra"] = rows[2][len(header) :]
+    assert got == expected
+    assert [list(d) for d in got] == [list(d) for d in expected]  # in the header's order
