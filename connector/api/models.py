@@ -344,6 +344,13 @@ def encode_person(payload: dict[str, Any]) -> bytes:
     return _encoded(payload, plain)
 
 
+def encode_texts(payload: dict[str, Any]) -> bytes:
+    """`encode_person` of a payload whose custom fields' values are exact str too (the mapper's
+    model-free path knows when they are): nothing is left for `_floatless` to walk (the same bytes,
+    tests/api/test_encode_json.py)."""
+    return _encoded(payload, True)
+
+
 def _encoded(payload: Any, plain: bool) -> bytes:
     """`payload`'s bytes: orjson's when `plain` (`_floatless`), json.dumps's otherwise."""
     if plain:

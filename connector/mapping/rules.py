@@ -132,7 +132,22 @@ def _template(text: str) -> tuple[Callable[[dict[str, Any]], Any], list[str], tu
 
     parts = tuple((literal, name or None) for literal, name, _, _ in pieces)
 
+    # Every value an exact str that is not blank: the parts joined and the whole text checked once (it is
+    # printable ASCII exactly when each piece is, and then `as_text` gives each value again and each is
+    # found, so the walk below would join the same text). Anything else takes the walk (`slow`).
     def render(data: dict[str, Any]) -> str | None:
+        get, out = data.get, []
+        for literal, name in parts:
+            out.append(literal)
+            if name is not None:
+                value = get(name)
+                if type(value) is not str or not value.strip():
+                    return slow(data)
+                out.append(value)
+        text = "".join(out)
+        return text.strip() if text.isascii() and text.isprintable() else slow(data)
+
+    def slow(data: dict[str, Any]) -> str | None:
         out, found = [], False
         for literal, name in parts:
             out.append(literal)
@@ -150,7 +165,7 @@ def _template(text: str) -> tuple[Callable[[dict[str, Any]], Any], list[str], tu
                     out.append(value)
         return "".join(out).strip() if found else None
 
-    return render, problems, tuple(dict.fromkeys(names))
+    return (render if names else slow), problems, tuple(dict.fromkeys(names))
 
 
 def _nothing(data: dict[str, Any]) -> None:
