@@ -4,6 +4,7 @@ two rules after every step), and a template's fields are each `as_text` of their
 
 from __future__ import annotations
 
+import string
 from typing import Any
 
 from hypothesis import given, settings
@@ -94,3 +95,34 @@ def test_a_template_joins_as_text_of_its_fields(first: Any, last: Any) -> None:
 
 def _no_hooks(ref: str) -> Any:
     raise ValueError("no hooks here")
+
+
+TEMPLATES = ["{A} {B}", "{A}", "{A} / 100% {B} ({C})", "{{x}} {A}-{A}", "\u00e9 {A}", "{A}{B}{C}", " {A}\t{B} "]
+template_values = st.one_of(
+    values, st.sampled_from(["Ada", " ", "", "  Lovelace ", "%s", "{B}", "K\u00f6nig", "a\tb", "x" * 40])
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.sampled_from(TEMPLATES), st.fixed_dictionaries({}, optional=dict.fromkeys("ABC", template_values)))
+def test_a_template_is_the_join_of_its_parts(template: str, data: dict[str, Any]) -> None:
+    """Each field `as_text` of its value, the literals between, the whole stripped; absent when no
+    field has a value: what the compiled form (one join, one check of the whole) must answer too."""
+    rule, problems = compile_field("name", {"template": template}, "m", _no_hooks)
+    assert rule is not None, problems
+
+    def by_the_rules() -> str | None:
+        out, found = [], False
+        for literal, name, _, _ in string.Formatter().parse(template):
+            out.append(literal)
+            if name:
+                try:
+                    text = as_text(data.get(name))
+                except ValueProblem as exc:
+                    raise ValueProblem(f"template field `{name}` {exc}") from None
+                if text is not None:
+                    out.append(text)
+                    found = True
+        return "".join(out).strip() if found else None
+
+    assert _outcome(lambda: rule.value(data)) == _outcome(by_the_rules)
