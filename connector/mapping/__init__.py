@@ -40,7 +40,7 @@ from ..api.models import (
 from ..plugins import import_object
 from ..problems import ConfigProblem
 from . import transforms as tf
-from .rules import TEXT_FIELDS, FieldRule, compile_field
+from .rules import TEXT_FIELDS, UNSURE, FieldRule, compile_field, unsure
 from .values import ValueProblem, as_json, as_text
 
 Hook = Callable[[dict[str, Any], dict[str, Any]], Any]
@@ -85,10 +85,13 @@ class Mapping:
         # `_direct`'s steps: the person fields in the payload's order (the model's), then the custom
         # fields in the config's; only where reading a record twice is unseen (no transform of the
         # user's, which might count its calls), as `_direct` gives up on a record with any problem.
+        # A person field's rule may have a sure reader (`FieldRule.sure_reader`), whose answer needs no check.
         order = list(PersonInput.model_fields)
         texts = sorted((rule for rule in rules if rule.target in _TEXT), key=lambda rule: order.index(rule.target))
         self._direct_steps = (
-            tuple((rule.plain_field, rule.reader, rule.target, rule.target != "notes") for rule in texts),
+            tuple(
+                (rule.plain_field, rule.reader, rule.target, rule.target != "notes", rule.sure_reader) for rule in texts
+            ),
             tuple(
                 (rule.plain_field, rule.reader, rule.target.removeprefix(_CUSTOM))
                 for rule in rules
@@ -204,8 +207,18 @@ class Mapping:
         # A plain field rule's value is looked up here, without a call of its `get`; as_text's first case
         # (and as_json's, the same for text) inline: a call and a keyword per field saved.
         try:
-            for field, value_of, target, one_line in texts:
-                value = value_of(data) if field is None else data.get(field)
+            for field, value_of, target, one_line, sure in texts:
+                if sure is not None:  # its answer needs no check, unless it is UNSURE
+                    value = sure(data, unsure)
+                    if value is not UNSURE:
+                        if value is not None:
+                            payload[target] = value
+                        continue
+                    value = value_of(data)
+                elif field is None:
+                    value = value_of(data)
+                else:
+                    value = data.get(field)
                 if type(value) is str and value.isascii() and value.isprintable():
                     if value.strip():
                         payload[target] = value

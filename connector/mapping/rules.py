@@ -6,7 +6,7 @@ import string
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import phonenumbers
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -80,6 +80,20 @@ class FieldRule:
             return _built_in(self)
         return self.value
 
+    @cached_property
+    def sure_reader(self) -> SureReader | None:
+        """`reader` where it can say that its answer is plain text (printable ASCII, not blank, what
+        `as_text` gives again) or None, for a mapper that would check it otherwise: `_built_in`'s
+        function, given `unsure` (it gives the `UNSURE` sentinel where the source value is not plain
+        text and `finish` would answer), when the default is None or plain text too. None for any
+        other rule."""
+        default = self.default
+        if self.plain or not self.transforms or any(tf.is_hooked(t) for t in self.transforms):
+            return None
+        if default is not None and not (type(default) is str and _is_plain_text(default)):
+            return None
+        return cast(SureReader, self.reader)
+
     @property
     def plain(self) -> bool:
         """Whether `value` returns just what `get` does: no transform, no default."""
@@ -92,18 +106,36 @@ class FieldRule:
         return self.field if self.plain else None
 
 
-def _built_in(rule: FieldRule) -> Callable[[dict[str, Any]], Any]:
+class _Unsure:
+    """`UNSURE`'s type: a sure reader's answer where the checked path must answer."""
+
+
+UNSURE = _Unsure()
+SureReader = Callable[[dict[str, Any], Callable[[Any], Any]], Any]
+
+
+def unsure(value: Any) -> _Unsure:
+    """What a sure reader is given in place of `finish`."""
+    return UNSURE
+
+
+def _is_plain_text(value: str) -> bool:
+    return value.isascii() and value.isprintable() and bool(value.strip())
+
+
+def _built_in(rule: FieldRule) -> Callable[..., Any]:
     """`rule.value` for a rule whose transforms are all built in. Each of them gives plain text
     (printable ASCII, not blank) or None for plain text (tests/mapping/test_rule_values.py), so on
     plain text `as_text` of every result would give it again: only the source value is checked, and
-    any other value takes `finish`'s steps. The source field is looked up here, without `get`'s call."""
+    any other value takes `finish`'s steps (or `odd`'s: `FieldRule.sure_reader`). The source field is
+    looked up here, without `get`'s call."""
     field, get, finish, default = rule.field, rule.get, rule.finish, rule.default
     transforms = rule.transforms
 
-    def read(data: dict[str, Any]) -> Any:
+    def read(data: dict[str, Any], odd: Callable[[Any], Any] = finish) -> Any:
         value = get(data) if field is None else data.get(field)
         if type(value) is not str or not value.isascii() or not value.isprintable():
-            return finish(value)
+            return odd(value)
         if not value.strip():
             return default
         for transform in transforms:

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connector.mapping.rules import compile_field
+from connector.mapping.rules import UNSURE, compile_field, unsure
 from connector.mapping.transforms import e164, plain
 from connector.mapping.values import ValueProblem, as_text
 
@@ -55,6 +55,12 @@ def test_a_rule_with_transforms_gives_as_text_of_every_step(value: Any, names: l
     expected = _outcome(lambda: _by_the_rules(value, names, default))
     assert _outcome(lambda: rule.value({"F": value})) == expected
     assert _outcome(lambda: rule.reader({"F": value})) == expected  # the function chosen at load
+    sure = rule.sure_reader  # the mapper's model-free path: no check of an answer it is sure of
+    assert (sure is None) == (default == 5)  # a default that is not plain text is checked
+    answer = _outcome(lambda: sure({"F": value}, unsure)) if sure is not None else ("value", UNSURE)
+    if answer != ("value", UNSURE):
+        assert answer == expected
+        assert answer[0] == "problem" or answer[1] is None or as_text(answer[1]) == answer[1]
 
 
 plain_texts = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), min_size=1, max_size=30).filter(str.strip)
