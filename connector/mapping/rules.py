@@ -33,6 +33,19 @@ class FieldSpec(BaseModel):
     on_error: Literal["reject", "drop"] = "reject"
 
 
+class _Unsure:
+    """`UNSURE`'s type: a sure reader's answer where the checked path must answer."""
+
+
+UNSURE = _Unsure()
+SureReader = Callable[[dict[str, Any], Callable[[Any], Any]], Any]
+
+
+def unsure(value: Any) -> _Unsure:
+    """What a sure reader is given in place of `finish`."""
+    return UNSURE
+
+
 @dataclass(frozen=True)
 class FieldRule:
     target: str  # "email", or "custom_fields.plan"
@@ -43,6 +56,7 @@ class FieldRule:
     columns: tuple[str, ...] = ()  # the source fields it reads: checked against what a source has
     drop: bool = False  # on_error = "drop": a value that cannot be used is left out, not the record
     field: str | None = None  # the one source field a `field` rule reads (`get` is data.get(field))
+    sure_get: SureReader | None = None  # `get` as a sure reader (a template's), for `sure_reader`
 
     def value(self, data: dict[str, Any]) -> Any:
         """The mapped value (None: absent); raises ValueProblem."""
@@ -85,10 +99,12 @@ class FieldRule:
         """`reader` where it can say that its answer is plain text (printable ASCII, not blank, what
         `as_text` gives again) or None, for a mapper that would check it otherwise: `_built_in`'s
         function, given `unsure` (it gives the `UNSURE` sentinel where the source value is not plain
-        text and `finish` would answer), when the default is None or plain text too. None for any
-        other rule."""
+        text and `finish` would answer), when the default is None or plain text too; a plain template
+        rule's render (`sure_get`). None for any other rule."""
         default = self.default
-        if self.plain or not self.transforms or any(tf.is_hooked(t) for t in self.transforms):
+        if self.plain:
+            return self.sure_get
+        if not self.transforms or any(tf.is_hooked(t) for t in self.transforms):
             return None
         if default is not None and not (type(default) is str and _is_plain_text(default)):
             return None
@@ -104,19 +120,6 @@ class FieldRule:
         """The source field whose value is the mapped value as it is (a plain `field` rule), for a mapper
         that looks it up itself rather than call `get`; None for any other rule."""
         return self.field if self.plain else None
-
-
-class _Unsure:
-    """`UNSURE`'s type: a sure reader's answer where the checked path must answer."""
-
-
-UNSURE = _Unsure()
-SureReader = Callable[[dict[str, Any], Callable[[Any], Any]], Any]
-
-
-def unsure(value: Any) -> _Unsure:
-    """What a sure reader is given in place of `finish`."""
-    return UNSURE
 
 
 def _is_plain_text(value: str) -> bool:
@@ -164,21 +167,6 @@ def _template(text: str) -> tuple[Callable[[dict[str, Any]], Any], list[str], tu
 
     parts = tuple((literal, name or None) for literal, name, _, _ in pieces)
 
-    # Every value an exact str that is not blank: the parts joined and the whole text checked once (it is
-    # printable ASCII exactly when each piece is, and then `as_text` gives each value again and each is
-    # found, so the walk below would join the same text). Anything else takes the walk (`slow`).
-    def render(data: dict[str, Any]) -> str | None:
-        get, out = data.get, []
-        for literal, name in parts:
-            out.append(literal)
-            if name is not None:
-                value = get(name)
-                if type(value) is not str or not value.strip():
-                    return slow(data)
-                out.append(value)
-        text = "".join(out)
-        return text.strip() if text.isascii() and text.isprintable() else slow(data)
-
     def slow(data: dict[str, Any]) -> str | None:
         out, found = [], False
         for literal, name in parts:
@@ -196,6 +184,22 @@ def _template(text: str) -> tuple[Callable[[dict[str, Any]], Any], list[str], tu
                     found = True
                     out.append(value)
         return "".join(out).strip() if found else None
+
+    # Every value an exact str that is not blank: the parts joined and the whole text checked once (it is
+    # printable ASCII exactly when each piece is, and then `as_text` gives each value again and each is
+    # found, so the walk above would join the same text). Anything else takes the walk (`slow`).
+    # Given `unsure` for `odd`, it is a sure reader (`FieldRule.sure_reader`): its own answer is plain text.
+    def render(data: dict[str, Any], odd: Callable[[Any], Any] = slow) -> Any:
+        get, out = data.get, []
+        for literal, name in parts:
+            out.append(literal)
+            if name is not None:
+                value = get(name)
+                if type(value) is not str or not value.strip():
+                    return odd(data)
+                out.append(value)
+        text = "".join(out)
+        return text.strip() if text.isascii() and text.isprintable() else odd(data)
 
     return (render if names else slow), problems, tuple(dict.fromkeys(names))
 
@@ -249,6 +253,7 @@ def compile_field(target: str, spec: Any, where: str, load: Callable[[str], Any]
         ]
     problems: list[str] = []
     columns: tuple[str, ...] = ()
+    sure_get: SureReader | None = None
     if parsed.field is not None:
         name = parsed.field
         get: Callable[[dict[str, Any]], Any] = lambda data: data.get(name)  # noqa: E731
@@ -256,7 +261,7 @@ def compile_field(target: str, spec: Any, where: str, load: Callable[[str], Any]
     elif parsed.template is not None:
         get, template_problems, columns = _template(parsed.template)
         problems += template_problems
-        origin = "the template"
+        origin, sure_get = "the template", cast(SureReader, get)
     else:
         constant = parsed.constant
         get, origin = (lambda data: constant), "the constant"
@@ -265,7 +270,15 @@ def compile_field(target: str, spec: Any, where: str, load: Callable[[str], Any]
     if problems:
         return None, [f"{at}.{p}" for p in problems]
     rule = FieldRule(
-        target, origin, get, tuple(transforms), parsed.default, columns, parsed.on_error == "drop", parsed.field
+        target,
+        origin,
+        get,
+        tuple(transforms),
+        parsed.default,
+        columns,
+        parsed.on_error == "drop",
+        parsed.field,
+        sure_get,
     )
     return rule, []
 

@@ -131,4 +131,11 @@ def test_a_template_is_the_join_of_its_parts(template: str, data: dict[str, Any]
                     found = True
         return "".join(out).strip() if found else None
 
-    assert _outcome(lambda: rule.value(data)) == _outcome(by_the_rules)
+    expected = _outcome(by_the_rules)
+    assert _outcome(lambda: rule.value(data)) == expected
+    sure = rule.sure_reader  # the render, sure of its own answer: plain text
+    assert sure is not None
+    answer = sure(data, unsure)
+    if answer is not UNSURE:
+        assert ("value", answer) == expected
+        assert as_text(answer) == answer
