@@ -242,11 +242,7 @@ def _express(code: str) -> Callable[[str], str | None] | None:
 
 def express_e164_for(region: str | None) -> Callable[[str], str | None]:
     """`fast_e164_for`'s first step alone (None where it does not answer), for the property tests."""
-    try:
-        default = _default(region)
-    except Unsure:
-        return _none
-    return (_express(default.code) if default is not None else None) or _none
+    return e164_steps(region)[0]
 
 
 def _fast(value: str, default: Region | None) -> str | None:
@@ -275,25 +271,35 @@ def _fast(value: str, default: Region | None) -> str | None:
     return f"+{code}{national}"
 
 
-def fast_e164_for(region: str | None) -> Callable[[str], str | None]:
-    """A function giving the number in E.164 when its argument is a plain spelling of a number
-    `phonenumbers` holds valid (parsed with `region` as the default), None when `phonenumbers` must
-    answer. The region's metadata is looked up once (a mapping's e164 transform calls it for every
-    record, and the look-up was a tenth of a number's cost)."""
+def e164_steps(region: str | None) -> tuple[Callable[[str], str | None], Callable[[str], str | None]]:
+    """`fast_e164_for`'s two steps, for a caller that takes them in turn itself (the e164 transform: a
+    call per number saved): the express pattern, then `_fast`'s walk. The region's metadata is looked
+    up once (a mapping's e164 transform calls them for every record, and the look-up was a tenth of a
+    number's cost)."""
     try:
         default = _default(region)
     except Unsure:
-        return _none
+        return _none, _none
     express = (_express(default.code) if default is not None else None) or _none
 
-    def fast(value: str) -> str | None:
-        answer = express(value)
-        if answer is not None:
-            return answer
+    def walk(value: str) -> str | None:
         try:
             return _fast(value, default)
         except Unsure:
             return None
+
+    return express, walk
+
+
+def fast_e164_for(region: str | None) -> Callable[[str], str | None]:
+    """A function giving the number in E.164 when its argument is a plain spelling of a number
+    `phonenumbers` holds valid (parsed with `region` as the default), None when `phonenumbers` must
+    answer: `e164_steps` in turn."""
+    express, walk = e164_steps(region)
+
+    def fast(value: str) -> str | None:
+        answer = express(value)
+        return answer if answer is not None else walk(value)
 
     return fast
 
