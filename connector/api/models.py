@@ -346,8 +346,11 @@ def encode_person(payload: dict[str, Any]) -> bytes:
 def encode_texts(payload: dict[str, Any]) -> bytes:
     """`encode_person` of a payload whose custom fields' values are exact str too (the mapper's
     model-free path knows when they are): nothing is left for `_floatless` to walk (the same bytes,
-    tests/api/test_encode_json.py)."""
-    return _encoded(payload, True)
+    tests/api/test_encode_json.py). orjson called here, not through `_encoded`: a call per record saved."""
+    try:
+        return orjson.dumps(payload)
+    except orjson.JSONEncodeError:  # a lone surrogate: json.dumps decides
+        return _encoded(payload, False)
 
 
 def _encoded(payload: Any, plain: bool) -> bytes:
