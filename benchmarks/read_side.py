@@ -1,9 +1,9 @@
 """What a sync does per record before the ledger, each step alone, for one checkout or two compared
 in alternating runs: the source's read (csv, or the same contacts as jsonl), the plugin boundary's
 check, the raw digest, the mapping (`payload_noting`), the mapping with the payload's encoding
-(`to_mapped`), the ledger's enqueue of the mapped records (on SQLite, `synchronous = NORMAL`: its
-CPU, not the disk's) and all of `extract()` on the csv source; on the peers' contacts and the
-harness's mapping.
+(`to_mapped`), the digest and person key the ledger makes of each payload, the ledger's enqueue of
+the mapped records (on SQLite, `synchronous = NORMAL`: its CPU, not the disk's) and all of
+`extract()` on the csv source; on the peers' contacts and the harness's mapping.
 
     .venv/bin/python benchmarks/read_side.py --records 20000 --rounds 3
     .venv/bin/python benchmarks/read_side.py --base ../base-checkout     # base and this tree, alternated
@@ -55,6 +55,7 @@ def measure(csv_path: Path, jsonl_path: Path, records: int, once: str | None = N
 
     from connector.delivery._boundary import Checker
     from connector.delivery.extract import to_mapped
+    from connector.keys import content_hash, person_key
     from connector.mapping import Mapping
     from connector.plugins import build_source
 
@@ -68,6 +69,8 @@ def measure(csv_path: Path, jsonl_path: Path, records: int, once: str | None = N
     }
     mapping = Mapping.from_config(MAPPING, where="sources.bench.mapping")
     items = list(sources["csv"].read(None))
+    # what the ledger hashes and keys per record (`keys.content_hash`, `keys.person_key`)
+    bodies = [body for body, _ in (mapping.encoded_noting(item.data) for item in items) if isinstance(body, bytes)]
 
     def read(kind: str) -> Callable[[], object]:
         return lambda: sum(1 for _ in sources[kind].read(None))
@@ -121,6 +124,7 @@ def measure(csv_path: Path, jsonl_path: Path, records: int, once: str | None = N
         ),
         "map (payload_noting)": lambda: [mapping.payload_noting(item.data) for item in items],
         "map and encode (to_mapped)": lambda: [to_mapped(mapping, item) for item in items],
+        "digest and key": lambda: [person_key("bench", str(n), content_hash(body), 0) for n, body in enumerate(bodies)],
         "enqueue": enqueue,
         "extract (all of it)": whole,
     }
@@ -138,6 +142,7 @@ STEPS = (
     "raw digest",
     "map (payload_noting)",
     "map and encode (to_mapped)",
+    "digest and key",
     "enqueue",
     "extract (all of it)",
 )

@@ -30,6 +30,7 @@ from ..api.models import (
     PersonInput,
     encode_json,
     encode_person,
+    encode_texts,
     explain,
     is_readable,
     plain_passes,
@@ -39,7 +40,7 @@ from ..api.models import (
 from ..plugins import import_object
 from ..problems import ConfigProblem
 from . import transforms as tf
-from .rules import TEXT_FIELDS, FieldRule, compile_field
+from .rules import TEXT_FIELDS, UNSURE, FieldRule, compile_field, unsure
 from .values import ValueProblem, as_json, as_text
 
 Hook = Callable[[dict[str, Any], dict[str, Any]], Any]
@@ -84,10 +85,13 @@ class Mapping:
         # `_direct`'s steps: the person fields in the payload's order (the model's), then the custom
         # fields in the config's; only where reading a record twice is unseen (no transform of the
         # user's, which might count its calls), as `_direct` gives up on a record with any problem.
+        # A person field's rule may have a sure reader (`FieldRule.sure_reader`), whose answer needs no check.
         order = list(PersonInput.model_fields)
         texts = sorted((rule for rule in rules if rule.target in _TEXT), key=lambda rule: order.index(rule.target))
         self._direct_steps = (
-            tuple((rule.plain_field, rule.reader, rule.target, rule.target != "notes") for rule in texts),
+            tuple(
+                (rule.plain_field, rule.reader, rule.target, rule.target != "notes", rule.sure_reader) for rule in texts
+            ),
             tuple(
                 (rule.plain_field, rule.reader, rule.target.removeprefix(_CUSTOM))
                 for rule in rules
@@ -168,36 +172,53 @@ class Mapping:
     def encoded_noting(self, data: dict[str, Any]) -> tuple[bytes | Rejection, tuple[str, ...]]:
         """`payload_noting` with the payload as `encode_json`'s bytes, what a sync stores. A payload
         the model-free path made is of `plain_person`'s shape, so `encode_person` checks only its
-        custom fields for the encoder's sake (the same bytes, proven in tests/api/test_encode_json.py)."""
-        payload, notes, plain = self._payload(data)
+        custom fields for the encoder's sake, and `encode_texts` not even those when `_direct` found
+        them all exact str (the same bytes, proven in tests/api/test_encode_json.py)."""
+        payload, notes, encode = self._payload(data)
         if isinstance(payload, Rejection):
             return payload, notes
-        return (encode_person(payload) if plain else encode_json(payload)), notes
+        return encode(payload), notes
 
-    def _payload(self, data: dict[str, Any]) -> tuple[dict[str, Any] | Rejection, tuple[str, ...], bool]:
-        """`payload_noting`'s answer, and whether the model-free path made the payload."""
-        if self._direct_ok and (payload := self._direct(data)) is not None:
-            return payload, (), True
+    def _payload(
+        self, data: dict[str, Any]
+    ) -> tuple[dict[str, Any] | Rejection, tuple[str, ...], Callable[[dict[str, Any]], bytes]]:
+        """`payload_noting`'s answer, and the encoder its bytes take: `encode_texts` where `_direct`
+        made a payload of str alone, `encode_person` where the model-free path made it, else `encode_json`."""
+        if self._direct_ok and (direct := self._direct(data)) is not None:
+            payload, texts = direct
+            return payload, (), encode_texts if texts else encode_person
         clean, problems = self._cleaned(data)
         if not isinstance(clean, Rejection) and not problems.reasons:
             plain = plain_shaped(clean) if self._shaped else plain_person(clean)
             if plain is not None:
-                return plain, tuple(problems.notes), True
+                return plain, tuple(problems.notes), encode_person
         result, notes = _judged(clean, problems)
-        return (result.to_json_dict() if isinstance(result, PersonInput) else result), notes, False
+        return (result.to_json_dict() if isinstance(result, PersonInput) else result), notes, encode_json
 
-    def _direct(self, data: dict[str, Any]) -> dict[str, Any] | None:
+    def _direct(self, data: dict[str, Any]) -> tuple[dict[str, Any], bool] | None:
         """`_cleaned` and `plain_shaped` in one pass for a record without a problem, the payload built
         in its own order: each value read and cleaned as `_clean` cleans it, without the person dict
         between, the problems' bookkeeping or a reordering. None at the first problem or when the
-        payload needs the model's judgement: the two-pass steps then say why, in their order."""
+        payload needs the model's judgement: the two-pass steps then say why, in their order. With the
+        payload, whether its values are all exact str (the custom fields' too): `encode_texts` then."""
         payload: dict[str, Any] = {}
         texts, customs = self._direct_steps
+        only_str = True
         # A plain field rule's value is looked up here, without a call of its `get`; as_text's first case
         # (and as_json's, the same for text) inline: a call and a keyword per field saved.
         try:
-            for field, value_of, target, one_line in texts:
-                value = value_of(data) if field is None else data.get(field)
+            for field, value_of, target, one_line, sure in texts:
+                if sure is not None:  # its answer needs no check, unless it is UNSURE
+                    value = sure(data, unsure)
+                    if value is not UNSURE:
+                        if value is not None:
+                            payload[target] = value
+                        continue
+                    value = value_of(data)
+                elif field is None:
+                    value = value_of(data)
+                else:
+                    value = data.get(field)
                 if type(value) is str and value.isascii() and value.isprintable():
                     if value.strip():
                         payload[target] = value
@@ -212,11 +233,12 @@ class Mapping:
                             fields[name] = value
                     elif (value := as_json(value)) is not None:
                         fields[name] = value
+                        only_str = only_str and type(value) is str
                 if fields:
                     payload["custom_fields"] = fields
         except ValueProblem:
             return None
-        return payload if plain_passes(payload) else None
+        return (payload, only_str) if plain_passes(payload) else None
 
     def _cleaned(self, data: dict[str, Any]) -> tuple[dict[str, Any] | Rejection, _Problems]:
         """The rules and the hook applied and the values coerced (`_clean`), with the problems so far;

@@ -40,6 +40,25 @@ _SPELLING = re.compile(r"[ (]*(\+?)([0-9 ().\-]*)")
 _SEPARATORS = b" ().-"  # deleted from the ASCII bytes: a third of str.translate's cost
 
 
+def _spelled(value: str) -> tuple[str, str] | None:
+    """`_SPELLING`'s sign and digits (its separators deleted) when `value` fits it, else None: without
+    the pattern. `value` fits exactly when, its separators deleted from its ASCII bytes, what is left
+    is ASCII digits after at most one `+`, and only spaces and parentheses come before that `+`
+    (tests/mapping/test_phone_fast_path.py holds the two equal)."""
+    try:
+        body = value.encode("ascii").translate(None, _SEPARATORS)
+    except UnicodeEncodeError:
+        return None
+    sign = ""
+    if body[:1] == b"+":
+        if value.lstrip(" (")[:1] != "+":
+            return None
+        sign, body = "+", body[1:]
+    if body and not body.isdigit():
+        return None
+    return sign, body.decode("ascii")
+
+
 def _strip_national_prefix(digits: str, region: Region) -> str:
     """`_maybe_strip_national_prefix_carrier_code`'s number: the prefix removed, or rewritten by
     the region's transform rule when its last group took part (Argentina's 15, Guernsey's short
@@ -204,7 +223,7 @@ def _express(code: str) -> Callable[[str], str | None] | None:
         rf"(?:\+{cc}{_not(main.national_prefix)}|{_not(default.idd)}(?:(?!{cc}){_not(default.national_prefix)}(?=\d{{3}})"
         rf"|(?!(?:{general})\Z){cc}(?=(?:{general})\Z){_not(default.national_prefix)}{_not(main.national_prefix)})){valid}"
     ).fullmatch
-    prefix, spelling = "+" + cc, _SPELLING.fullmatch
+    prefix, spelling = "+" + cc, _spelled
 
     def express(value: str) -> str | None:
         # `_fast`'s spelling on the value as given: strip() and `tel:` change nothing that matches
@@ -212,9 +231,7 @@ def _express(code: str) -> Callable[[str], str | None] | None:
         spelled = spelling(value) if len(value) <= MAX_INPUT else None
         if spelled is None:
             return None
-        sign, digits = spelled.groups()
-        if not digits.isdigit():
-            digits = digits.encode("ascii").translate(None, _SEPARATORS).decode("ascii")
+        sign, digits = spelled
         if whole(sign + digits) is None:
             return None
         # the national shape has no code in front (its lookahead), the other two have it
@@ -225,11 +242,7 @@ def _express(code: str) -> Callable[[str], str | None] | None:
 
 def express_e164_for(region: str | None) -> Callable[[str], str | None]:
     """`fast_e164_for`'s first step alone (None where it does not answer), for the property tests."""
-    try:
-        default = _default(region)
-    except Unsure:
-        return _none
-    return (_express(default.code) if default is not None else None) or _none
+    return e164_steps(region)[0]
 
 
 def _fast(value: str, default: Region | None) -> str | None:
@@ -258,25 +271,35 @@ def _fast(value: str, default: Region | None) -> str | None:
     return f"+{code}{national}"
 
 
-def fast_e164_for(region: str | None) -> Callable[[str], str | None]:
-    """A function giving the number in E.164 when its argument is a plain spelling of a number
-    `phonenumbers` holds valid (parsed with `region` as the default), None when `phonenumbers` must
-    answer. The region's metadata is looked up once (a mapping's e164 transform calls it for every
-    record, and the look-up was a tenth of a number's cost)."""
+def e164_steps(region: str | None) -> tuple[Callable[[str], str | None], Callable[[str], str | None]]:
+    """`fast_e164_for`'s two steps, for a caller that takes them in turn itself (the e164 transform: a
+    call per number saved): the express pattern, then `_fast`'s walk. The region's metadata is looked
+    up once (a mapping's e164 transform calls them for every record, and the look-up was a tenth of a
+    number's cost)."""
     try:
         default = _default(region)
     except Unsure:
-        return _none
+        return _none, _none
     express = (_express(default.code) if default is not None else None) or _none
 
-    def fast(value: str) -> str | None:
-        answer = express(value)
-        if answer is not None:
-            return answer
+    def walk(value: str) -> str | None:
         try:
             return _fast(value, default)
         except Unsure:
             return None
+
+    return express, walk
+
+
+def fast_e164_for(region: str | None) -> Callable[[str], str | None]:
+    """A function giving the number in E.164 when its argument is a plain spelling of a number
+    `phonenumbers` holds valid (parsed with `region` as the default), None when `phonenumbers` must
+    answer: `e164_steps` in turn."""
+    express, walk = e164_steps(region)
+
+    def fast(value: str) -> str | None:
+        answer = express(value)
+        return answer if answer is not None else walk(value)
 
     return fast
 

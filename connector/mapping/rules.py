@@ -6,7 +6,7 @@ import string
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import phonenumbers
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -33,6 +33,19 @@ class FieldSpec(BaseModel):
     on_error: Literal["reject", "drop"] = "reject"
 
 
+class _Unsure:
+    """`UNSURE`'s type: a sure reader's answer where the checked path must answer."""
+
+
+UNSURE = _Unsure()
+SureReader = Callable[[dict[str, Any], Callable[[Any], Any]], Any]
+
+
+def unsure(value: Any) -> _Unsure:
+    """What a sure reader is given in place of `finish`."""
+    return UNSURE
+
+
 @dataclass(frozen=True)
 class FieldRule:
     target: str  # "email", or "custom_fields.plan"
@@ -43,6 +56,7 @@ class FieldRule:
     columns: tuple[str, ...] = ()  # the source fields it reads: checked against what a source has
     drop: bool = False  # on_error = "drop": a value that cannot be used is left out, not the record
     field: str | None = None  # the one source field a `field` rule reads (`get` is data.get(field))
+    sure_get: SureReader | None = None  # `get` as a sure reader (a template's), for `sure_reader`
 
     def value(self, data: dict[str, Any]) -> Any:
         """The mapped value (None: absent); raises ValueProblem."""
@@ -80,6 +94,22 @@ class FieldRule:
             return _built_in(self)
         return self.value
 
+    @cached_property
+    def sure_reader(self) -> SureReader | None:
+        """`reader` where it can say that its answer is plain text (printable ASCII, not blank, what
+        `as_text` gives again) or None, for a mapper that would check it otherwise: `_built_in`'s
+        function, given `unsure` (it gives the `UNSURE` sentinel where the source value is not plain
+        text and `finish` would answer), when the default is None or plain text too; a plain template
+        rule's render (`sure_get`). None for any other rule."""
+        default = self.default
+        if self.plain:
+            return self.sure_get
+        if not self.transforms or any(tf.is_hooked(t) for t in self.transforms):
+            return None
+        if default is not None and not (type(default) is str and _is_plain_text(default)):
+            return None
+        return cast(SureReader, self.reader)
+
     @property
     def plain(self) -> bool:
         """Whether `value` returns just what `get` does: no transform, no default."""
@@ -92,18 +122,23 @@ class FieldRule:
         return self.field if self.plain else None
 
 
-def _built_in(rule: FieldRule) -> Callable[[dict[str, Any]], Any]:
+def _is_plain_text(value: str) -> bool:
+    return value.isascii() and value.isprintable() and bool(value.strip())
+
+
+def _built_in(rule: FieldRule) -> Callable[..., Any]:
     """`rule.value` for a rule whose transforms are all built in. Each of them gives plain text
     (printable ASCII, not blank) or None for plain text (tests/mapping/test_rule_values.py), so on
     plain text `as_text` of every result would give it again: only the source value is checked, and
-    any other value takes `finish`'s steps. The source field is looked up here, without `get`'s call."""
+    any other value takes `finish`'s steps (or `odd`'s: `FieldRule.sure_reader`). The source field is
+    looked up here, without `get`'s call."""
     field, get, finish, default = rule.field, rule.get, rule.finish, rule.default
     transforms = rule.transforms
 
-    def read(data: dict[str, Any]) -> Any:
+    def read(data: dict[str, Any], odd: Callable[[Any], Any] = finish) -> Any:
         value = get(data) if field is None else data.get(field)
         if type(value) is not str or not value.isascii() or not value.isprintable():
-            return finish(value)
+            return odd(value)
         if not value.strip():
             return default
         for transform in transforms:
@@ -132,7 +167,7 @@ def _template(text: str) -> tuple[Callable[[dict[str, Any]], Any], list[str], tu
 
     parts = tuple((literal, name or None) for literal, name, _, _ in pieces)
 
-    def render(data: dict[str, Any]) -> str | None:
+    def slow(data: dict[str, Any]) -> str | None:
         out, found = [], False
         for literal, name in parts:
             out.append(literal)
@@ -150,7 +185,23 @@ def _template(text: str) -> tuple[Callable[[dict[str, Any]], Any], list[str], tu
                     out.append(value)
         return "".join(out).strip() if found else None
 
-    return render, problems, tuple(dict.fromkeys(names))
+    # Every value an exact str that is not blank: the parts joined and the whole text checked once (it is
+    # printable ASCII exactly when each piece is, and then `as_text` gives each value again and each is
+    # found, so the walk above would join the same text). Anything else takes the walk (`slow`).
+    # Given `unsure` for `odd`, it is a sure reader (`FieldRule.sure_reader`): its own answer is plain text.
+    def render(data: dict[str, Any], odd: Callable[[Any], Any] = slow) -> Any:
+        get, out = data.get, []
+        for literal, name in parts:
+            out.append(literal)
+            if name is not None:
+                value = get(name)
+                if type(value) is not str or not value.strip():
+                    return odd(data)
+                out.append(value)
+        text = "".join(out)
+        return text.strip() if text.isascii() and text.isprintable() else odd(data)
+
+    return (render if names else slow), problems, tuple(dict.fromkeys(names))
 
 
 def _nothing(data: dict[str, Any]) -> None:
@@ -202,6 +253,7 @@ def compile_field(target: str, spec: Any, where: str, load: Callable[[str], Any]
         ]
     problems: list[str] = []
     columns: tuple[str, ...] = ()
+    sure_get: SureReader | None = None
     if parsed.field is not None:
         name = parsed.field
         get: Callable[[dict[str, Any]], Any] = lambda data: data.get(name)  # noqa: E731
@@ -209,7 +261,7 @@ def compile_field(target: str, spec: Any, where: str, load: Callable[[str], Any]
     elif parsed.template is not None:
         get, template_problems, columns = _template(parsed.template)
         problems += template_problems
-        origin = "the template"
+        origin, sure_get = "the template", cast(SureReader, get)
     else:
         constant = parsed.constant
         get, origin = (lambda data: constant), "the constant"
@@ -218,7 +270,15 @@ def compile_field(target: str, spec: Any, where: str, load: Callable[[str], Any]
     if problems:
         return None, [f"{at}.{p}" for p in problems]
     rule = FieldRule(
-        target, origin, get, tuple(transforms), parsed.default, columns, parsed.on_error == "drop", parsed.field
+        target,
+        origin,
+        get,
+        tuple(transforms),
+        parsed.default,
+        columns,
+        parsed.on_error == "drop",
+        parsed.field,
+        sure_get,
     )
     return rule, []
 

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from connector.api import encode_json
-from connector.api.models import encode_person
+from connector.api.models import encode_person, encode_texts
 from connector.keys import content_hash
 
 
@@ -148,6 +148,19 @@ plain_payload = st.fixed_dictionaries(
 @given(plain_payload)
 def test_a_model_free_payload_has_the_bytes_json_dumps_made(payload: dict[str, Any]) -> None:
     assert encode_person(payload) == encode_json(payload) == before(payload)
+
+
+# What `encode_texts` is given: the model-free path's payload whose custom fields are exact str too.
+text_payload = st.fixed_dictionaries(
+    {"name": text.filter(bool), "email": text.filter(bool)},
+    optional={"phone": text.filter(bool), "custom_fields": st.dictionaries(text, text, min_size=1, max_size=5)},
+)
+
+
+@settings(max_examples=1000)
+@given(text_payload)
+def test_a_payload_of_text_alone_has_the_bytes_json_dumps_made(payload: dict[str, Any]) -> None:
+    assert encode_texts(payload) == encode_person(payload) == before(payload)
 
 
 # The compiled encoder's own domain (what `_floatless` lets through: no float, ints of 64 bits, no

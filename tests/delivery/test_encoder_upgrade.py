@@ -76,6 +76,7 @@ async def test_a_ledger_written_with_the_old_encoder_sends_nothing_again(sandbox
             with monkeypatch.context() as patch:
                 patch.setattr(mapping_module, "encode_json", json_dumps_encoder)
                 patch.setattr(mapping_module, "encode_person", json_dumps_encoder)
+                patch.setattr(mapping_module, "encode_texts", json_dumps_encoder)
                 first = await sync(ledger, client, [SourceJob("export", source, mapping("short"))], SETTINGS)
             assert (first.read, first.enqueued, first.captured) == (18, 18, 18)
             after = await sync(ledger, client, [SourceJob("export", source, mapping("long"))], SETTINGS)

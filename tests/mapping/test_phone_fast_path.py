@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from phonenumbers import PhoneNumber, PhoneNumberFormat, PhoneNumberType
 
-from connector.mapping.phones import express_e164_for, fast_e164_for
+from connector.mapping.phones import _SPELLING, _spelled, express_e164_for, fast_e164_for
 from connector.mapping.transforms import e164
 from connector.mapping.values import ValueProblem
 
@@ -261,3 +261,21 @@ def test_national_and_international_spellings_of_many_regions(value: str, region
 def test_what_the_fast_path_leaves_to_phonenumbers(value: str, region: str | None) -> None:
     assert fast_e164_for(region)(value) is None
     assert_same(value, region)
+
+
+def _spelled_by_the_pattern(value: str) -> tuple[str, str] | None:
+    """The express step's spelling as it was first written: `_SPELLING`'s groups, separators deleted."""
+    spelled = _SPELLING.fullmatch(value)
+    if spelled is None:
+        return None
+    sign, digits = spelled.groups()
+    return sign, digits.replace(" ", "").replace("(", "").replace(")", "").replace(".", "").replace("-", "")
+
+
+SPELLING_CHARS = [*" ().-+0123456789", "\t", "x", "\u0665", "\u00a0", "tel:", "++", "(+", ")+", ".+"]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(SPELLING_CHARS), max_size=16).map("".join) | st.text(max_size=20))
+def test_the_spelling_without_the_pattern_is_the_patterns(value: str) -> None:
+    assert _spelled(value) == _spelled_by_the_pattern(value), value

@@ -4,12 +4,13 @@ two rules after every step), and a template's fields are each `as_text` of their
 
 from __future__ import annotations
 
+import string
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connector.mapping.rules import compile_field
+from connector.mapping.rules import UNSURE, compile_field, unsure
 from connector.mapping.transforms import e164, plain
 from connector.mapping.values import ValueProblem, as_text
 
@@ -54,6 +55,12 @@ def test_a_rule_with_transforms_gives_as_text_of_every_step(value: Any, names: l
     expected = _outcome(lambda: _by_the_rules(value, names, default))
     assert _outcome(lambda: rule.value({"F": value})) == expected
     assert _outcome(lambda: rule.reader({"F": value})) == expected  # the function chosen at load
+    sure = rule.sure_reader  # the mapper's model-free path: no check of an answer it is sure of
+    assert (sure is None) == (default == 5)  # a default that is not plain text is checked
+    answer = _outcome(lambda: sure({"F": value}, unsure)) if sure is not None else ("value", UNSURE)
+    if answer != ("value", UNSURE):
+        assert answer == expected
+        assert answer[0] == "problem" or answer[1] is None or as_text(answer[1]) == answer[1]
 
 
 plain_texts = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), min_size=1, max_size=30).filter(str.strip)
@@ -94,3 +101,41 @@ def test_a_template_joins_as_text_of_its_fields(first: Any, last: Any) -> None:
 
 def _no_hooks(ref: str) -> Any:
     raise ValueError("no hooks here")
+
+
+TEMPLATES = ["{A} {B}", "{A}", "{A} / 100% {B} ({C})", "{{x}} {A}-{A}", "\u00e9 {A}", "{A}{B}{C}", " {A}\t{B} "]
+template_values = st.one_of(
+    values, st.sampled_from(["Ada", " ", "", "  Lovelace ", "%s", "{B}", "K\u00f6nig", "a\tb", "x" * 40])
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.sampled_from(TEMPLATES), st.fixed_dictionaries({}, optional=dict.fromkeys("ABC", template_values)))
+def test_a_template_is_the_join_of_its_parts(template: str, data: dict[str, Any]) -> None:
+    """Each field `as_text` of its value, the literals between, the whole stripped; absent when no
+    field has a value: what the compiled form (one join, one check of the whole) must answer too."""
+    rule, problems = compile_field("name", {"template": template}, "m", _no_hooks)
+    assert rule is not None, problems
+
+    def by_the_rules() -> str | None:
+        out, found = [], False
+        for literal, name, _, _ in string.Formatter().parse(template):
+            out.append(literal)
+            if name:
+                try:
+                    text = as_text(data.get(name))
+                except ValueProblem as exc:
+                    raise ValueProblem(f"template field `{name}` {exc}") from None
+                if text is not None:
+                    out.append(text)
+                    found = True
+        return "".join(out).strip() if found else None
+
+    expected = _outcome(by_the_rules)
+    assert _outcome(lambda: rule.value(data)) == expected
+    sure = rule.sure_reader  # the render, sure of its own answer: plain text
+    assert sure is not None
+    answer = sure(data, unsure)
+    if answer is not UNSURE:
+        assert ("value", answer) == expected
+        assert as_text(answer) == answer
