@@ -22,8 +22,9 @@ def content_hash(payload_json: bytes) -> str:
 
 def person_key(source: str, record_id: str, content: str, revision: int) -> str:
     """Same source, record, content and revision -> same key; anything else -> new key. The material is
-    the four joined by U+001F, spelled as one f-string (tests/test_keys.py holds keys to fixed values)."""
-    return "p-" + _sha256(f"{source}\x1f{record_id}\x1f{content}\x1f{revision}".encode()).hexdigest()[:40]
+    the four joined by U+001F: a join, not an f-string, which would spell a str subclass's id by its own
+    `__format__` (review R13; tests/mapping/test_fixed_outputs.py holds keys to fixed values)."""
+    return "p-" + _sha256("\x1f".join((source, record_id, content, str(revision))).encode()).hexdigest()[:40]
 
 
 def batch_key() -> str:

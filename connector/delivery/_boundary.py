@@ -16,6 +16,7 @@ import hashlib
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..source import BadRecord, Item, Passed, Record
@@ -150,6 +151,8 @@ class Checker:
             problem = id_problem(item.id, whose)
             if problem is not None:
                 return _rejected(item, problem)
+            if type(item.id) is not str:  # a str subclass (a `(str, Enum)` member): kept as its characters
+                return replace(item, id=str.__str__(item.id))
         return item
 
     def _state_problem(self, value: Any, keys: tuple[Any, ...]) -> str | None:

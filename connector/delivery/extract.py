@@ -88,7 +88,12 @@ def raw_digests(mapping_version: str, items: Sequence[Record | BadRecord]) -> li
             continue
         data = item.data
         try:
-            if type(data) is dict and spelling.keys is not None and tuple(data) == spelling.keys:  # without a call
+            if (  # without a call; the keys' types first: an equal key of a str subclass has its own repr
+                type(data) is dict
+                and spelling.keys is not None
+                and tuple(map(type, data)) == spelling.types
+                and tuple(data) == spelling.keys
+            ):
                 text = spelling.template % (item.order, *data.values())
             else:
                 text = spelling.text(item.order, data)
@@ -105,16 +110,19 @@ class _Spelling:
     """A raw digest's text, `f"{version}\x1f{order!r}\x1f{data!r}"`, for the records of one chunk.
     A plain dict whose keys are the template's, as text and in its order, is spelled by the template
     (`repr` of each value, as the dict's repr writes it; a dict that holds itself, which no source
-    reads, spells its inner self once more, and is mapped again once); any other takes the f-string. Text keys only:
-    an equal key of another type (1 and True) would have another repr. A record with other keys makes
+    reads, spells its inner self once more, and is mapped again once); any other takes the f-string. Keys of
+    type `str` only, for the template and the records it spells: an equal key of another type (1 and
+    True, a str subclass with its own repr) would have another repr (review R13). A record with other keys makes
     the template anew (a file with another header), until `_MISSES` records of the chunk did (keys
     that vary from record to record): its other records then take the f-string without a test."""
 
-    __slots__ = ("head", "keys", "misses", "template")
+    __slots__ = ("head", "keys", "misses", "template", "types")
 
     def __init__(self, mapping_version: str) -> None:
         self.head = f"{mapping_version}\x1f"
         self.keys: tuple[str, ...] | None = None  # the template's; None without one
+        self.types: tuple[type, ...] = ()  # (str, ...) as long as `keys`: a key equal to one of them yet of
+        # another type (numpy.str_, an object whose == raises on text) is spelled by its own repr
         self.template = ""
         self.misses = 0  # records whose keys were not the template's
 
@@ -126,7 +134,7 @@ class _Spelling:
             self.misses += 1
             keys = tuple(data)
             if self.misses < _MISSES and all(type(key) is str for key in keys):
-                self.keys = keys
+                self.keys, self.types = keys, (str,) * len(keys)
                 fields = ", ".join(repr(key).replace("%", "%%") + ": %r" for key in keys)
                 self.template = self.head.replace("%", "%%") + "%r\x1f{" + fields + "}"
                 return self.template % (order, *data.values())

@@ -4,6 +4,7 @@ follows it); a record whose id it cannot keep is a rejection saying why."""
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import pytest
@@ -108,3 +109,16 @@ def test_a_passed_row_whose_id_the_ledger_cannot_keep_is_looked_up_by_its_id_sho
 )
 def test_a_bad_records_where_is_kept_as_is_unless_no_ledger_can_store_it(where: str, kept: str) -> None:
     assert shown_text(where) == kept
+
+
+def test_an_id_of_a_str_subclass_is_kept_as_its_characters() -> None:
+    """A `(str, Enum)` member as an id: its `str()` is `Kind.A`, and its f-string spelling may be too. The
+    ledger looked its entry up by `str(id)` and never found it (the record was enqueued again on every
+    read, review R13); the boundary hands it on as plain text of the same characters."""
+
+    class Kind(str, enum.Enum):  # noqa: UP042 (not StrEnum: its str() is its value, this one's is Kind.A)
+        A = "rec-1"
+
+    for item in (Record(Kind.A, {"Name": "Ada"}, None), BadRecord("f line 1", "unreadable", None, id=Kind.A)):
+        checked = Checker().check(item)
+        assert type(checked.id) is str and checked.id == "rec-1"  # type: ignore[union-attr]

@@ -51,6 +51,17 @@ def test_the_digests_are_the_first_spellings(version: str, items: list[Any]) -> 
     assert raw_digests(version, items) == expected
 
 
+class Tagged(str):
+    """A str subclass with its own repr, as numpy.str_ has (`np.str_('a')`): equal to a text key."""
+
+    def __repr__(self) -> str:
+        return f"Tagged({str.__repr__(self)})"
+
+
+class Plain(str):
+    """A str subclass with str's repr."""
+
+
 names = st.lists(st.text(max_size=4) | st.sampled_from(["%", "%r", "'", '"', "a%%b", "\\"]), max_size=5, unique=True)
 
 
@@ -58,12 +69,14 @@ names = st.lists(st.text(max_size=4) | st.sampled_from(["%", "%r", "'", '"', "a%
 def chunks(draw: st.DrawFn) -> list[Any]:
     """A chunk as sources give them: records that mostly share their field names in one order (a
     file's header), some with fewer or more fields, some in another order, another header mid-chunk,
-    a key that is no text, a mapping other than a dict."""
+    a key that is no text, keys of a str subclass equal to the header's (review R13), a mapping other
+    than a dict."""
     headers = draw(st.lists(names, min_size=1, max_size=3))
     items: list[Any] = []
     for _ in range(draw(st.integers(0, 40))):
         header = list(draw(st.sampled_from(headers)))
-        kind = draw(st.sampled_from(["same"] * 6 + ["short", "long", "shuffled", "other key", "mapping", "bad"]))
+        kinds = ["short", "long", "shuffled", "other key", "subclass keys", "mapping", "bad"]
+        kind = draw(st.sampled_from(["same"] * 6 + kinds))
         if kind == "bad":
             items.append(BadRecord("f line 1", "unreadable", None))
             continue
@@ -71,6 +84,8 @@ def chunks(draw: st.DrawFn) -> list[Any]:
             header = header[:-1]
         elif kind == "shuffled":
             header = header[::-1]
+        elif kind == "subclass keys":
+            header = [draw(st.sampled_from([Tagged, Plain]))(name) for name in header]
         data: Any = {name: draw(values) for name in header}
         if kind == "long":
             data["_extra"] = draw(st.lists(st.text(), max_size=2))

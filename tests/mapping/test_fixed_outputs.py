@@ -5,6 +5,7 @@ again (or hide a change). The values below were made at ae6a1ab, before the nint
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import pytest
@@ -93,3 +94,13 @@ def test_a_payloads_digest_is_the_same(payload: bytes, digest: str) -> None:
 )
 def test_a_person_key_is_the_same(parts: tuple[str, str, str, int], key: str) -> None:
     assert person_key(*parts) == key
+
+
+def test_a_person_key_spells_an_id_by_its_characters() -> None:
+    """An id of a str subclass whose `str()` differs (a `(str, Enum)` member): its key is the one its
+    characters make, as before (an f-string would spell it `Kind.A`, review R13)."""
+
+    class Kind(str, enum.Enum):  # noqa: UP042 (not StrEnum: its str() is its value, this one's is Kind.A)
+        A = "42"
+
+    assert person_key("crm", Kind.A, "ab" * 32, 0) == "p-3f294f0cf99bffa312ecb7ddd186bd69c90cc0d9"
