@@ -37,12 +37,13 @@ Learning, when no window is configured (`capture.rate_window_s` unset):
   fill did not show (its first Retry-After says how soon one token comes back, not how long the
   window is: a 1 s bucket refills too little within its fill to tell, a daily one nothing). Nothing
   goes until Retry-After has passed, then one request alone until one is let through. The jitter
-  margin doubles, to 1 % of the window (100 ms at most) at least (up to 5 % of it or 100 ms), and once it can grow
-  no more the window grows by 2 % (to what Retry-After says at once if that is longer). Once per
-  window at most (a configured window too: it is where the limiter starts, and the server's answers
-  overrule it). 429s of requests sent before that change are the same episode. (The window is not learned again from the
-  sends before such a 429: pruned sends may be long gone, or another process's, and a limit lowered
-  mid-run looks the same; a longer window is reached by the 2 % steps instead.)
+  margin doubles, or steps to 1 % of the window if that is more (a step of 100 ms at most); it grows
+  up to 5 % of the window or 100 ms, and once it can grow no more the window grows by 2 % (to what
+  Retry-After says at once if that is longer). Once per window at most (a configured window too: it
+  is where the limiter starts, and the server's answers overrule it). 429s of requests sent before
+  that change are the same episode. (The window is not learned again from the sends before such a
+  429: pruned sends may be long gone, or another process's, and a limit lowered mid-run looks the
+  same; a longer window is reached by the 2 % steps instead.)
 """
 
 from __future__ import annotations
@@ -59,9 +60,7 @@ from ._sendlog import BUCKETS, SendLog
 MAX_WINDOW_S = 86_400.0  # the longest window we would believe: a daily budget
 JITTER_S = 0.02  # each window is held this much longer: arrivals jitter (event loop, network) ...
 JITTER_SHARE = 0.002  # ... and clocks drift apart, more over a long window
-JITTER_STEP_SHARE = (
-    0.01  # a 429 the log does not explain widens the margin to at least this share of the window (JITTER_MAX_S at most)
-)
+JITTER_STEP_SHARE = 0.01  # an unexplained 429 widens the margin to this share of the window (JITTER_MAX_S at most)
 JITTER_MAX_SHARE = 0.05  # the margin never grows past this share of the window ...
 JITTER_MAX_S = 0.1  # ... or this, if more: arrivals on 2 cores at load 5-6 come up to 95 ms late
 TRIAL_STEP = 0.01  # a probe tries a window this much shorter than the last one that held
@@ -289,12 +288,10 @@ class BurstFinder:
         self._unexplained_at = now
         cap = max(JITTER_MAX_SHARE * self.window_s, JITTER_MAX_S)
         margin_grew = self.jitter_s < cap  # jitter first; the window grows once the margin is spent
-        # Doubled, and to 1 % of the window at once: arrivals on a loaded machine lag by up to some
-        # 400 ms (measured), and each doubling from 20 ms cost a 429 and its whole-second Retry-After,
-        # which holds back every send's turn by up to 1 s (1.2 % of an 83 s run at any window), where a
-        # margin of 1 % costs 1 % (at 1 s the doubling is the larger step).
-        # Not past 100 ms: the margin never narrows, and at long windows an unexplained 429 is another
-        # process or a lowered limit, which no margin helps (1 % of a daily budget is 864 s, review R12).
+        # Doubled, or to 1 % of the window at once: on a loaded machine arrivals lag by up to some 400 ms,
+        # and each doubling from 20 ms cost a 429, whose whole-second Retry-After holds every send back.
+        # That step stops at 100 ms: the margin never narrows, and at long windows an unexplained 429 is
+        # another process or a lowered limit, which no margin helps (1 % of a day is 864 s, review R12).
         step = min(JITTER_STEP_SHARE * self.window_s, JITTER_MAX_S)
         self.jitter_s = max(self.jitter_s, min(max(2 * self.jitter_s, step), cap))
         self._trial = self._probe_at = None

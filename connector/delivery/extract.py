@@ -110,11 +110,11 @@ class _Spelling:
     """A raw digest's text, `f"{version}\x1f{order!r}\x1f{data!r}"`, for the records of one chunk.
     A plain dict whose keys are the template's, as text and in its order, is spelled by the template
     (`repr` of each value, as the dict's repr writes it; a dict that holds itself, which no source
-    reads, spells its inner self once more, and is mapped again once); any other takes the f-string. Keys of
-    type `str` only, for the template and the records it spells: an equal key of another type (1 and
-    True, a str subclass with its own repr) would have another repr (review R13). A record with other keys makes
-    the template anew (a file with another header), until `_MISSES` records of the chunk did (keys
-    that vary from record to record): its other records then take the f-string without a test."""
+    reads, spells its inner self once more, and is mapped again once); any other takes the f-string.
+    Keys of type `str` only, for the template and the records it spells: an equal key of another type
+    (1 and True, a str subclass with its own repr) would have another repr (review R13). A record with
+    other keys makes the template anew (a file with another header), until `_MISSES` records of the
+    chunk did (keys that vary from record to record): its other records then take the f-string."""
 
     __slots__ = ("head", "keys", "misses", "template", "types")
 

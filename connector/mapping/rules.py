@@ -101,9 +101,9 @@ class FieldRule:
         function, given `unsure` (it gives the `UNSURE` sentinel where the source value is not plain
         text and `finish` would answer), when the default is None or plain text too; a plain template
         rule's render (`sure_get`). None for any other rule."""
-        default = self.default
         if self.plain:
             return self.sure_get
+        default = self.default
         if not self.transforms or any(tf.is_hooked(t) for t in self.transforms):
             return None
         if default is not None and not (type(default) is str and _is_plain_text(default)):

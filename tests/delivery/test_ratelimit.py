@@ -310,17 +310,23 @@ def test_on_a_loaded_machine_few_429s_and_nothing_lost_at_1s() -> None:
     assert result.finished_at <= 1.14 * best
 
 
-def test_at_1s_the_margin_grows_to_100ms_before_the_window_grows() -> None:
-    """Arrivals up to 95 ms late need more than 5 % of a 1 s window (50 ms, where the window used to
-    start growing 2 % a 429, for good): the margin doubles up to 100 ms first."""
-    finder = BurstFinder(12, 1.0)
+def _margins_after_unexplained_429s(finder: BurstFinder, episodes: int, every_s: float) -> list[tuple[float, float]]:
+    """(margin, window) after each of `episodes` 429s the log does not explain, one every `every_s`,
+    each to a request sent alone and answered 1.2 s later."""
     seen = []
-    for episode in range(6):  # one 429 the log does not explain every 2 s, each request alone
-        at = 2.0 * episode
+    for episode in range(episodes):
+        at = every_s * episode
         assert finder.delay(1, at) == 0
         finder.on_rate_limited(1.0, 1, at + 0.005)
         seen.append((round(finder.jitter_s, 4), round(finder.window_s, 4)))
         finder.on_answered(1, at + 1.2)
+    return seen
+
+
+def test_at_1s_the_margin_grows_to_100ms_before_the_window_grows() -> None:
+    """Arrivals up to 95 ms late need more than 5 % of a 1 s window (50 ms, where the window used to
+    start growing 2 % a 429, for good): the margin doubles up to 100 ms first."""
+    seen = _margins_after_unexplained_429s(BurstFinder(12, 1.0), episodes=6, every_s=2.0)
     assert seen == [(0.02, 1.0), (0.04, 1.0), (0.08, 1.0), (0.1, 1.0), (0.1, 1.02), (0.1, 1.0404)]
 
 
@@ -343,14 +349,7 @@ def test_on_a_loaded_machine_at_10s_the_margin_steps_to_1_percent_of_the_window(
 def test_the_margin_steps_to_1_percent_of_a_long_window_then_doubles() -> None:
     """At 10 s the first 429 the log does not explain takes the margin from 20 ms to 100 ms, the next
     ones double it to the cap (5 % of the window), and only then does the window grow."""
-    finder = BurstFinder(1, 10.0)
-    seen = []
-    for episode in range(5):  # one 429 the log does not explain every 30 s, each request alone
-        at = 30.0 * episode
-        assert finder.delay(1, at) == 0
-        finder.on_rate_limited(1.0, 1, at + 0.005)
-        seen.append((round(finder.jitter_s, 4), round(finder.window_s, 4)))
-        finder.on_answered(1, at + 1.2)
+    seen = _margins_after_unexplained_429s(BurstFinder(1, 10.0), episodes=5, every_s=30.0)
     assert seen == [(0.1, 10.0), (0.2, 10.0), (0.4, 10.0), (0.5, 10.0), (0.5, 10.2)]
 
 
