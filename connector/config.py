@@ -13,12 +13,11 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
 from . import env_overrides, logs
-from .alerts import Alert, parse_alerts
 from .api.client import check_base_url
 from .api.errors import InsecureURLError
 from .api.retry import RetryPolicy
@@ -41,6 +40,9 @@ from .plugins import build_source
 from .problems import ConfigProblem
 from .schedule import schedule_trigger
 from .secret_files import read_secret_file
+
+if TYPE_CHECKING:
+    from .alerts import Alert
 
 ENV_BASE_URL = "CAPTURE_BASE_URL"
 DEFAULT_SCHEDULE = "every 5m"
@@ -295,7 +297,7 @@ def load_config(path: str | Path) -> Config:
             problems.append(f"{where}: {exc}")
     credentials = read_credentials(capture.api_key_file, capture.api_secret_file, folder, problems) if capture else None
     sources = _sources(doc.get("sources", []), folder, problems)
-    alerts = parse_alerts(doc.get("alerts"), folder, problems)
+    alerts = _alerts(doc.get("alerts"), folder, problems)
     if problems:
         raise ConfigProblem([f"{path}: {env_overrides.annotate(p, overridden)}" for p in problems])
     assert capture is not None and ledger is not None and daemon is not None and integration is not None
@@ -317,6 +319,15 @@ def load_source(path: str | Path, name: str) -> SourceConfig:
     if problems:
         raise ConfigProblem([f"{path}: {p}" for p in problems])
     return sources[0]
+
+
+def _alerts(raw: Any, folder: Path, problems: list[str]) -> tuple[Alert, ...]:
+    """The `[[alerts]]` tables, checked; their module (and its model) loads only for a config that has any."""
+    if raw is None:
+        return ()
+    from .alerts import parse_alerts
+
+    return parse_alerts(raw, folder, problems)
 
 
 def _check_schedule(text: Any, where: str, problems: list[str]) -> None:

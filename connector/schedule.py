@@ -1,16 +1,19 @@
 """Schedules as the config writes them (`every 5m`, or a crontab line), as APScheduler triggers.
 
 A leaf module: the config checks a schedule when it loads, and the daemon builds its jobs from it.
+The crontab parser loads at the first crontab line: the defaults are all `every N`, and a sync that
+only checks them need not load it.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from apscheduler.triggers.base import BaseTrigger
-from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
+
+if TYPE_CHECKING:
+    from apscheduler.triggers.base import BaseTrigger
 
 _EVERY = re.compile(r"^every\s+(\d+)\s*([smh])$", re.IGNORECASE)
 _UNIT_S = {"s": 1, "m": 60, "h": 3600}
@@ -26,6 +29,8 @@ def schedule_trigger(text: Any) -> BaseTrigger:
         if seconds < 1:
             raise ValueError(f"{text!r}: the interval must be at least 1 second")
         return IntervalTrigger(seconds=seconds)
+    from apscheduler.triggers.cron import CronTrigger
+
     try:
         return CronTrigger.from_crontab(text.strip())
     except ValueError as exc:

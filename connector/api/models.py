@@ -2,6 +2,9 @@
 
 Request models are strict (unknown properties are errors, as the API rejects them); response
 models tolerate extra fields so that a server adding a field does not break delivery.
+Each builds its validator at its first use (`defer_build`): a sync of plain contacts uses none of
+them (`plain_person`, `_wire`'s own reading of an answer), and building them all cost some 4 ms of
+every start-up; the first use builds the very validator the import did.
 """
 
 from __future__ import annotations
@@ -94,7 +97,7 @@ PERSON_FIELDS = (
 class PersonInput(BaseModel):
     """Body of POST /person (spec 2.1)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     name: NonEmpty | None = None
     first_name: NonEmpty | None = None
@@ -202,7 +205,7 @@ class BulkPersonInput(PersonInput):
 class BulkBody(BaseModel):
     """Body of POST /persons/bulk (spec 4.3)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     persons: Annotated[list[BulkPersonInput], Field(min_length=1, max_length=MAX_BULK_PERSONS)]
 
@@ -210,7 +213,7 @@ class BulkBody(BaseModel):
 class ClientInfo(BaseModel):
     """`data` of GET /info (spec 2.4)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     client_name: str
     rate_limit: int
@@ -222,7 +225,7 @@ class ClientInfo(BaseModel):
 class PersonCaptureResult(BaseModel):
     """`data` of POST /person (spec 2.5)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     person_id: UUID
     status: str | None = None
@@ -234,7 +237,7 @@ class PersonCaptureResult(BaseModel):
 class BulkCaptureResult(BaseModel):
     """`data` of POST /persons/bulk (spec 2.6): the objects' fields are not documented."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     successful: list[dict[str, Any]]
     duplicates: list[dict[str, Any]]
@@ -247,7 +250,7 @@ T = TypeVar("T")
 class SuccessEnvelope(BaseModel, Generic[T]):
     """Every 2xx response (spec 2.3)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     success: Literal[True]
     statusCode: int
@@ -259,7 +262,7 @@ class SuccessEnvelope(BaseModel, Generic[T]):
 class ErrorBody(BaseModel):
     """`error` of the error envelope (spec 7); servers may add properties."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     name: str
     message: str
@@ -272,7 +275,7 @@ class ErrorBody(BaseModel):
 class ErrorEnvelope(BaseModel):
     """Every non-2xx response (spec 7)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     success: Literal[False]
     statusCode: int

@@ -13,7 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
+
+SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
+
+
+def is_url(target: str | Path) -> bool:
+    """A PostgreSQL ledger's URL, not a SQLite file's path: told apart without loading that engine."""
+    return isinstance(target, str) and target.startswith(SCHEMES)
 
 
 @dataclass(frozen=True)

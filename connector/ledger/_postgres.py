@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     import psycopg
     import psycopg_pool
 
-SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
 CONNECT_TIMEOUT_S = 5
 # Delivery's workers (capture.concurrency, 4 by default) each hold one while they wait for the write
 # lock; reads (the sweep's counts, the daemon's views) take their own meanwhile.
@@ -72,10 +71,6 @@ DIALECT = Dialect(
     members="unnest({batch}.members) WITH ORDINALITY AS {alias}(value, key)",
     fresh_persons=False,  # an UPDATE writes a new row version into every index: a move would cost more
 )
-
-
-def is_url(target: str | Path) -> bool:
-    return isinstance(target, str) and target.startswith(SCHEMES)
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,19 @@
 """The ledger's read-only questions (`status`, lists, runs, cursors' history), each one read
-transaction: what `Ledger` answers without writing, apart from its write path (`store.py`)."""
+transaction: what `Ledger` answers without writing, apart from its write path (`store.py`). The
+views (`views`: status, lists, details) load at the first such question: a sync asks only counts."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import _runs, _state_counts, _states, views
+from . import _runs, _state_counts, _states
 from ._db import Db, Store
 from ._types import IS_LIVE
+
+if TYPE_CHECKING:
+    from . import views
 
 UNSETTLED = ("pending", "in_flight", "unknown")
 
@@ -70,19 +74,23 @@ class LedgerReads:
         """Unsettled entries the daemon's retry sweep may send: all but the members of stalled batches,
         which a non-retryable answer left for an operator's `replay`."""
         with self._reading() as db:
-            return _unsettled(db) - views.stalled(db)
+            return _unsettled(db) - _state_counts.stalled(db)
 
     def blocked_count(self) -> int:
         """Entries that wait for a person's decision: blocked by a 409, or unknown after being asked alone."""
         with self._reading() as db:
-            return sum(views.for_a_person(db))
+            return sum(_state_counts.for_a_person(db))
 
     def stalls(self) -> views.Stalls:
         """The stalled batches in one figure: entries, batches, since when, the last answer."""
+        from . import views
+
         with self._reading() as db:
             return views.stalls(db)
 
     def status(self) -> views.StatusReport:
+        from . import views
+
         with self._reading() as db:
             return views.status(db)
 
@@ -94,17 +102,25 @@ class LedgerReads:
     def list_entries(
         self, state: str | None = None, *, source: str | None = None, limit: int = 100
     ) -> list[views.EntryView]:
+        from . import views
+
         with self._reading() as db:
             return views.list_entries(db, state, source=source, limit=limit)
 
     def show(self, key: str) -> views.EntryDetail | views.BatchDetail:
+        from . import views
+
         with self._reading() as db:
             return views.show(db, key)
 
     def batch(self, key: str) -> views.BatchDetail:
+        from . import views
+
         with self._reading() as db:
             return views.batch_detail(db, key)
 
     def versions(self, source: str, record_id: str) -> list[views.EntryDetail]:
+        from . import views
+
         with self._reading() as db:
             return views.versions(db, source, record_id)

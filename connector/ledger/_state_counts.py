@@ -8,7 +8,7 @@ from typing import get_args
 
 from . import _counts
 from ._db import Db, Dialect, members_of
-from ._types import IN_FLIGHT_AS, IS_LIVE, LIVE, SETTLED, EntryState
+from ._types import IN_FLIGHT_AS, IS_LIVE, LIVE, SETTLED, EntryState, in_open_batch
 
 STATES: tuple[str, ...] = get_args(EntryState)  # in the order `status` lists them
 
@@ -101,3 +101,20 @@ def count_entries(conn: Db, state: str, *, source: str | None) -> int:
         return sum(n for src, st, n in _counts.by_source(conn) if st == state and source in (None, src))
     by_state, by_source = counts(conn)
     return by_source.get(source, {}).get(state, 0) if source else by_state.get(state, 0)
+
+
+def stalled(conn: Db) -> int:
+    """Entries of batches stopped by a non-retryable answer: they wait for an operator's `replay`."""
+    return conn.execute(f"SELECT count(*) {_in_stalled(conn.dialect)}").fetchone()[0]
+
+
+def for_a_person(conn: Db) -> tuple[int, int]:
+    """The entries that wait for a person's decision: (unknown ones a batch of their own could not
+    place either, blocked ones). Apart from `attention`, whose count of waiting versions groups every
+    live entry by record: a pass that reports these two needs no more."""
+    unresolved = conn.execute(  # not while its batch alone is open or stalled: then it is in flight
+        "SELECT count(*) FROM entries e JOIN batches b ON b.id = e.batch_id "
+        f"WHERE e.state = 'unknown' AND b.size = 1 AND NOT {in_open_batch(conn.dialect, 'e')}"
+    ).fetchone()[0]
+    blocked = conn.execute("SELECT count(*) FROM entries WHERE state = 'blocked'").fetchone()[0]
+    return unresolved, blocked

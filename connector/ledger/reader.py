@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from . import _postgres, _sqlite
-from ._db import Db
+from ._db import Db, is_url
 
 __all__ = ["Db", "SideReader"]
 
@@ -17,9 +17,7 @@ class SideReader:
     """Opens the ledger read-only for each read; call its methods in a worker thread."""
 
     def __init__(self, target: str | Path, password_file: Path | None = None, integration: str | None = None) -> None:
-        self._pg = (
-            _postgres.PgTarget.parse(str(target), password_file, integration) if _postgres.is_url(target) else None
-        )
+        self._pg = _postgres.PgTarget.parse(str(target), password_file, integration) if is_url(target) else None
         self._path = Path(target)
 
     def read(self) -> AbstractContextManager[Db]:

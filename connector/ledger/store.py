@@ -16,20 +16,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from . import (
     _batches,
-    _copy,
     _enqueue,
     _flows,
     _merges,
-    _operator,
     _pauses,
-    _requests,
     _runs,
     _settle,
     _states,
 )
-from ._db import Db, Store
+from ._db import Db, Store, is_url
 from ._lease import Lease
-from ._postgres import PgStore, PgTarget, is_url
 from ._reads import LedgerReads
 from ._settle import Settlement
 from ._sqlite import SqliteStore
@@ -42,6 +38,8 @@ if TYPE_CHECKING:  # `status` opens a ledger without loading the HTTP client
 
 def pg_name(url: str) -> str:
     """A PostgreSQL ledger's URL as messages print it: postgresql://USER@HOST:PORT/DB."""
+    from ._postgres import PgTarget
+
     return PgTarget.parse(url).name
 
 
@@ -62,7 +60,9 @@ class Ledger(LedgerReads):
         """`integration` names the PostgreSQL schema holding this integration's tables (created on
         first open; `public` when None); a SQLite file holds one integration and ignores it."""
         self._store: Store
-        if is_url(target):
+        if is_url(target):  # the PostgreSQL engine loads only for a PostgreSQL ledger
+            from ._postgres import PgStore, PgTarget
+
             self._store = PgStore(PgTarget.parse(str(target), password_file, integration))
             self.path: Path | None = None
         else:
@@ -89,6 +89,8 @@ class Ledger(LedgerReads):
         """The integration's lease, for `holder` (a daemon's id) to lead it while held: PostgreSQL
         only (a SQLite file has one daemon, by its lock). From here on, this ledger's writes are
         refused (LedgerFenced) unless the lease is held and unexpired."""
+        from ._postgres import PgStore  # loaded already when the ledger is a PostgreSQL one
+
         if not isinstance(self._store, PgStore):
             raise LedgerError(
                 f"ledger {self.name} is a SQLite file: leases and standby daemons need a PostgreSQL ledger"
@@ -98,6 +100,8 @@ class Ledger(LedgerReads):
     def ask_leader(self, command: str, args: dict[str, Any], take_within_s: float) -> dict[str, Any]:
         """A control command run by the daemon leading this integration, wherever it runs (PostgreSQL:
         `_requests`); its answer. Raises `_requests.NotTaken` / `Unanswered` (LedgerError)."""
+        from . import _requests
+
         return _requests.ask_leader(self._store, command, args, take_within_s)
 
     def acquire_daemon_lock(self) -> None:
@@ -258,11 +262,13 @@ class Ledger(LedgerReads):
         with self._write() as db:
             _settle.insert_attempts(db, batch, attempts)
 
-    # --- operator commands -------------------------------------------------------------------
+    # --- operator commands: their modules load when one is run, not with every ledger -------------
 
     def requeue_failed(self, before: float) -> int:
         """For `replay --include-failed`: entries that failed before `before` go back to pending
         with their same per-person keys (they travel in new batches, under new batch keys)."""
+        from . import _operator
+
         with self._write() as db:
             return _operator.requeue_failed(db, before, time.time())
 
@@ -270,17 +276,23 @@ class Ledger(LedgerReads):
         """Manual recovery of a blocked, failed, unknown or stalled batch or entry."""
         if action not in ("requeue", "dismiss"):
             raise ValueError("action is requeue or dismiss")
+        from . import _operator
+
         with self._write() as db:
             return _operator.resolve(db, key, action, time.time())
 
     def is_empty(self) -> bool:
         """Nothing recorded yet: no entry, run, cursor, flow pass or pause."""
+        from . import _copy
+
         with self._reading() as db:
             return _copy.is_empty(db)
 
     def copy_to(self, target: Ledger) -> dict[str, int]:
         """Every row of this ledger into `target`, which must be empty (`ledger copy`): one read of this
         one, one write transaction of the target. Returns the rows copied per table."""
+        from . import _copy
+
         with self._reading() as source, target._write() as db:
             return _copy.copy(source, db, target.name)
 

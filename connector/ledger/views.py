@@ -9,7 +9,7 @@ from typing import Any
 from . import _batches, _counts
 from ._db import Db, members_of
 from ._run_view import LISTED, RUN_COLS, RunView, iso, run_view
-from ._state_counts import _OLDEST_LIVE, STATES, _in_stalled, counts
+from ._state_counts import _OLDEST_LIVE, STATES, _in_stalled, counts, for_a_person, stalled
 from ._types import IN_FLIGHT_AS, IS_LIVE, LIVE, RARE, by_key, in_open_batch, state_of
 
 
@@ -141,11 +141,6 @@ def status(conn: Db, runs: int = 10) -> StatusReport:
     )
 
 
-def stalled(conn: Db) -> int:
-    """Entries of batches stopped by a non-retryable answer: they wait for an operator's `replay`."""
-    return conn.execute(f"SELECT count(*) {_in_stalled(conn.dialect)}").fetchone()[0]
-
-
 @dataclass(frozen=True)
 class Stalls:
     """Batches a non-retryable answer stopped, whose entries wait for `replay` (spec 4.4 rule 4)."""
@@ -184,18 +179,6 @@ def attention(conn: Db) -> Attention:
         f"SELECT count(*) FROM entries WHERE state = 'unknown' AND NOT {in_open_batch(conn.dialect, 'entries')}"
     ).fetchone()[0]
     return Attention(blocked, stalled_, unknown - unresolved, unresolved, waiting)
-
-
-def for_a_person(conn: Db) -> tuple[int, int]:
-    """The entries that wait for a person's decision: (unknown ones a batch of their own could not
-    place either, blocked ones). Apart from `attention`, whose count of waiting versions groups every
-    live entry by record: a pass that reports these two needs no more."""
-    unresolved = conn.execute(  # not while its batch alone is open or stalled: then it is in flight
-        "SELECT count(*) FROM entries e JOIN batches b ON b.id = e.batch_id "
-        f"WHERE e.state = 'unknown' AND b.size = 1 AND NOT {in_open_batch(conn.dialect, 'e')}"
-    ).fetchone()[0]
-    blocked = conn.execute("SELECT count(*) FROM entries WHERE state = 'blocked'").fetchone()[0]
-    return unresolved, blocked
 
 
 def list_entries(conn: Db, state: str | None, *, source: str | None, limit: int) -> list[EntryView]:

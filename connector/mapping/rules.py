@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal, cast
 
-import phonenumbers
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..api.models import PERSON_FIELDS
@@ -229,7 +228,7 @@ def _transforms(spec: FieldSpec, load: Callable[[str], Any]) -> tuple[list[tf.Tr
     if spec.region is not None:
         if tf.WITH_REGION not in names:
             problems.append("region: applies only with the e164 transform")
-        elif spec.region.upper() not in phonenumbers.SUPPORTED_REGIONS:
+        elif not tf.is_region(spec.region):
             problems.append(f"region: {spec.region!r} is not a region code like US or GB")
     return out, problems
 

@@ -1,13 +1,11 @@
-"""Value transforms of the mapping config: text in, text out (None: absent), ValueProblem on bad input."""
+"""Value transforms of the mapping config: text in, text out (None: absent), ValueProblem on bad input.
+`phonenumbers` (some 15 ms to import) loads with the first `e164` transform a config names."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-import phonenumbers
-
-from .phones import e164_steps
 from .values import ValueProblem, as_text
 
 Transform = Callable[[str], str | None]
@@ -25,11 +23,21 @@ def _split_name(full: str) -> tuple[str | None, str | None]:
     return " ".join(words[:-1]), words[-1]
 
 
+def is_region(code: str) -> bool:
+    """A region code phonenumbers knows (US, GB, ...): what `e164`'s `region` may be."""
+    import phonenumbers
+
+    return code.upper() in phonenumbers.SUPPORTED_REGIONS
+
+
 def e164(region: str | None) -> Transform:
     """Only numbers phonenumbers holds valid: a merely possible one such as 555-0100 (US, no area
     code) would become +15550100, a number that reaches nobody. Plain spellings of valid numbers
     take phones.fast_e164_for's steps, each called here (`e164_steps`: the same answer at a fraction
     of the cost); the rest, and every reason for a refusal, come from phonenumbers itself."""
+    import phonenumbers
+
+    from .phones import e164_steps
 
     express, walk = e164_steps(region)
 
