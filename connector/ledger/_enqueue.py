@@ -240,11 +240,17 @@ def is_unchanged(db: Db, source: str, item: Mapped) -> bool:
 # the statement rather than bound as None: Python's sqlite3 binds None only after asking its adapters
 # and the protocol's `__adapt__` (an AttributeError made and dropped), some 2,000 instructions a None,
 # which was a tenth of a record's enqueue. The same row either way (tests/ledger/test_enqueue_rows.py).
-_NEW_ENTRIES = (
+_BARE_ROWS = (
     "INSERT INTO entries (id, key, source, record_id, state, payload, content_hash, mapping_version, "
-    "revision, last_error, notes, source_order, raw_digest, created_at, updated_at, run_id) VALUES "
+    "revision, last_error, notes, source_order, raw_digest, created_at, updated_at, run_id) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, ?, ?, ?, capture_run_in_hand())"
 )
-_BARE_ROWS = _NEW_ENTRIES + "(?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, ?, ?, ?, capture_run_in_hand())"
+# Any other new entry, the three bound (tests/ledger/test_stamp_coverage.py reads each statement whole)
+_ROWS = (
+    "INSERT INTO entries (id, key, source, record_id, state, payload, content_hash, mapping_version, "
+    "revision, last_error, notes, source_order, raw_digest, created_at, updated_at, run_id) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, capture_run_in_hand())"
+)
 
 
 def enqueue_chunk(
@@ -362,7 +368,7 @@ def enqueue_chunk(
     if bare:
         db.executemany(_BARE_ROWS, bare)
     if rows:
-        db.executemany(_NEW_ENTRIES + "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, capture_run_in_hand())", rows)
+        db.executemany(_ROWS, rows)
     if superseded:
         db.executemany(
             "UPDATE entries SET state = 'superseded', last_error = ?, updated_at = ?, "

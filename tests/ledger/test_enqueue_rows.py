@@ -14,8 +14,6 @@ from hypothesis import strategies as st
 from connector.ledger import Ledger, Mapped, _enqueue
 from connector.ledger._types import EnqueueCounts
 
-FULL_ROWS = _enqueue._NEW_ENTRIES + "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, capture_run_in_hand())"
-
 
 class _Bound:
     """A ledger's connection on which every bare row is written as before: its Nones bound."""
@@ -28,7 +26,7 @@ class _Bound:
 
     def executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> Any:
         if sql == _enqueue._BARE_ROWS:
-            return self.db.executemany(FULL_ROWS, [(*row[:9], None, None, None, *row[9:]) for row in rows])
+            return self.db.executemany(_enqueue._ROWS, [(*row[:9], None, None, None, *row[9:]) for row in rows])
         return self.db.executemany(sql, rows)
 
 
