@@ -381,9 +381,8 @@ def _changed(
         if raw is not None and rid not in touched and known.get(rid) == raw:
             continue
         touched.add(rid)
-        if (
-            type(item) is Record
-        ):  # `entry`'s path for a record, without its calls (`to_mapped`'s inline): nearly every item
+        # `entry`'s path for a record, without its calls (`to_mapped`'s steps inline): nearly every item
+        if type(item) is Record:
             result, notes = encoded(item.data)
             if isinstance(result, bytes):
                 mapped.append(_new_mapped(item.id, result.decode("utf-8"), None, notes, item.order, raw))

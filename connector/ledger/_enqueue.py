@@ -238,8 +238,8 @@ def is_unchanged(db: Db, source: str, item: Mapped) -> bool:
 
 # A new entry with no error, notes or place in the source's order, written with those three as NULL in
 # the statement rather than bound as None: Python's sqlite3 binds None only after asking its adapters
-# and the protocol's `__adapt__` (an AttributeError made and dropped), some 2,000 instructions a None,
-# which was a tenth of a record's enqueue. The same row either way (tests/ledger/test_enqueue_rows.py).
+# and the protocol's `__adapt__` (an AttributeError made and dropped), some 3,300 instructions a None,
+# a tenth of a record's enqueue. The same row either way (tests/ledger/test_enqueue_rows.py).
 _BARE_ROWS = (
     "INSERT INTO entries (id, key, source, record_id, state, payload, content_hash, mapping_version, "
     "revision, last_error, notes, source_order, raw_digest, created_at, updated_at, run_id) "
