@@ -187,18 +187,18 @@ def _template(text: str) -> tuple[Callable[[dict[str, Any]], Any], list[str], tu
 
     # Every value an exact str that is not blank: the parts joined and the whole text checked once (it is
     # printable ASCII exactly when each piece is, and then `as_text` gives each value again and each is
-    # found, so the walk above would join the same text). Anything else takes the walk (`slow`). The join
-    # is one `%` of the literals (`%s` of an exact str is that str), the fields looked up in one `map`.
+    # found, so the walk above would join the same text). Anything else takes the walk (`slow`).
     # Given `unsure` for `odd`, it is a sure reader (`FieldRule.sure_reader`): its own answer is plain text.
-    spelling = "".join(literal.replace("%", "%%") + ("%s" if name else "") for literal, name, _, _ in pieces)
-    fields = tuple(names)
-
     def render(data: dict[str, Any], odd: Callable[[Any], Any] = slow) -> Any:
-        values = tuple(map(data.get, fields))
-        for value in values:
-            if type(value) is not str or not value.strip():
-                return odd(data)
-        text = spelling % values
+        get, out = data.get, []
+        for literal, name in parts:
+            out.append(literal)
+            if name is not None:
+                value = get(name)
+                if type(value) is not str or not value.strip():
+                    return odd(data)
+                out.append(value)
+        text = "".join(out)
         return text.strip() if text.isascii() and text.isprintable() else odd(data)
 
     return (render if names else slow), problems, tuple(dict.fromkeys(names))
