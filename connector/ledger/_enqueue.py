@@ -245,6 +245,12 @@ _BARE_ROWS = (
     "revision, last_error, notes, source_order, raw_digest, created_at, updated_at, run_id) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, ?, ?, ?, capture_run_in_hand())"
 )
+# One with a place in the source's order (a read with a cursor) but no error or notes: the two as NULL
+_PLACED_ROWS = (
+    "INSERT INTO entries (id, key, source, record_id, state, payload, content_hash, mapping_version, "
+    "revision, last_error, notes, source_order, raw_digest, created_at, updated_at, run_id) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?, capture_run_in_hand())"
+)
 # Any other new entry, the three bound (tests/ledger/test_stamp_coverage.py reads each statement whole)
 _ROWS = (
     "INSERT INTO entries (id, key, source, record_id, state, payload, content_hash, mapping_version, "
@@ -282,6 +288,7 @@ def enqueue_chunk(
     next_id = db.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0]
     rows: list[tuple[Any, ...]] = []
     bare: list[tuple[Any, ...]] = []  # the new entries without an error, notes or place (`_BARE_ROWS`)
+    placed: list[tuple[Any, ...]] = []  # the new entries with a place but no error or notes (`_PLACED_ROWS`)
     settled: list[str] = []  # the settled state of each row written settled (rejected, older)
     superseded: list[int] = []
     # record id -> (newest entry, highest order as stored, raw digest), where this chunk moved it
@@ -321,7 +328,6 @@ def enqueue_chunk(
                 known[rid] = _Known(eid, held, digest, True, order, k.received, item.raw_digest)
                 pointers[rid] = (eid, place, item.raw_digest)
                 continue
-        # A new entry: its row written here rather than by a function per record (a call with 7 arguments).
         if state == "pending":
             last_error, notes = None, ("; ".join(item.reasons) or None) if item.reasons else None
         else:
@@ -332,30 +338,16 @@ def enqueue_chunk(
         seen[content] = revision + 1
         next_id += 1
         key = person_key(source, rid, digest, revision)
-        if last_error is None and notes is None and place is None:  # nearly every row: see `_BARE_ROWS`
-            bare.append(
-                (next_id, key, source, rid, state, body, digest, mapping_version, revision, item.raw_digest, now, now)
-            )
+        # A new entry: its row written here rather than by a function per record (a call with 7 arguments); without
+        # an error or notes (nearly every row), those as NULL in the statement (`_BARE_ROWS`, `_PLACED_ROWS`).
+        new, raw = (next_id, key, source, rid, state, body, digest, mapping_version, revision), item.raw_digest
+        if last_error is None and notes is None:
+            if place is None:
+                bare.append((*new, raw, now, now))
+            else:
+                placed.append((*new, place, raw, now, now))
         else:
-            rows.append(
-                (
-                    next_id,
-                    key,
-                    source,
-                    rid,
-                    state,
-                    body,
-                    digest,
-                    mapping_version,
-                    revision,
-                    last_error,
-                    notes,
-                    place,
-                    item.raw_digest,
-                    now,
-                    now,
-                )
-            )
+            rows.append((*new, last_error, notes, place, raw, now, now))
         pointer = stored.top[rid] = (next_id, place, item.raw_digest)
         if state == "superseded":  # an older version: written settled, never the record's pointer
             continue
@@ -364,9 +356,11 @@ def enqueue_chunk(
             known[rid] = _Known(next_id, state, digest, False, order, received, item.raw_digest)
         pointers[rid] = pointer
     counts.rejected += settled.count("rejected")
-    counts.enqueued += len(bare) + len(rows) - len(settled)  # the rows not written settled are pending
+    counts.enqueued += len(bare) + len(placed) + len(rows) - len(settled)  # the rows not written settled are pending
     if bare:
         db.executemany(_BARE_ROWS, bare)
+    if placed:
+        db.executemany(_PLACED_ROWS, placed)
     if rows:
         db.executemany(_ROWS, rows)
     if superseded:

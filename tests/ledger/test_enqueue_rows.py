@@ -1,6 +1,7 @@
 """An entry with no error, notes or place is written by `_BARE_ROWS`, its three NULLs in the
-statement: the same rows, entries and `records` pointers alike, as binding each such row's Nones
-to the full statement, whatever the chunks hold (rejections, notes, places, a record again)."""
+statement, and one with a place but no error or notes by `_PLACED_ROWS`: the same rows, entries and
+`records` pointers alike, as binding each such row's Nones to the full statement, whatever the
+chunks hold (rejections, notes, places, a record again)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from connector.ledger._types import EnqueueCounts
 
 
 class _Bound:
-    """A ledger's connection on which every bare row is written as before: its Nones bound."""
+    """A ledger's connection on which every bare or placed row is written as before: its Nones bound."""
 
     def __init__(self, db: Any) -> None:
         self.db = db
@@ -27,6 +28,8 @@ class _Bound:
     def executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> Any:
         if sql == _enqueue._BARE_ROWS:
             return self.db.executemany(_enqueue._ROWS, [(*row[:9], None, None, None, *row[9:]) for row in rows])
+        if sql == _enqueue._PLACED_ROWS:
+            return self.db.executemany(_enqueue._ROWS, [(*row[:9], None, None, *row[9:]) for row in rows])
         return self.db.executemany(sql, rows)
 
 
