@@ -340,14 +340,15 @@ def enqueue_chunk(
         key = person_key(source, rid, digest, revision)
         # A new entry: its row written here rather than by a function per record (a call with 7 arguments); without
         # an error or notes (nearly every row), those as NULL in the statement (`_BARE_ROWS`, `_PLACED_ROWS`).
-        new, raw = (next_id, key, source, rid, state, body, digest, mapping_version, revision), item.raw_digest
-        if last_error is None and notes is None:
-            if place is None:
-                bare.append((*new, raw, now, now))
-            else:
-                placed.append((*new, place, raw, now, now))
+        raw = item.raw_digest
+        if last_error is None and notes is None and place is None:  # one tuple made, not a head and a row
+            bare.append((next_id, key, source, rid, state, body, digest, mapping_version, revision, raw, now, now))
         else:
-            rows.append((*new, last_error, notes, place, raw, now, now))
+            new = (next_id, key, source, rid, state, body, digest, mapping_version, revision)
+            if last_error is None and notes is None:
+                placed.append((*new, place, raw, now, now))
+            else:
+                rows.append((*new, last_error, notes, place, raw, now, now))
         pointer = stored.top[rid] = (next_id, place, item.raw_digest)
         if state == "superseded":  # an older version: written settled, never the record's pointer
             continue
