@@ -26,7 +26,7 @@ from .rejects import RejectsFeed
 from .report import RunReport
 
 if TYPE_CHECKING:
-    from ..mapping import Mapping
+    from ..mapping import Mapping, Rejection
 
 LOGGER = "capture_sync.delivery"
 log = logs.get_logger(LOGGER)
@@ -56,6 +56,11 @@ def to_mapped(mapping: Mapping, record: Record, raw_digest: str | None = None) -
     result, notes = mapping.encoded_noting(record.data)
     if isinstance(result, bytes):
         return _new_mapped(record.id, result.decode("utf-8"), None, notes, record.order, raw_digest)
+    return _refused(record, result, raw_digest)
+
+
+def _refused(record: Record, result: Rejection, raw_digest: str | None) -> Mapped:
+    """`to_mapped` of a record the mapping rejected."""
     return Mapped(
         record.id,
         raw=_shown_record(record.data),
@@ -365,6 +370,7 @@ def _changed(
     raw digest): those are counted, never mapped. A record that already came earlier in the chunk
     always takes the full path, as the ledger's newest version of it is then that earlier one."""
     mapping = job.mapping
+    encoded = mapping.encoded_noting
     raws = raw_digests(mapping.version, chunk)
     ids = [item.id if type(item) is Record else record_id(item) for item in chunk]  # a call per record saved
     wanted = list(dict.fromkeys(rid for rid, raw in zip(ids, raws, strict=True) if raw is not None))
@@ -375,9 +381,13 @@ def _changed(
         if raw is not None and rid not in touched and known.get(rid) == raw:
             continue
         touched.add(rid)
-        if type(item) is Record:  # `entry`'s path for a record, without its call: nearly every item
-            one = to_mapped(mapping, item, raw)
-            mapped.append(one if one.payload is not None else _rejection(item, one, report))
+        # `entry`'s path for a record, without its calls (`to_mapped`'s steps inline): nearly every item
+        if type(item) is Record:
+            result, notes = encoded(item.data)
+            if isinstance(result, bytes):
+                mapped.append(_new_mapped(item.id, result.decode("utf-8"), None, notes, item.order, raw))
+            else:
+                mapped.append(_rejection(item, _refused(item, result, raw), report))
         else:
             mapped.append(entry(mapping, item, report, raw))
     return mapped, len(chunk) - len(mapped)

@@ -174,7 +174,9 @@ class Mapping:
         the model-free path made is of `plain_person`'s shape, so `encode_person` checks only its
         custom fields for the encoder's sake, and `encode_texts` not even those when `_direct` found
         them all exact str (the same bytes, proven in tests/api/test_encode_json.py)."""
-        payload, notes, encode = self._payload(data)
+        if self._direct_ok and (direct := self._direct(data)) is not None:  # `_payload`'s, without its call
+            return (encode_texts if direct[1] else encode_person)(direct[0]), ()
+        payload, notes, encode = self._judged_payload(data)
         if isinstance(payload, Rejection):
             return payload, notes
         return encode(payload), notes
@@ -187,6 +189,12 @@ class Mapping:
         if self._direct_ok and (direct := self._direct(data)) is not None:
             payload, texts = direct
             return payload, (), encode_texts if texts else encode_person
+        return self._judged_payload(data)
+
+    def _judged_payload(
+        self, data: dict[str, Any]
+    ) -> tuple[dict[str, Any] | Rejection, tuple[str, ...], Callable[[dict[str, Any]], bytes]]:
+        """`_payload` for a record `_direct` did not take: the two-pass steps."""
         clean, problems = self._cleaned(data)
         if not isinstance(clean, Rejection) and not problems.reasons:
             plain = plain_shaped(clean) if self._shaped else plain_person(clean)
