@@ -41,12 +41,14 @@ _VIEWS = frozenset(
 )
 
 
-def __getattr__(name: str) -> Any:
-    if name in _VIEWS:
-        from . import views
+if not TYPE_CHECKING:  # hidden from mypy, which would otherwise take any misspelt name for Any
 
-        return getattr(views, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    def __getattr__(name: str) -> Any:
+        if name in _VIEWS:
+            from . import views
+
+            return getattr(views, name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

@@ -230,3 +230,32 @@ def test_logging_configured_before_structlog_is_imported_renders_the_first_event
         assert (event["event"], event["level"], event["logger"]) == ("probe.event", "info", "capture_sync.probe")
     else:
         assert lines[0].lstrip("0123456789-:.TZ ").startswith("[info")
+
+
+def test_a_sqlite_ledger_refuses_a_lease_and_never_loads_the_postgresql_engine(tmp_path) -> None:
+    """The engine loads only for a PostgreSQL ledger (store.py imports it where it is needed); a
+    SQLite file still refuses a lease, as it did when the engine was always loaded. Here, not in the
+    lease tests, whose module needs psycopg."""
+    probe = f"""
+import sys
+from connector.ledger import Ledger, LedgerError
+with Ledger({str(tmp_path / "ledger.sqlite3")!r}) as ledger:
+    loaded = "connector.ledger._postgres" in sys.modules
+    try:
+        ledger.lease("daemon-a", 30)
+    except LedgerError as exc:
+        print(loaded, exc)
+"""
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert proc.stdout.startswith("False ledger "), proc.stdout + proc.stderr
+    assert "is a SQLite file: leases and standby daemons need a PostgreSQL ledger" in proc.stdout
+
+
+def test_every_name_the_ledger_package_exports_resolves() -> None:
+    """The views' names load on first use (PEP 562): a name in `__all__` missing from `_VIEWS`
+    would fail only at runtime, out of mypy's sight."""
+    import connector.ledger as ledger
+
+    assert [name for name in ledger.__all__ if not hasattr(ledger, name)] == []
+    with pytest.raises(AttributeError):
+        ledger.StatusRepot  # noqa: B018
