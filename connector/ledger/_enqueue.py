@@ -267,8 +267,9 @@ def enqueue_chunk(
     now: float,
     counts: EnqueueCounts,
 ) -> None:
-    """Enqueue a chunk with a handful of statements, whatever its size: `_load`'s reads, then one
-    executemany each for the new entries, the superseded ones and `records` (its exceptions). The decisions are the
+    """Enqueue a chunk with a handful of statements, whatever its size: `_load`'s reads, then an
+    executemany for the new entries of each row shape (`_BARE_ROWS`, `_PLACED_ROWS`, `_ROWS`), one for
+    the superseded ones and one for `records` (its exceptions). The decisions are the
     ones a record-by-record enqueue makes in order, duplicates within the chunk included (the
     chunk's own new versions are tracked in memory). New entries get their ids here (the chunk holds
     the write lock), so a later record of the chunk can supersede an earlier one. Entries carry the

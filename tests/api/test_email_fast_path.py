@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connector.api.models import _SPECIAL_USE, PersonInput, _is_plain_email
+from connector.api.models import _SPECIAL_USE, PersonInput, _is_plain_email, plain_passes
 
 
 def validator_accepts(value: str) -> bool:
@@ -58,6 +58,7 @@ pieces = st.lists(st.sampled_from(_PIECES), max_size=6).map("".join)
 )
 def test_the_one_pattern_answers_as_the_stepwise_checks(value: str) -> None:
     assert _is_plain_email(value) == stepwise(value), value
+    assert plain_passes({"name": "A", "email": value}) == stepwise(value), value  # its own inline copy
 
 
 @pytest.mark.parametrize(
@@ -70,6 +71,7 @@ def test_the_one_pattern_answers_as_the_stepwise_checks(value: str) -> None:
 )
 def test_the_one_pattern_at_the_edges(value: str) -> None:
     assert _is_plain_email(value) == stepwise(value), value
+    assert plain_passes({"name": "A", "email": value}) == stepwise(value), value
 
 
 def test_the_shortcut_refuses_the_validators_special_use_names_but_test() -> None:
