@@ -1,6 +1,7 @@
 """The Capture API: models, a retrying async client and one exception per outcome."""
 
 from .client import Attempt, CaptureClient, CredentialPair, RateGate, check_base_url, check_idempotency_key
+from .encoding import encode_json
 from .errors import (
     BadRequest,
     CaptureError,
@@ -23,7 +24,6 @@ from .models import (
     PersonInput,
     SuccessEnvelope,
     encode_bulk,
-    encode_json,
     explain,
 )
 from .retry import NO_RETRY, RetryPolicy, is_retryable

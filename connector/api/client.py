@@ -30,6 +30,7 @@ from .. import logs, tracing
 from ..logs import register_secret
 from ._exchange import CredentialPair, Credentials, Exchange, Reply
 from ._wire import check_base_url, check_idempotency_key, parse_response, parse_retry_after
+from .encoding import encode_json, persons_in
 from .errors import CaptureError, OutcomeUnknown, RateLimited, Unauthorized
 from .models import (
     MAX_BULK_PERSONS,
@@ -39,8 +40,6 @@ from .models import (
     PersonCaptureResult,
     PersonInput,
     encode_bulk,
-    encode_json,
-    persons_in,
 )
 from .retry import NO_RETRY, RetryPolicy
 

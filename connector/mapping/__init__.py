@@ -26,11 +26,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..api.encoding import encode_json, encode_person, encode_texts
 from ..api.models import (
     PersonInput,
-    encode_json,
-    encode_person,
-    encode_texts,
     explain,
     is_readable,
     plain_passes,

@@ -34,7 +34,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from ..api.models import MAX_KEY_LENGTH, BulkBody, BulkPersonInput, PersonInput, explain, persons_in
+from ..api.encoding import persons_in
+from ..api.models import MAX_KEY_LENGTH, BulkBody, BulkPersonInput, PersonInput, explain
 from .admin import LiveFaults, install_admin
 from .behaviour import Behaviour, BulkResultShape
 from .envelope import ApiError, error_envelope, error_response, json_response, parse_json, success

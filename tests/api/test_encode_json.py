@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from connector.api import encode_json
-from connector.api.models import encode_person, encode_texts
+from connector.api.encoding import encode_person, encode_texts
 from connector.keys import content_hash
 
 

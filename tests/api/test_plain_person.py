@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from connector.api.models import PERSON_FIELDS, PersonInput, encode_json, plain_person
+from connector.api.encoding import encode_json
+from connector.api.models import PERSON_FIELDS, PersonInput, plain_person
 
 texts = st.one_of(
     st.text(max_size=8),  # empty, blank, control characters, non-ASCII

@@ -17,7 +17,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from connector.api.models import PERSON_FIELDS, PersonInput, encode_json
+from connector.api.encoding import encode_json
+from connector.api.models import PERSON_FIELDS, PersonInput
 from connector.mapping import Mapping, Rejection
 
 FIELDS = ["First", "Last", "Full", "Email", "Phone", "Plan", "Company", "Notes", "Seats"]
