@@ -48,15 +48,19 @@ class Served:
         self.tally = SettledTally(counted_until=health.started_at)
         self.metrics.state.tally = self.tally
         self._snapshot: Snapshot | None = None
+        self._read_after: float | None = None  # the last pass's end when that snapshot's read began
         self._reading = asyncio.Lock()
 
     async def snapshot(self) -> Snapshot:
-        """The ledger as of now, or as of the last read if no pass ended since and it is fresh."""
+        """The ledger as of now, or as of the last read if no pass ended since it began and it is
+        fresh. Since it began, not since it was taken: a pass that ended during a read is not in
+        that read's settled counts, and comparing with `taken_at` (after the read) kept them stale."""
         async with self._reading:  # concurrent scrapes share one read
             ended = max((p.at for p in self.health.passes.values()), default=None)
             snap = self._snapshot
-            if snap is None or time.time() - snap.taken_at > MAX_SNAPSHOT_AGE_S or (ended and ended > snap.taken_at):
+            if snap is None or time.time() - snap.taken_at > MAX_SNAPSHOT_AGE_S or ended != self._read_after:
                 snap = self._snapshot = await asyncio.to_thread(self.reader.snapshot, self.tally, ended)
+                self._read_after = ended
                 self.metrics.state.snapshot = snap
             return snap
 

@@ -166,6 +166,30 @@ async def test_a_process_running_two_integrations_is_ready_only_when_both_are(
     assert await server.readiness() == []
 
 
+async def test_a_pass_that_ends_during_a_snapshot_read_is_counted_by_the_next_scrape(
+    tmp_path: Path, ledger_path: Path
+) -> None:
+    """The settled counters come from a read that advances the tally to the last pass's end; a pass
+    that ended while a read ran must make the next scrape read again, not wait 5 s for the age."""
+    loaded = load_config(_config(tmp_path, 'http_address = "127.0.0.1:0"'))
+    config = type(loaded)(**{**loaded.__dict__, "ledger": loaded.ledger.model_copy(update={"path": ledger_path})})
+    health = DaemonHealth()
+    served = Served(config, health, SimpleNamespace(observers=[]), SimpleNamespace(paused={}))  # type: ignore[arg-type]
+    real, asked = served.reader, []
+
+    class PassEndsMidRead:
+        def snapshot(self, tally: SettledTally, passes_until: float | None) -> Snapshot:
+            asked.append(passes_until)
+            if len(asked) == 1:  # the pass's last settle and its end land while this read runs
+                health.passed("signups", RunReport())
+            return real.snapshot(tally, passes_until)
+
+    served.reader = PassEndsMidRead()  # type: ignore[assignment]
+    await served.snapshot()
+    await served.snapshot()
+    assert asked == [None, health.passes["signups"].at]
+
+
 def _page(contact_data: bool) -> str:
     hostile = "<script>alert(1)</script>"
     member = EntryView(
