@@ -38,10 +38,9 @@ import re
 import time
 import zlib
 from abc import abstractmethod
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
-from itertools import chain
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar, Literal, NamedTuple, TypeVar, cast
 
@@ -224,14 +223,7 @@ class FileSource(Source[FileOptions]):
         in the position's `done` (kept only for files that still match, so it stays as small as the
         folder); a position saved before `done` existed counts the files before it in its order.
         Each row is yielded as `make` makes it; a held-back line ends the scan, `marked` with HELD_BACK
-        (a read without a cursor has no pass to keep open, so it simply ends). The files' rows come
-        through one `chain`, not a generator delegating to each file's: a frame less per row."""
-        return chain.from_iterable(self._file_scans(position, make, marked))
-
-    def _file_scans(
-        self, position: dict[str, Any] | None, make: Make[Made], marked: bool
-    ) -> Iterator[Iterable[Made | HeldBack]]:
-        """`_scan`'s files, each as the scan of its rows, taken in turn once the one before is read."""
+        (a read without a cursor has no pass to keep open, so it simply ends)."""
         files = self.files()
         prints = {match.rel: match.fingerprint() for match in files}
         done: frozenset[str] = frozenset()
@@ -239,33 +231,26 @@ class FileSource(Source[FileOptions]):
         if position is not None:
             legacy = "done" not in position
             done = frozenset(position.get("done", ())) & frozenset(prints.values())
-        held_back = [False]  # whether the last file scanned held its last line back (`_scan_file` says)
         for match in files:
             fingerprint = prints[match.rel]
             if position is not None and match.rel == position["file"]:
-                yield self._scan_file(match, position, done, make, held_back)
+                held_back = yield from self._scan_file(match, position, done, make)
             elif position is None or not (fingerprint in done or (legacy and not _after(match, position))):
-                yield self._scan_file(match, None, done, make, held_back)
+                held_back = yield from self._scan_file(match, None, done, make)
             else:
                 done |= {fingerprint}  # a legacy position's earlier file: read, so say so from here on
                 continue
-            if held_back[0]:  # the files after it wait for it, so the state never passes it
+            if held_back:  # the files after it wait for it, so the state never passes it
                 if marked:
-                    yield (HELD_BACK,)
+                    yield HELD_BACK
                 return
             done |= {fingerprint}
 
     def _scan_file(
-        self,
-        match: Match,
-        position: dict[str, Any] | None,
-        done: frozenset[str],
-        make: Make[Made],
-        held_back: list[bool],
-    ) -> Iterator[Made]:
-        """The rows of one file from `position`; at its end `held_back[0]` says whether its last line
-        was held back. `done` (the files read to their end before it) goes into every row's position,
-        as a sorted list."""
+        self, match: Match, position: dict[str, Any] | None, done: frozenset[str], make: Make[Made]
+    ) -> Generator[Made, None, bool]:
+        """The rows of one file from `position`; returns whether its last line was held back. `done`
+        (the files read to their end before it) goes into every row's position, as a sorted list."""
         opts, rel = self.options, match.rel
         try:
             fh = open(match.path, "rb")  # noqa: SIM115 - closed by the with below, across yields
@@ -318,7 +303,7 @@ class FileSource(Source[FileOptions]):
                 # the line names only a record without a usable key
                 problem = _key_problem(value, key_name)
                 yield make(f"{named}:{first_line}" if problem else str(value), data, position, cursor, where, problem)
-        held_back[0] = lines.held_back
+        return lines.held_back
 
 
 def _item(
