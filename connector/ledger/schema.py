@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..secret_files import create_private
+from . import _fresh
 from ._migrations import _v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11
 from ._migrations_late import _v12, _v13, _v14, _v15
 
-if TYPE_CHECKING:  # imported by _migrate only: every command opens a ledger, few create one
+if TYPE_CHECKING:  # imported by _migrate only: every command opens a ledger, few migrate an old one
     import sqlite_utils
 
 
@@ -122,18 +123,21 @@ def _journal_mode_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> str:
 def _migrate(conn: sqlite3.Connection, path: Path) -> None:
     if _checked_version(conn, path) == SCHEMA_VERSION:
         return
-    import sqlite_utils
-
     # Two processes creating a new ledger at once: the second waits here (busy_timeout) for the
     # first's migration, then reads the version again and finds nothing left to do.
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = _checked_version(conn, path)
-        if 0 < version < SCHEMA_VERSION:
-            _no_older_daemon(path)
-        db = sqlite_utils.Database(conn)
-        for migration in MIGRATIONS[version:]:
-            migration(db)
+        if version == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
+            _fresh.create(conn)  # a new file: the schema the steps end at, without them
+        elif version < SCHEMA_VERSION:
+            if version > 0:
+                _no_older_daemon(path)
+            import sqlite_utils
+
+            db = sqlite_utils.Database(conn)
+            for migration in MIGRATIONS[version:]:
+                migration(db)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:
