@@ -1,8 +1,9 @@
 """Start-up: `capture-sync --help`, and `capture-sync status` on a ledger of 1,000,000 entries,
 each the median wall time of 5 runs of the whole process (start-up, imports, config, queries); and a
 `capture-sync sync` of 10 new contacts into a sandbox, on a ledger that exists already (as every sync
-but the first finds it): the child's CPU, and the time from its spawn to its first request (the first
-attempt's `started_at` in its ledger: imports, config, ledger, GET /info and the first chunk inside).
+but the first finds it) and on none (the first sync, which creates it): the child's CPU, and the time
+from its spawn to its first request (the first attempt's `started_at` in its ledger: imports, config,
+ledger, GET /info and the first chunk inside).
 
     .venv/bin/python benchmarks/startup.py [--entries 1000000] [--runs 5] [--ledger PATH] [--pending-heavy]
 
@@ -137,12 +138,14 @@ def timed_runs(args: list[str], runs: int, env: dict[str, str]) -> list[float]:
     return walls
 
 
-def sync_run(folder: Path, api: Api, template: Path) -> tuple[float, float]:
-    """One `sync` of SYNC_RECORDS new contacts on a copy of an empty ledger of the current schema: the
-    child's CPU seconds, and the seconds from its spawn to its first request's `started_at`."""
+def sync_run(folder: Path, api: Api, template: Path | None) -> tuple[float, float]:
+    """One `sync` of SYNC_RECORDS new contacts on a copy of an empty ledger of the current schema (on
+    no ledger, as the first sync: `template` None): the child's CPU seconds, and the seconds from its
+    spawn to its first request's `started_at`."""
     folder.mkdir()
     ledger = folder / "ledger.sqlite3"
-    ledger.write_bytes(template.read_bytes())
+    if template is not None:
+        ledger.write_bytes(template.read_bytes())
     generate(folder / "contacts.csv", SYNC_RECORDS)
     config = write_config(folder, api, folder / "contacts.csv")
     child = run_child([str(CLI), "sync", "-c", str(config)], folder / "sync.log", env=api.env())
@@ -167,11 +170,13 @@ def run(
         env = api.env()
         template = folder / "empty.sqlite3"
         Ledger(template).close()
-        # Alternate the three commands, so that a slow moment of a shared machine hits all alike.
+        # Alternate the four commands, so that a slow moment of a shared machine hits all alike.
         help_s: list[float] = []
         status_s: list[float] = []
         sync_cpu_s: list[float] = []
         first_request_s: list[float] = []
+        first_sync_cpu_s: list[float] = []
+        first_sync_request_s: list[float] = []
         with sandbox(folder / "sandbox") as capture_api:
             sync_run(folder / "warm-up", capture_api, template)
             for i in range(runs):
@@ -180,6 +185,9 @@ def run(
                 cpu_s, to_first_s = sync_run(folder / f"sync-{i}", capture_api, template)
                 sync_cpu_s.append(cpu_s)
                 first_request_s.append(to_first_s)
+                cpu_s, to_first_s = sync_run(folder / f"first-sync-{i}", capture_api, None)
+                first_sync_cpu_s.append(cpu_s)
+                first_sync_request_s.append(to_first_s)
     return {
         "entries": entries,
         "pending_heavy": pending_heavy,
@@ -196,6 +204,10 @@ def run(
         "sync_cpu_median_s": statistics.median(sync_cpu_s),
         "first_request_s": first_request_s,
         "first_request_median_s": statistics.median(first_request_s),
+        "first_sync_cpu_s": first_sync_cpu_s,
+        "first_sync_cpu_median_s": statistics.median(first_sync_cpu_s),
+        "first_sync_request_s": first_sync_request_s,
+        "first_sync_request_median_s": statistics.median(first_sync_request_s),
     }
 
 
@@ -215,11 +227,16 @@ def main() -> None:
             f"  {name:<7} median {r[f'{name}_median_s']:.3f} s (min {min(walls):.3f}, max {max(walls):.3f}; "
             f"target < {target:g} s)"
         )
-    for name, key in (("CPU", "sync_cpu"), ("1st req", "first_request")):
+    for name, key, ledger in (
+        ("CPU", "sync_cpu", "an existing ledger"),
+        ("1st req", "first_request", "an existing ledger"),
+        ("CPU", "first_sync_cpu", "a new ledger"),
+        ("1st req", "first_sync_request", "a new ledger"),
+    ):
         values = r[f"{key}_s"]
         print(
             f"  sync {name:<7} median {r[f'{key}_median_s']:.3f} s (min {min(values):.3f}, max {max(values):.3f}; "
-            f"{r['sync_records']} records, an existing ledger)"
+            f"{r['sync_records']} records, {ledger})"
         )
     print(json.dumps(r))
 

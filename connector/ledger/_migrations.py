@@ -1,5 +1,6 @@
 """The ledger schema's forward migrations up to v11 (`_migrations_late` holds v12 on): SQLite's steps,
-one function per version (`_vN`, run in order by `schema.MIGRATIONS` as a file is opened), and the
+one function per version (`_vN`, run in order by `schema.MIGRATIONS` as an older file is opened; a new
+one is given their result at once, `_fresh`), and the
 statements PostgreSQL's `_pg_schema` runs for the same versions. Kept apart from `schema.py`, which opens the file, checks its version and
 words the errors, because the history of the schema grows with every release and nothing but a
 migration reads it."""

@@ -1,8 +1,8 @@
 """The PostgreSQL ledger's schema: a new database is created at the latest version directly (the
 tables as SQLite's migrations leave them), and `schema_version` says which it is. A later
-migration is written twice, once in `schema.MIGRATIONS` (SQLite, the steps in `_migrations`) and
-once in `MIGRATIONS` here, keyed by the version it brings the ledger to; both engines then stand at
-the same version."""
+migration is written twice, once in `schema.MIGRATIONS` (SQLite, the steps in `_migrations`, and
+what they end at in `_fresh`, for a new file) and once in `MIGRATIONS` here, keyed by the version it
+brings the ledger to; both engines then stand at the same version."""
 
 from __future__ import annotations
 

@@ -43,7 +43,8 @@ class LedgerUnreachable(LedgerError):
     in hand is unsettled, as in an outage of the Capture API, and the next run carries on."""
 
 
-# The SQLite forward migrations, in order (each in `_migrations`): a file at version N runs those after N.
+# The SQLite forward migrations, in order (each in `_migrations`): a file at version N runs those after N;
+# a new (empty) file is given what they end at, `_fresh.SCHEMA`, which a new migration updates too.
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1,
     _v2,
@@ -123,16 +124,16 @@ def _journal_mode_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> str:
 def _migrate(conn: sqlite3.Connection, path: Path) -> None:
     if _checked_version(conn, path) == SCHEMA_VERSION:
         return
-    # Two processes creating a new ledger at once: the second waits here (busy_timeout) for the
-    # first's migration, then reads the version again and finds nothing left to do.
+    # Two processes creating or migrating a ledger at once: the second waits here (busy_timeout) for
+    # the first's, then reads the version again and finds nothing left to do.
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = _checked_version(conn, path)
-        if version == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
+        if version == 0:
+            _not_another_programs(conn, path)
             _fresh.create(conn)  # a new file: the schema the steps end at, without them
         elif version < SCHEMA_VERSION:
-            if version > 0:
-                _no_older_daemon(path)
+            _no_older_daemon(path)
             import sqlite_utils
 
             db = sqlite_utils.Database(conn)
@@ -144,6 +145,18 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _not_another_programs(conn: sqlite3.Connection, path: Path) -> None:
+    """A file at version 0 with tables is no ledger: every ledger is stamped in the transaction that
+    creates it. It was given the ledger's tables beside its own (or failed on a name both share)."""
+    names = [name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+    if names:
+        shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        raise LedgerError(
+            f"{path} is not a capture-sync ledger: it is another SQLite database (tables {shown}); "
+            "set `ledger.path` to a new file, which capture-sync creates"
+        )
 
 
 def _no_older_daemon(path: Path) -> None:

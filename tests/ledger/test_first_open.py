@@ -86,3 +86,23 @@ def test_a_new_file_switched_to_wal_while_another_process_writes_it_waits(tmp_pa
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     conn.close()
     holder.close()
+
+
+def test_processes_migrating_an_older_ledger_at_once_all_succeed(tmp_path: Path) -> None:
+    """The steps' path (a new file takes `_fresh`'s): the first migrates, the others find it done."""
+    import sqlite3
+
+    import sqlite_utils
+
+    from connector.ledger import Ledger
+    from connector.ledger.schema import MIGRATIONS
+
+    old = tmp_path / "v1.sqlite3"
+    conn = sqlite3.connect(old, isolation_level=None)
+    MIGRATIONS[0](sqlite_utils.Database(conn))
+    conn.execute("PRAGMA user_version = 1")
+    conn.close()
+    results = _open_together(str(old), 4)
+    assert [(r.returncode, r.stdout.strip()) for r in results] == [(0, "ok")] * 4, [r.stderr for r in results]
+    with Ledger(old) as ledger:
+        assert ledger.status().by_state["pending"] == 4
