@@ -94,6 +94,7 @@ def connect(
             path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_s, factory=factory
         )
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        _not_another_programs(conn, path)  # before anything is set on it
         conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # a new file's only: before WAL, before any table
         if _journal_mode_wal(conn, busy_timeout_s).lower() != "wal":
             raise LedgerError(f"ledger {path}: cannot switch to WAL journal mode")
@@ -130,7 +131,6 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
     try:
         version = _checked_version(conn, path)
         if version == 0:
-            _not_another_programs(conn, path)
             _fresh.create(conn)  # a new file: the schema the steps end at, without them
         elif version < SCHEMA_VERSION:
             _no_older_daemon(path)
@@ -149,7 +149,10 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
 
 def _not_another_programs(conn: sqlite3.Connection, path: Path) -> None:
     """A file at version 0 with tables is no ledger: every ledger is stamped in the transaction that
-    creates it. It was given the ledger's tables beside its own (or failed on a name both share)."""
+    creates it. It was switched to WAL and given the ledger's tables beside its own (or failed on a
+    name both share)."""
+    if conn.execute("PRAGMA user_version").fetchone()[0] != 0:
+        return
     names = [name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
     if names:
         shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")

@@ -126,4 +126,5 @@ def test_another_programs_database_is_refused_and_left_as_it_was(tmp_path: Path)
     assert db.execute("SELECT name FROM sqlite_master").fetchall() == [("users",)]
     assert db.execute("SELECT email FROM users").fetchall() == [("a@example.com",)]
     assert db.execute("PRAGMA user_version").fetchone() == (0,)
+    assert db.execute("PRAGMA journal_mode").fetchone() == ("delete",)  # not switched to WAL either
     db.close()
