@@ -94,13 +94,16 @@ def connect(
             path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_s, factory=factory
         )
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-        _not_another_programs(conn, path)  # before anything is set on it
+        version = _checked_version(conn, path)  # a newer release's file or another program's: refused as it is
+        if version == 0:
+            _not_another_programs(conn, path)
         conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # a new file's only: before WAL, before any table
         if _journal_mode_wal(conn, busy_timeout_s).lower() != "wal":
             raise LedgerError(f"ledger {path}: cannot switch to WAL journal mode")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
-        _migrate(conn, path)
+        if version != SCHEMA_VERSION:
+            _migrate(conn, path)
     except sqlite3.DatabaseError as exc:
         raise LedgerError(describe(exc, path)) from None
     return conn
@@ -123,8 +126,6 @@ def _journal_mode_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> str:
 
 
 def _migrate(conn: sqlite3.Connection, path: Path) -> None:
-    if _checked_version(conn, path) == SCHEMA_VERSION:
-        return
     # Two processes creating or migrating a ledger at once: the second waits here (busy_timeout) for
     # the first's, then reads the version again and finds nothing left to do.
     conn.execute("BEGIN IMMEDIATE")
@@ -151,8 +152,6 @@ def _not_another_programs(conn: sqlite3.Connection, path: Path) -> None:
     """A file at version 0 with tables is no ledger: every ledger is stamped in the transaction that
     creates it. It was switched to WAL and given the ledger's tables beside its own (or failed on a
     name both share)."""
-    if conn.execute("PRAGMA user_version").fetchone()[0] != 0:
-        return
     names = [name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
     if names:
         shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")

@@ -89,12 +89,13 @@ class Ledger(LedgerReads):
         """The integration's lease, for `holder` (a daemon's id) to lead it while held: PostgreSQL
         only (a SQLite file has one daemon, by its lock). From here on, this ledger's writes are
         refused (LedgerFenced) unless the lease is held and unexpired."""
-        from ._postgres import PgStore  # loaded already when the ledger is a PostgreSQL one
-
-        if not isinstance(self._store, PgStore):
+        if self.path is not None:  # a SQLite file: refused without loading the PostgreSQL engine
             raise LedgerError(
                 f"ledger {self.name} is a SQLite file: leases and standby daemons need a PostgreSQL ledger"
             )
+        from ._postgres import PgStore  # loaded already: the ledger is a PostgreSQL one
+
+        assert isinstance(self._store, PgStore)
         return self._store.lease(holder, lease_s)
 
     def ask_leader(self, command: str, args: dict[str, Any], take_within_s: float) -> dict[str, Any]:
